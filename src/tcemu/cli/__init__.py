@@ -1,0 +1,1 @@
+"""The ``tcemu`` command-line tool."""
