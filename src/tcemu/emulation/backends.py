@@ -1,0 +1,132 @@
+"""GEMM backends: where an emulated product runs.
+
+* ``"torch"``: :class:`ReferenceBackend`, plain PyTorch on any device (the reference).
+* ``"triton"``: the fast CUDA kernels of :mod:`tcemu.emulation.gemm` (Hopper, Ampere).
+* ``"auto"``: ``"triton"`` where it can run the method on the tensors' device, else ``"torch"``.
+
+A backend implements :class:`GemmBackend`. Linear layers use the ``prepare_weight`` /
+``linear`` / ``linear_input_grad`` trio, so that weight pieces are split once and cached by
+:class:`~tcemu.emulation.linear.EmulatedLinear` in whatever layout the backend prefers.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Protocol
+
+import torch
+from torch import Tensor
+
+from .methods import MethodSpec
+from .reference import mm_reference
+from .split import split
+
+__all__ = ["GemmBackend", "ReferenceBackend", "get_backend", "backend_names", "resolve_backend"]
+
+
+class GemmBackend(Protocol):
+    """What a GEMM backend provides. All tensors are float32; shapes as named."""
+
+    name: str
+
+    def unavailable_reason(self, device: torch.device, spec: MethodSpec | None = None) -> str | None:
+        """``None`` if the backend can run ``spec`` on ``device``, else why not (one sentence)."""
+
+    def matmul(self, a: Tensor, b: Tensor, spec: MethodSpec) -> Tensor:
+        """``a @ b`` for a (..., M, K), b (..., K, N) with torch.matmul broadcasting (both >= 2-D)."""
+
+    def prepare_weight(self, weight: Tensor, spec: MethodSpec) -> Any:
+        """Split an nn.Linear weight (N, K) once; the result is cached while the weight is unchanged."""
+
+    def linear(self, x: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec, bias: Tensor | None) -> Tensor:
+        """``x @ weight.T + bias`` for x (M, K), weight (N, K), bias (N,) or None -> (M, N)."""
+
+    def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec) -> Tensor:
+        """``grad_out @ weight`` for grad_out (M, N), weight (N, K) -> (M, K)."""
+
+
+class ReferenceBackend:
+    """Plain PyTorch, any device: the executable spec (:func:`~tcemu.emulation.reference.mm_reference`)."""
+
+    name = "torch"
+
+    def unavailable_reason(self, device: torch.device, spec: MethodSpec | None = None) -> str | None:
+        if device.type not in ("cpu", "cuda"):
+            return f"device type {device.type!r} is not supported (cpu or cuda)"
+        return None
+
+    def matmul(self, a: Tensor, b: Tensor, spec: MethodSpec) -> Tensor:
+        if spec.name == "tf32" and a.is_cuda:  # the baseline users compare against: cuBLAS TF32
+            return _cublas_tf32_matmul(a, b)
+        return mm_reference(a, b, spec)
+
+    def prepare_weight(self, weight: Tensor, spec: MethodSpec) -> tuple[Tensor, ...]:
+        with torch.no_grad():
+            return split(weight.detach(), spec)
+
+    def linear(self, x: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec, bias: Tensor | None) -> Tensor:
+        if spec.name == "tf32" and x.is_cuda:
+            y = _cublas_tf32_matmul(x, weight.mT)
+        else:
+            y = mm_reference(x, weight.mT, spec, b_pieces=tuple(p.mT for p in prepared))
+        return y if bias is None else y + bias
+
+    def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec) -> Tensor:
+        if spec.name == "tf32" and grad_out.is_cuda:
+            return _cublas_tf32_matmul(grad_out, weight)
+        return mm_reference(grad_out, weight, spec, b_pieces=tuple(prepared))
+
+
+def _cublas_tf32_matmul(a: Tensor, b: Tensor) -> Tensor:
+    cuda = torch.backends.cuda.matmul
+    old = cuda.allow_tf32
+    cuda.allow_tf32 = True
+    try:
+        return torch.matmul(a, b)
+    finally:
+        cuda.allow_tf32 = old
+
+
+
+@functools.cache
+def _triton_backend() -> GemmBackend | str:
+    """The Triton backend, or why it cannot be imported."""
+    try:
+        from .gemm import TritonBackend  # noqa: PLC0415 - optional, imports triton
+    except ImportError as exc:
+        return f"the Triton kernels cannot be imported ({exc}); install the 'triton' extra"
+    return TritonBackend()
+
+
+def backend_names() -> list[str]:
+    return ["auto", "torch", "triton"]
+
+
+def get_backend(name: str) -> GemmBackend:
+    """Backend by name (``"torch"`` or ``"triton"``); raises with the reason if unavailable."""
+    if name == "torch":
+        return _REFERENCE
+    if name == "triton":
+        be = _triton_backend()
+        if isinstance(be, str):
+            raise RuntimeError(be)
+        return be
+    raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(backend_names())}")
+
+
+def resolve_backend(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
+    """Pick the backend that runs ``spec`` on ``device``: ``"auto"`` prefers Triton on CUDA."""
+    if name == "auto":
+        if device.type == "cuda" and spec.uses_tensor_cores and spec.name != "tf32":
+            be = _triton_backend()
+            if not isinstance(be, str) and be.unavailable_reason(device, spec) is None:
+                return be
+        return _REFERENCE
+    be = get_backend(name)
+    why = be.unavailable_reason(device, spec)
+    if why is not None:
+        raise RuntimeError(f"backend {name!r} cannot run {spec.name} on {device}: {why}")
+    return be
+
+
+_REFERENCE = ReferenceBackend()
