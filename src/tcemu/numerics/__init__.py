@@ -1,0 +1,45 @@
+"""``tcemu.numerics``: a bit-accurate, fast model of NVIDIA Tensor Core MMA arithmetic (V100 to B200).
+
+Public API:
+
+- :func:`mma` ``(a, b, c, *, arch, instruction="mma.sync", input_format=None, output_format="fp32",
+  params=None)``: D = A @ B + C with the hardware's exact result bits.
+- :class:`MMAParams`: the frozen block-FMA parameters (N, F, output format and rounding, c = 0 floor,
+  c exponent floor, tf32 truncation, FP8 emulation groups, overflow rule); what-if models via
+  ``dataclasses.replace``.
+- :func:`get_preset` ``(arch, instruction, input_format, output_format, variant="mmasim") -> MMAParams``.
+- :func:`block_fma_bits` ``(a_bits (S, K), b_bits (S, K), c_bits (S,), params) -> (S,) bits``: the fast
+  vectorised model on raw bits.
+- :func:`add_round_bits`: an IEEE addition rounded once, on bits.
+- :mod:`~tcemu.numerics.formats`: exact decode/encode of fp32, fp16, bf16, tf32, e4m3, e5m2, e8m13.
+- :mod:`~tcemu.numerics.oracle`: the exact rational reference model (slow, for tests).
+
+The model and the disputed points are described in docs/numerics.md and NUMERICS.md.
+"""
+
+from .api import infer_input_format, mma
+from .formats import FORMATS, FloatFormat, decode, encode, from_bits, get_format, to_bits
+from .model import add_round_bits, block_fma_bits
+from .params import MMAParams
+from .presets import ARCHS, INSTRUCTIONS, get_preset, list_presets
+from .rounding import Rounding
+
+__all__ = [
+    "mma",
+    "MMAParams",
+    "get_preset",
+    "list_presets",
+    "block_fma_bits",
+    "add_round_bits",
+    "Rounding",
+    "FloatFormat",
+    "FORMATS",
+    "get_format",
+    "decode",
+    "encode",
+    "to_bits",
+    "from_bits",
+    "infer_input_format",
+    "ARCHS",
+    "INSTRUCTIONS",
+]

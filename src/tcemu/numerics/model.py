@@ -1,0 +1,253 @@
+"""FAST vectorised block-FMA model: bits in, bits out, integer NumPy only.
+
+Entry points:
+
+- :func:`block_fma_bits` ``(a_bits (S, K), b_bits (S, K), c_bits (S,), params) -> d_bits (S,)``:
+  S independent dot products of length K (any K; a partial last block acts as zero padding),
+  chained block by block (and instruction by instruction) in increasing k exactly as
+  :class:`~tcemu.numerics.params.MMAParams` describes. a and b are container bits of
+  ``params.input_format`` (uint16 fp16/bf16, uint32 tf32, uint8 e4m3/e5m2), c and d of
+  ``params.c_format`` (uint32 fp32, uint16 fp16; e8m13 results sit in a uint32 fp32 container).
+- :func:`add_round_bits`: one IEEE addition ``x + y`` rounded once (the c-add of emulated FP8).
+
+The exact rational reference of the same steps is :mod:`tcemu.numerics.oracle`.
+
+How one block is computed (NUMERICS.md §3):
+
+1. decode a and b through lookup tables into (sign, significand with hidden bit, exponent);
+   zeros get a very small exponent and Inf/NaN a very large one, so the block maximum also flags
+   blocks with special values, which are then resolved on the few rows concerned;
+2. products ``M = sig_a * sig_b`` (exact, int64) with exponent ``E = e_a + e_b`` (significand in [0, 4));
+3. ``E_max`` over the nonzero products and c (c's exponent is at least ``c_exp_floor``; a zero c
+   drops out, but ``E_max >= czero_floor``);
+4. each addend is shifted right to the grid ``2**(E_max - F)`` *as a magnitude* (truncation toward
+   zero), then its sign is applied;
+5. the exact int64 sum is rounded once to the output format (:func:`tcemu.numerics.formats.encode`).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from .formats import FINITE, INF, NAN, ZERO, decode, decode_table, encode, fp8_to_fp16_bits, get_format
+from .params import MMAParams
+from .rounding import Rounding, bit_length
+
+__all__ = ["block_fma_bits", "add_round_bits", "bfma_block_bits"]
+
+_ZERO_EXP = -(1 << 20)  # exponent given to zero inputs: their products never reach E_max
+_SPECIAL_EXP = 1 << 24  # exponent given to Inf/NaN inputs: E_max > _SPECIAL_LIMIT flags the row
+_SPECIAL_LIMIT = 1 << 22
+_CHUNK = 1 << 15  # rows per chunk: keeps the (chunk, K) temporaries in cache
+
+
+@lru_cache(maxsize=None)
+def _kernel_table(fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(sig, exp, negative) per bit pattern, with the zero / special exponent sentinels of this module."""
+    negative, sig, e, cls = decode_table(fmt)
+    exp = np.where(cls == ZERO, _ZERO_EXP, np.where(cls >= INF, _SPECIAL_EXP, e))
+    out = (sig.astype(np.int64), exp.astype(np.int64), negative.astype(bool))
+    for arr in out:
+        arr.setflags(write=False)
+    return out
+
+
+def _index(bits: np.ndarray, fmt: str, tf32_truncate: bool) -> np.ndarray:
+    """Table index of each container bit pattern (tf32: the top 19 bits)."""
+    f = get_format(fmt)
+    u = np.asarray(bits)
+    if f.container_shift:
+        if not tf32_truncate and np.any(u.astype(np.uint32) & ((1 << f.container_shift) - 1)):
+            raise ValueError(f"{fmt} operand has nonzero low {f.container_shift} bits and tf32_truncate=False")
+        return (u.astype(np.uint32) >> f.container_shift).astype(np.intp)
+    return u.astype(np.intp)
+
+
+def _c_fields(c_bits: np.ndarray, c_fmt: str, c_exp_floor: int | None):
+    """c decoded: (negative, sig, q, alignment exponent E_c, cls); value = sig * 2**q."""
+    f = get_format(c_fmt)
+    neg, sig, e, cls = decode(c_bits, f)
+    q = e - f.frac_bits
+    lead = bit_length(sig) - 1 + q  # the true exponent of c's leading bit
+    e_c = lead if c_exp_floor is None else np.maximum(lead, c_exp_floor)
+    return neg, sig, q, e_c, cls
+
+
+def bfma_block_bits(
+    a_idx: np.ndarray,
+    b_idx: np.ndarray,
+    c_bits: np.ndarray,
+    *,
+    product_format: str,
+    c_format: str,
+    output_format: str,
+    frac_bits: int,
+    rounding: Rounding,
+    czero_floor: int | None,
+    c_exp_floor: int | None,
+    overflow: str = "inf",
+) -> np.ndarray:
+    """One block FMA on table indices of a and b ``(S, n)`` and c bits ``(S,)``; returns output bits ``(S,)``."""
+    sig_t, exp_t, neg_t = _kernel_table(product_format)
+    fmt = get_format(product_format)
+    lshift = max(0, frac_bits - 2 * fmt.frac_bits)  # pre-shift so that every alignment is a right shift
+    base = 2 * fmt.frac_bits - frac_bits + lshift  # >= 0
+    m = (sig_t[a_idx] * sig_t[b_idx]) << lshift
+    e = exp_t[a_idx] + exp_t[b_idx]
+    e_max_p = e.max(axis=1) if e.shape[1] else np.full(e.shape[0], 2 * _ZERO_EXP, dtype=np.int64)
+    c_neg, c_sig, c_q, c_e, c_cls = _c_fields(c_bits, c_format, c_exp_floor)
+    c_nonzero = c_cls == FINITE
+    floor = np.where(c_nonzero, c_e, -(1 << 30) if czero_floor is None else czero_floor)
+    e_max = np.maximum(e_max_p, floor)
+    # products: magnitude >> (E_max - E + base), sign re-applied afterwards (truncation toward zero)
+    sh = np.minimum(e_max[:, None] - e + base, 62)
+    t = m >> sh
+    negp = neg_t[a_idx] ^ neg_t[b_idx]
+    total = t.sum(axis=1, where=~negp) - t.sum(axis=1, where=negp)
+    # c: the same truncation on the grid 2**(E_max - F)
+    c_sh = e_max - frac_bits - c_q
+    c_t = np.where(c_sh >= 0, c_sig >> np.clip(c_sh, 0, 62), c_sig << np.clip(-c_sh, 0, 62))
+    c_t = np.where(c_nonzero, c_t, 0)
+    total = total + np.where(c_neg, -c_t, c_t)
+    negative = total < 0
+    out = encode(negative, np.abs(total), e_max - frac_bits, output_format, rounding, overflow)
+    # rows with Inf/NaN anywhere: decided on exact classes
+    special = (e_max_p > _SPECIAL_LIMIT) | (c_cls >= INF)
+    if np.any(special):
+        rows = np.nonzero(special)[0]
+        out[rows] = _special_rows(a_idx[rows], b_idx[rows], c_bits[rows], product_format, c_format, output_format)
+    return out
+
+
+def _special_rows(a_idx, b_idx, c_bits, product_format: str, c_format: str, output_format: str) -> np.ndarray:
+    """NaN / Inf results of rows that hold an Inf or NaN (NUMERICS.md §3 step 0, §4.5)."""
+    _, _, _, cls_t = decode_table(product_format)
+    neg_t = decode_table(product_format)[0]
+    ca, cb = cls_t[a_idx], cls_t[b_idx]
+    c_neg, _, _, c_cls = decode(c_bits, c_format)
+    nan = (ca == NAN).any(1) | (cb == NAN).any(1) | (c_cls == NAN)
+    nan |= ((ca == INF) & (cb == ZERO)).any(1) | ((ca == ZERO) & (cb == INF)).any(1)
+    inf_p = (ca == INF) | (cb == INF)
+    negp = neg_t[a_idx] ^ neg_t[b_idx]
+    pos_inf = (inf_p & ~negp).any(1) | ((c_cls == INF) & ~c_neg)
+    neg_inf = (inf_p & negp).any(1) | ((c_cls == INF) & c_neg)
+    nan |= pos_inf & neg_inf
+    f = get_format(output_format)
+    inf_bits = f.inf_field << f.container_shift
+    sign_bit = 1 << (f.container_bits or f.width) - 1
+    out = np.where(neg_inf, inf_bits | sign_bit, inf_bits)
+    out = np.where(nan, f.canonical_nan, out)
+    return out.astype(f.container_dtype)
+
+
+def add_round_bits(x_bits: np.ndarray, y_bits: np.ndarray, fmt: str, rounding: Rounding, overflow: str = "inf"):
+    """``x + y`` for two arrays of ``fmt`` bits, computed exactly and rounded once (IEEE addition).
+
+    A zero result is +0 except for RD (-0), or when both operands are -0. NaN results are canonical.
+    """
+    f = get_format(fmt)
+    xn, xs, xe, xc = decode(x_bits, f)
+    yn, ys, ye, yc = decode(y_bits, f)
+    xq, yq = xe - f.frac_bits, ye - f.frac_bits
+    # exact sum on the finer grid; an operand more than 36 bits below the other's last bit only acts
+    # as a sticky bit there (it cannot cross a rounding boundary), which keeps everything in int64
+    qlo = np.maximum(np.minimum(xq, yq), np.maximum(xq, yq) - 36)
+
+    def aligned(neg, sig, q):
+        d = q - qlo
+        mag = np.where(d >= 0, sig << np.clip(d, 0, 62), (sig != 0).astype(np.int64))
+        return np.where(neg, -mag, mag)
+
+    total = aligned(xn, xs, xq) + aligned(yn, ys, yq)
+    negative = total < 0
+    out = encode(negative, np.abs(total), qlo, f, rounding, overflow)
+    zero = total == 0
+    if np.any(zero):
+        neg_zero = (xn & yn) if rounding is not Rounding.RD else (xn | yn | (xc != ZERO) | (yc != ZERO))
+        out = np.where(zero & neg_zero, out | np.asarray(1 << (f.container_bits or f.width) - 1, out.dtype), out)
+    special = (xc >= INF) | (yc >= INF)
+    if np.any(special):
+        inf_bits = f.inf_field << f.container_shift
+        sign_bit = 1 << (f.container_bits or f.width) - 1
+        pos_inf = ((xc == INF) & ~xn) | ((yc == INF) & ~yn)
+        neg_inf = ((xc == INF) & xn) | ((yc == INF) & yn)
+        nan = (xc == NAN) | (yc == NAN) | (pos_inf & neg_inf)
+        sp = np.where(neg_inf, inf_bits | sign_bit, inf_bits)
+        sp = np.where(nan, f.canonical_nan, sp).astype(out.dtype)
+        out = np.where(special, sp, out)
+    return out.astype(f.container_dtype)
+
+
+def _chain_blocks(a_idx, b_idx, d, params: MMAParams, product_format: str, c_format: str) -> np.ndarray:
+    """Blocks of n_fma consecutive columns, in order, each result the next block's c."""
+    n = params.n_fma
+    k = a_idx.shape[1]
+    for k0 in range(0, max(k, 1), n):
+        d = bfma_block_bits(
+            a_idx[:, k0 : k0 + n],
+            b_idx[:, k0 : k0 + n],
+            d,
+            product_format=product_format,
+            c_format=c_format,
+            output_format=params.output_format,
+            frac_bits=params.frac_bits,
+            rounding=params.output_rounding,
+            czero_floor=params.czero_floor,
+            c_exp_floor=params.c_exp_floor,
+            overflow=params.overflow,
+        )
+    return d
+
+
+def _emulated_fp8(a_bits, b_bits, c_bits, params: MMAParams) -> np.ndarray:
+    """FP8 mma.sync on the fp16 path: per instruction, interleaved groups from +0, then an IEEE add of c."""
+    a_idx = fp8_to_fp16_bits(a_bits, params.input_format).astype(np.intp)
+    b_idx = fp8_to_fp16_bits(b_bits, params.input_format).astype(np.intp)
+    s, k = a_idx.shape
+    c_fmt = params.c_format
+    period = params.period
+    d = np.asarray(c_bits)
+    for i0 in range(0, k, params.k_instr):
+        cols = np.arange(i0, min(i0 + params.k_instr, k))
+        acc = np.zeros(s, dtype=get_format(c_fmt).container_dtype)  # each group chain starts from +0
+        for group in params.interleave:
+            sel = cols[np.isin((cols - i0) % period, group)]
+            acc = _chain_blocks(a_idx[:, sel], b_idx[:, sel], acc, params, "fp16", c_fmt)
+        d = add_round_bits(acc, d, params.output_format if params.output_format != "e8m13" else "fp32",
+                           params.c_add_rounding, params.overflow)
+    return d
+
+
+def block_fma_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, params: MMAParams) -> np.ndarray:
+    """S dot products of length K on raw bits, exactly as the Tensor Core (per ``params``) computes them.
+
+    Args:
+        a_bits: (S, K) container bits of ``params.input_format`` (uint8/uint16/uint32).
+        b_bits: (S, K) same format as a.
+        c_bits: (S,) bits of c in ``params.c_format`` (uint32 fp32, or uint16 fp16 for fp16 output).
+        params: the model (:func:`tcemu.numerics.presets.get_preset` or a what-if :class:`MMAParams`).
+
+    Returns:
+        (S,) result bits in ``params.c_format``'s container (uint32 or uint16).
+    """
+    a_bits = np.asarray(a_bits)
+    b_bits = np.asarray(b_bits)
+    c_bits = np.asarray(c_bits)
+    if a_bits.ndim != 2 or a_bits.shape != b_bits.shape or c_bits.shape != a_bits.shape[:1]:
+        raise ValueError(f"need a_bits, b_bits (S, K) and c_bits (S,), got {a_bits.shape}, {b_bits.shape}, "
+                         f"{c_bits.shape}")
+    c_dtype = get_format(params.c_format).container_dtype
+    c_bits = c_bits.astype(c_dtype)
+    s = a_bits.shape[0]
+    out = np.empty(s, dtype=c_dtype)
+    for r0 in range(0, s, _CHUNK):
+        rs = slice(r0, r0 + _CHUNK)
+        if params.interleave is not None:
+            out[rs] = _emulated_fp8(a_bits[rs], b_bits[rs], c_bits[rs], params)
+        else:
+            a_idx = _index(a_bits[rs], params.input_format, params.tf32_truncate)
+            b_idx = _index(b_bits[rs], params.input_format, params.tf32_truncate)
+            out[rs] = _chain_blocks(a_idx, b_idx, c_bits[rs], params, params.input_format, params.c_format)
+    return out

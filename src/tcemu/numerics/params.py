@@ -1,0 +1,107 @@
+"""The parameters of the block-FMA model of one Tensor Core instruction (NUMERICS.md §3).
+
+:class:`MMAParams` is a frozen record: presets for real hardware come from
+:func:`tcemu.numerics.presets.get_preset`; what-if models are made with
+``dataclasses.replace(preset, frac_bits=26)`` or by building one directly.
+
+The model, per instruction of ``k_instr`` products (instructions are chained in k order, each
+result becoming the next ``c``)::
+
+    d = c
+    for each block of n_fma consecutive k:            # blocks chain through the output format
+        E_max = max(product exponents, exponent of c)  # c == 0: drops out; E_max >= czero_floor
+        T_i   = trunc_toward_zero(v_i / 2**(E_max - frac_bits))   # every addend, c included
+        d     = round_output(sum(T_i) * 2**(E_max - frac_bits))   # one rounding, at the end
+
+With ``interleave`` set (FP8 ``mma.sync`` on Hopper/Blackwell, emulated on the fp16 path), the
+products are converted to fp16, split into groups by ``k mod period`` and accumulated group by
+group from ``+0``; then ``c`` is added with one IEEE addition rounded with ``c_add_rounding``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .formats import get_format
+from .rounding import Rounding
+
+__all__ = ["MMAParams"]
+
+_INPUTS = ("fp16", "bf16", "tf32", "e4m3", "e5m2")
+_OUTPUTS = ("fp32", "fp16", "e8m13")
+
+
+@dataclass(frozen=True)
+class MMAParams:
+    """Block-FMA parameters of one (architecture, instruction, input format, output format).
+
+    Field names follow NUMERICS.md: ``n_fma`` is N, ``frac_bits`` is F.
+    """
+
+    input_format: str  # a and b: fp16, bf16, tf32, e4m3, e5m2
+    output_format: str  # each block's result (and d): fp32, fp16, or e8m13 (fp32 container, 13 fraction bits)
+    k_instr: int  # K of one instruction; a longer K chains instructions
+    n_fma: int  # N: products fused in one block (c enters the first block)
+    frac_bits: int  # F: fraction bits each addend keeps after alignment to the block maximum exponent
+    output_rounding: Rounding = Rounding.RZ  # rounding of each block result to output_format
+    czero_floor: int | None = -126  # c == 0: E_max = max(E_max, czero_floor); None: no floor (disputed, T24-T25)
+    c_exp_floor: int | None = -126  # exponent used to align c is max(true exponent of c, c_exp_floor) (T26)
+    tf32_truncate: bool = True  # tf32 operands given as fp32 bits: low 13 bits ignored (else they must be 0)
+    interleave: tuple[tuple[int, ...], ...] | None = None  # FP8 emulation: groups of k mod period, in order
+    c_add_rounding: Rounding | None = None  # with interleave: c added last by an IEEE add with this rounding
+    overflow: str = "inf"  # "inf": overflow gives Inf even under RZ (both models); "ieee": RZ stops at max finite
+    label: str = ""  # e.g. "h100 mma.sync m16n8k16 fp16->fp32"
+    sources: str = field(default="", compare=False)  # citations for the values
+
+    def __post_init__(self) -> None:
+        if self.input_format not in _INPUTS:
+            raise ValueError(f"input_format {self.input_format!r} not one of {_INPUTS}")
+        if self.output_format not in _OUTPUTS:
+            raise ValueError(f"output_format {self.output_format!r} not one of {_OUTPUTS}")
+        if self.n_fma < 1 or self.k_instr < 1 or self.k_instr % self.n_fma and self.interleave is None:
+            raise ValueError(f"need 1 <= n_fma dividing k_instr, got n_fma={self.n_fma}, k_instr={self.k_instr}")
+        if not 0 <= self.frac_bits <= 40:
+            raise ValueError(f"frac_bits must be in [0, 40], got {self.frac_bits}")
+        if not isinstance(self.output_rounding, Rounding):
+            object.__setattr__(self, "output_rounding", Rounding(self.output_rounding))
+        if self.c_add_rounding is not None and not isinstance(self.c_add_rounding, Rounding):
+            object.__setattr__(self, "c_add_rounding", Rounding(self.c_add_rounding))
+        if self.overflow not in ("inf", "ieee"):
+            raise ValueError(f"overflow must be 'inf' or 'ieee', got {self.overflow!r}")
+        if self.interleave is not None:
+            if self.input_format not in ("e4m3", "e5m2"):
+                raise ValueError("interleave (emulated FP8 mma.sync) needs an e4m3 or e5m2 input format")
+            residues = sorted(r for g in self.interleave for r in g)
+            if residues != list(range(len(residues))) or self.k_instr % len(residues):
+                raise ValueError(f"interleave groups must partition range(period), got {self.interleave}")
+            if self.c_add_rounding is None:
+                object.__setattr__(self, "c_add_rounding", Rounding.RNE)
+
+    @property
+    def c_format(self) -> str:
+        """Format of c and d as the caller sees them: fp16 for fp16 output, else fp32."""
+        return "fp16" if self.output_format == "fp16" else "fp32"
+
+    @property
+    def product_format(self) -> str:
+        """Format the products are formed in: fp16 for emulated FP8, else the input format."""
+        return "fp16" if self.interleave is not None else self.input_format
+
+    @property
+    def period(self) -> int:
+        """Length of the interleave pattern (4 for the FP8 emulation), 0 without one."""
+        return sum(len(g) for g in self.interleave) if self.interleave else 0
+
+    def describe(self) -> str:
+        """One line: what this model does."""
+        fin = get_format(self.input_format).name
+        czero = "none" if self.czero_floor is None else str(self.czero_floor)
+        cexp = "none" if self.c_exp_floor is None else str(self.c_exp_floor)
+        s = (
+            f"{self.label or fin}: K={self.k_instr}, N={self.n_fma}, F={self.frac_bits}, "
+            f"out {self.output_format} {self.output_rounding.value.upper()}, c=0 floor {czero}, "
+            f"c exponent floor {cexp}, overflow {self.overflow}"
+        )
+        if self.interleave is not None:
+            s += f", fp16-path groups {self.interleave} then c added with {self.c_add_rounding.value.upper()}"
+        return s

@@ -1,0 +1,176 @@
+"""Presets: :class:`MMAParams` per (architecture, instruction, input format, output format), with sources.
+
+Values are NUMERICS.md §2 (which cites each one); the short tags in ``sources`` are:
+
+- ``Fasi``: Fasi, Higham, Mikaitis, Pranesh, PeerJ CS 7:e330 (2021), V100/T4/A100 feature tests.
+- ``HPEC``: Khattak & Mikaitis, IEEE HPEC 2025 (A30 feature tests).
+- ``toolbox``: Khattak & Mikaitis MATLAB models @ b12b5a7, ``models/<GPU>TC.m`` (fma, neab, frmode, limits).
+- ``MMA-Sim``: microsoft/MMA-Sim @ c785138, ``mmasim/simulator/nv_ptx.py`` / ``arithmetic.py``.
+- ``refit``: tcemu's re-fit of the toolbox's published hardware data (NUMERICS.md §7; tests/numerics).
+- ``cutlass#1986``, ``DeepGEMM#37``: FP8 ``mma.sync`` on sm_90 is emulated on the fp16 path and keeps c.
+
+Two fields are disputed until the hardware probe settles them (NUMERICS.md §4.1, §4.2):
+``czero_floor`` and ``c_exp_floor``. ``variant="mmasim"`` (default) takes MMA-Sim's choice
+(c = 0 takes part with exponent -126 for fp32 output, nothing for fp16 output; c aligned with
+at least its format's emin); ``variant="toolbox"`` takes the toolbox's (c = 0 clamp L per
+architecture; c's true exponent).
+
+Architectures: ``v100`` (sm_70), ``a100`` (sm_80), ``ada`` (sm_89; not in the issue's list, added
+for the public Ada/L40S data), ``h100`` = ``h200`` (sm_90), ``b200`` (sm_100).
+Instructions: ``mma.sync`` (also ``mma``, ``wmma``), ``wgmma`` (sm_90), ``tcgen05`` (sm_100).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .params import MMAParams
+from .rounding import Rounding
+
+__all__ = ["get_preset", "list_presets", "ARCHS", "INSTRUCTIONS", "PRESETS"]
+
+ARCHS = ("v100", "a100", "ada", "h100", "h200", "b200")
+_ARCH_ALIASES = {"sm_70": "v100", "sm_80": "a100", "a2": "a100", "a30": "a100", "sm_89": "ada", "l40s": "ada",
+                 "sm_90": "h100", "sm_90a": "h100", "sm_100": "b200", "sm_100a": "b200"}
+INSTRUCTIONS = ("mma.sync", "wgmma", "tcgen05")
+_INSTR_ALIASES = {"mma": "mma.sync", "wmma": "mma.sync", "wgmma.mma_async": "wgmma", "tcgen05.mma": "tcgen05"}
+
+# c = 0 clamp L of the toolbox (NUMERICS.md §2, §4.1-4.2: f050de5 of 2026-05-13 and the Aug 2026 fp16 limits)
+_TOOLBOX_CZERO = {
+    ("v100", "fp32"): None, ("a100", "fp32"): -132, ("ada", "fp32"): -132, ("h100", "fp32"): -133,
+    ("b200", "fp32"): -133,
+    ("v100", "fp16"): -19, ("a100", "fp16"): -20, ("ada", "fp16"): -20, ("h100", "fp16"): -21, ("b200", "fp16"): -21,
+}
+
+_F_SRC = "F: Fasi D1; toolbox neab; MMA-Sim arch_accum_fractional_bits; refit 100 %"
+_RND_SRC = "fp32/e8m13 out RZ, fp16 out RNE: Fasi C1-C3; HPEC F5/F6; toolbox frmode; MMA-Sim"
+
+
+def _p(inp: str, out: str, k: int, n: int, f: int, label: str, src: str, **kw) -> MMAParams:
+    rnd = Rounding.RNE if out == "fp16" else Rounding.RZ
+    return MMAParams(input_format=inp, output_format=out, k_instr=k, n_fma=n, frac_bits=f, output_rounding=rnd,
+                     label=label, sources=f"{src}; {_F_SRC}; {_RND_SRC}", **kw)
+
+
+def _table() -> dict[tuple[str, str, str, str], MMAParams]:
+    t: dict[tuple[str, str, str, str], MMAParams] = {}
+    # ---- V100 sm_70: mma.m8n8k4 (HMMA.884), N=4, F=23 (Fasi D1, D4; toolbox V100TC.m; MMA-Sim Volta)
+    for out in ("fp32", "fp16"):
+        t["v100", "mma.sync", "fp16", out] = _p("fp16", out, 4, 4, 23, f"v100 mma.m8n8k4 fp16->{out}",
+                                               "N=4: toolbox V100TC fma=4, MMA-Sim Volta")
+    # ---- A100 sm_80 and Ada sm_89: m16n8k16 = 8+8 (split-k), tf32 m16n8k8 = 4+4; F=24
+    for arch in ("a100", "ada"):
+        src = "N=8 (tf32 4): toolbox A100TC/AdaTC fma, MMA-Sim is_split_k, HPEC A30 FMA size 8"
+        for inp, outs in (("fp16", ("fp32", "fp16")), ("bf16", ("fp32",))):
+            for out in outs:
+                t[arch, "mma.sync", inp, out] = _p(inp, out, 16, 8, 24, f"{arch} mma.m16n8k16 {inp}->{out}", src)
+        t[arch, "mma.sync", "tf32", "fp32"] = _p("tf32", "fp32", 8, 4, 24, f"{arch} mma.m16n8k8 tf32->fp32", src)
+    # Ada FP8 mma.m16n8k32 = 16+16, F=13, e8m13 (MMA-Sim; toolbox neab=-10; refit 100 % of Ada/L40S data)
+    for inp in ("e4m3", "e5m2"):
+        src = "Ada FP8: N=16, F=13, e8m13 RZ: MMA-Sim; toolbox neab=-10; refit 100 % (Ada, L40S data)"
+        t["ada", "mma.sync", inp, "fp32"] = _p(inp, "e8m13", 32, 16, 13, f"ada mma.m16n8k32 {inp}->fp32(e8m13)", src)
+        t["ada", "mma.sync", inp, "fp16"] = _p(inp, "fp16", 32, 16, 13, f"ada mma.m16n8k32 {inp}->fp16", src)
+    # ---- H100 = H200 sm_90 and B200 sm_100: one instruction's K is one block, F=25
+    for arch in ("h100", "b200"):
+        instrs = ("mma.sync", "wgmma") if arch == "h100" else ("mma.sync", "tcgen05")
+        for ins in instrs:
+            src = (f"N=16 (tf32 8), F=25: toolbox {arch.upper()}TC fma; MMA-Sim {ins}; refit 100 %"
+                   + ("; wgmma = mma.sync per MMA-Sim, unmeasured side by side (§4.7)" if ins == "wgmma" else ""))
+            shape = {"mma.sync": "m16n8k16", "wgmma": "m64nNk16", "tcgen05": "kind::f16"}[ins]
+            for inp, outs in (("fp16", ("fp32", "fp16")), ("bf16", ("fp32",))):
+                for out in outs:
+                    t[arch, ins, inp, out] = _p(inp, out, 16, 16, 25, f"{arch} {ins} {shape} {inp}->{out}", src)
+            tshape = {"mma.sync": "m16n8k8", "wgmma": "m64nNk8", "tcgen05": "kind::tf32"}[ins]
+            t[arch, ins, "tf32", "fp32"] = _p("tf32", "fp32", 8, 8, 25, f"{arch} {ins} {tshape} tf32->fp32", src)
+        # FP8 mma.sync m16n8k32: emulated, F2FP + 2 x HMMA.16816 (k mod 4 in {0,1}, then {2,3}) + RNE add of c
+        for inp in ("e4m3", "e5m2"):
+            src = ("FP8 mma.sync emulated on the fp16 path: cutlass#1986, DeepGEMM#37 (C kept); groups and "
+                   "c-last RNE add: refit 100 % of toolbox H100/H200 fp16-out and B200 data")
+            for out in ("fp32", "fp16"):
+                t[arch, "mma.sync", inp, out] = _p(inp, out, 32, 16, 25, f"{arch} mma.m16n8k32 {inp}->{out} (emulated)",
+                                                   src, interleave=((0, 1), (2, 3)), c_add_rounding=Rounding.RNE)
+    for inp in ("e4m3", "e5m2"):
+        # H100 wgmma m64nNk32 FP8 (QGMMA): one 32-term block, F=13, e8m13; C cut to 13 bits by the alignment
+        src = ("wgmma FP8: N=32, F=13, e8m13: MMA-Sim wgmma; toolbox H100TC fma=32 neab=-10; SageAttention2; "
+               "DeepSeek-V3; refit 100 % of the H100/H200 fp32-out data only with c = 0 (§4.4)")
+        t["h100", "wgmma", inp, "fp32"] = _p(inp, "e8m13", 32, 32, 13, f"h100 wgmma m64nNk32 {inp}->fp32(e8m13)", src)
+        t["h100", "wgmma", inp, "fp16"] = _p(inp, "fp16", 32, 32, 13, f"h100 wgmma m64nNk32 {inp}->fp16",
+                                             src + "; fp16 D: assumed same block, RNE (no public data)")
+        # B200 tcgen05.mma kind::f8f6f4: one 32-term block, F=25 (MMA-Sim; B200TC; DeepGEMM#176)
+        src = "tcgen05 f8f6f4: N=32, F=25: MMA-Sim; toolbox B200TC; DeepGEMM#176"
+        t["b200", "tcgen05", inp, "fp32"] = _p(inp, "fp32", 32, 32, 25, f"b200 tcgen05 kind::f8f6f4 {inp}->fp32", src)
+        t["b200", "tcgen05", inp, "fp16"] = _p(inp, "fp16", 32, 32, 25, f"b200 tcgen05 kind::f8f6f4 {inp}->fp16",
+                                               src + "; fp16 D: RNE assumed (no public data)")
+    # MMA-Sim's disputed choices: c = 0 takes part at exponent -126 (fp32-like D) / no floor (fp16 D);
+    # c aligned with at least its format's emin (-126 fp32, -14 fp16)
+    for key, prm in list(t.items()):
+        fp16_out = prm.output_format == "fp16"
+        t[key] = replace(prm, czero_floor=None if fp16_out else -126, c_exp_floor=-14 if fp16_out else -126)
+    return t
+
+
+PRESETS: dict[tuple[str, str, str, str], MMAParams] = _table()
+
+
+def _canon(arch: str, instruction: str) -> tuple[str, str]:
+    a = _ARCH_ALIASES.get(str(arch).lower(), str(arch).lower())
+    if a not in ARCHS:
+        raise ValueError(f"unknown arch {arch!r}; valid: {list(ARCHS)}")
+    i = _INSTR_ALIASES.get(str(instruction).lower(), str(instruction).lower())
+    if i not in INSTRUCTIONS:
+        raise ValueError(f"unknown instruction {instruction!r}; valid: {list(INSTRUCTIONS)}")
+    return a, i
+
+
+def get_preset(
+    arch: str,
+    instruction: str = "mma.sync",
+    input_format: str = "fp16",
+    output_format: str = "fp32",
+    *,
+    variant: str = "mmasim",
+) -> MMAParams:
+    """The model parameters of one hardware configuration.
+
+    Args:
+        arch: ``v100``, ``a100``, ``ada``, ``h100``, ``h200`` (= h100) or ``b200``.
+        instruction: ``mma.sync``, ``wgmma`` (h100/h200) or ``tcgen05`` (b200).
+        input_format: ``fp16``, ``bf16``, ``tf32``, ``e4m3``, ``e5m2`` (ml_dtypes names accepted).
+        output_format: ``fp32`` or ``fp16`` (fp32 output of FP8 on Ada and Hopper ``wgmma`` is e8m13).
+        variant: ``mmasim`` or ``toolbox``: whose choice to take for the disputed c = 0 floor and
+            c exponent floor (NUMERICS.md §4.1-4.2).
+
+    Raises:
+        ValueError: unknown names or a combination the sources do not cover; the message lists the
+            valid combinations.
+    """
+    from .formats import get_format
+
+    a, i = _canon(arch, instruction)
+    key_arch = "h100" if a == "h200" else a
+    fin = get_format(input_format).name
+    fout = get_format(output_format).name
+    key = (key_arch, i, fin, fout)
+    if key not in PRESETS:
+        valid = sorted(f"{k[2]}->{k[3]}" for k in PRESETS if k[0] == key_arch and k[1] == i)
+        instrs = sorted({k[1] for k in PRESETS if k[0] == key_arch})
+        raise ValueError(
+            f"no preset for arch={a}, instruction={i}, {fin}->{fout}; "
+            f"{a} has instructions {instrs}" + (f"; {i} supports {valid}" if valid else "")
+        )
+    prm = PRESETS[key]
+    if a == "h200":
+        prm = replace(prm, label=prm.label.replace("h100", "h200"))
+    if variant == "toolbox":
+        fp16_out = prm.output_format == "fp16"
+        prm = replace(prm, czero_floor=_TOOLBOX_CZERO[key_arch, "fp16" if fp16_out else "fp32"], c_exp_floor=-126)
+    elif variant != "mmasim":
+        raise ValueError(f"variant must be 'mmasim' or 'toolbox', got {variant!r}")
+    return prm
+
+
+def list_presets() -> list[tuple[str, str, str, str]]:
+    """Every (arch, instruction, input, output) with a preset (h200 listed like h100)."""
+    keys = list(PRESETS)
+    keys += [("h200",) + k[1:] for k in PRESETS if k[0] == "h100"]
+    return sorted(keys)
