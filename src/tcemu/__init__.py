@@ -1,2 +1,32 @@
-"""tcemu: FP32 science on Tensor Cores without losing FP32 accuracy."""
+"""tcemu: FP32 science on Tensor Cores without losing FP32 accuracy, and the proof down to the bit.
+
+Three parts:
+
+* :mod:`tcemu.emulation`: emulated FP32 products (``matmul``, ``linear``, ``EmulatedLinear``,
+  ``emulate_``) from TF32/BF16 Tensor Core pieces, with a PyTorch reference and Triton kernels;
+* :mod:`tcemu.numerics`: a bit-accurate model of Tensor Core MMA arithmetic, with a hardware probe;
+* :mod:`tcemu.mlip`: physics validation of emulated interatomic potentials.
+"""
+
+from .emulation import (
+    METHODS,
+    EmulatedLinear,
+    GemmConfig,
+    Method,
+    MethodSpec,
+    emulate_,
+    emulation_mode,
+    get_method,
+    linear,
+    matmul,
+    method_names,
+    restore_,
+    unreachable_layers,
+)
+
 __version__ = "0.1.0"
+
+__all__ = [
+    "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulation_mode",
+    "get_method", "linear", "matmul", "method_names", "restore_", "unreachable_layers", "__version__",
+]

@@ -1,0 +1,13 @@
+"""Part 1: FP32 emulation for PyTorch (methods, reference and fast GEMMs, autograd, module swap)."""
+
+from .linear import EmulatedLinear
+from .methods import METHODS, Method, MethodSpec, get_method, method_names
+from .mode import emulation_mode
+from .ops import GemmConfig, linear, matmul
+from .split import split
+from .swap import emulate_, restore_, unreachable_layers
+
+__all__ = [
+    "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulation_mode",
+    "get_method", "linear", "matmul", "method_names", "restore_", "split", "unreachable_layers",
+]

@@ -73,6 +73,9 @@ class MethodSpec:
             ``|a b - sum_kept a_i b_j 2^-s(i+j)| / |a b|`` (derivation in ``split_residual_derivation``).
         fp32_accurate: whether the method is at least as accurate as FP32 SGEMM on random data.
         summary: one line for tables.
+        subnormal_abs_error: ``split_residual`` holds for normal inputs; a subnormal input (below
+            2^-126) is represented with this absolute error instead, because the piece formats'
+            subnormal grids (2^-136 TF32, 2^-133 BF16) are coarser than FP32's 2^-149. Zero for BF16x6/x9.
     """
 
     name: str
@@ -84,6 +87,7 @@ class MethodSpec:
     split_residual: float
     fp32_accurate: bool
     summary: str
+    subnormal_abs_error: float = 0.0
     split_residual_derivation: str = field(default="", repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -145,6 +149,7 @@ METHODS: dict[str, MethodSpec] = {
         split_residual=2 * 2.0**-11 + 2.0**-22,
         fp32_accurate=False,
         summary="single-pass TF32 (10-bit fractions): fast, about 3e-4 relative error",
+        subnormal_abs_error=2.0**-137,
         split_residual_derivation=(
             "|a - p0| <= 2^-11 |a| (round to nearest, 11 significant bits), same for b; "
             "|ab - p0a p0b| <= (2 * 2^-11 + 2^-22) |ab|"
@@ -160,6 +165,7 @@ METHODS: dict[str, MethodSpec] = {
         split_residual=3 * 2.0**-22 + 2.0**-44,
         fp32_accurate=True,
         summary="TF32x3 (Ootomo-Yokota / CUTLASS 3xTF32): hi+lo TF32 pieces, lo*lo dropped",
+        subnormal_abs_error=2.0**-148,
         split_residual_derivation=(
             "a = p0 + 2^-11 p1 + r with |r| <= 2^-11 |a - p0| <= 2^-22 |a|; dropped p1a p1b 2^-22 <= 2^-22 |ab|; "
             "residuals r_a b + a r_b <= 2 * 2^-22 |ab| (+ r_a r_b)"
@@ -175,6 +181,7 @@ METHODS: dict[str, MethodSpec] = {
         split_residual=3 * 2.0**-16 + 2.0**-32,
         fp32_accurate=False,
         summary="BF16x3 (Henry et al.): hi+mid BF16 pieces, near-FP32 (about 16 bits)",
+        subnormal_abs_error=2.0**-142,
         split_residual_derivation=(
             "a = p0 + 2^-8 p1 + r with |r| <= 2^-16 |a|; dropped p1a p1b 2^-16 <= 2^-16 |ab|; residuals 2 * 2^-16"
         ),

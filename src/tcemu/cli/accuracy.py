@@ -1,0 +1,116 @@
+"""Measure each method's error against FP64 for chosen shapes and input distributions (table + CSV).
+
+Errors are normwise (||C - C64||_F / ||C64||_F) and max (max|C - C64| / max|C64|), where C64 is
+the FP64 product of the same FP32 inputs; "bound" is the random-input error model of
+tcemu.testing.normwise_bound, and "x fp32" the error as a multiple of plain FP32's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import time
+
+DEFAULT_SHAPES = "256x16x256,256x256x256,256x4096x256,256x16384x256"
+DEFAULT_DISTRIBUTIONS = "normal,uniform,wide,tiny"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shapes", default=DEFAULT_SHAPES, help=f"comma-separated MxKxN (default {DEFAULT_SHAPES})")
+    parser.add_argument("--distributions", default=DEFAULT_DISTRIBUTIONS,
+                        help=f"comma-separated, from normal, uniform, wide, tiny, huge (default {DEFAULT_DISTRIBUTIONS})")
+    parser.add_argument("--methods", default=None, help="comma-separated (default: all)")
+    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    parser.add_argument("--backend", default="auto", choices=["auto", "torch", "triton"])
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default=None, help="directory for accuracy.csv")
+    parser.add_argument("--markdown", action="store_true", help="also print a markdown table (normal inputs)")
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    shapes = []
+    for item in text.split(","):
+        parts = item.strip().lower().split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise ValueError(f"bad shape {item!r}: write MxKxN, e.g. 256x4096x256")
+        shapes.append(tuple(int(p) for p in parts))
+    return shapes
+
+
+def measure(shapes, distributions, methods, device, backend="auto", seed=0) -> list[dict]:
+    """Rows of errors, one per (shape, distribution, method)."""
+    import torch  # noqa: PLC0415
+
+    from .. import _hw  # noqa: PLC0415
+    from ..emulation.ops import matmul  # noqa: PLC0415
+    from ..testing import make_inputs, normwise_bound, relative_errors  # noqa: PLC0415
+
+    rows = []
+    for m, k, n in shapes:
+        for dist in distributions:
+            a, b = make_inputs(m, k, n, dist, seed=seed, device=device)
+            c64 = a.double() @ b.double()
+            fp32_norm = None
+            for name in methods:
+                t0 = time.perf_counter()
+                c = matmul(a, b, name, backend=backend)
+                if c.is_cuda:
+                    torch.cuda.synchronize()
+                seconds = time.perf_counter() - t0
+                err_norm, err_max = relative_errors(c, c64)
+                if name == "fp32":
+                    fp32_norm = err_norm
+                rows.append(dict(
+                    method=name, distribution=dist, M=m, K=k, N=n,
+                    err_norm=err_norm, err_max=err_max, bound_norm=normwise_bound(name, k),
+                    x_fp32=(err_norm / fp32_norm) if fp32_norm else float("nan"),
+                    seconds=seconds, device=str(device), backend=backend,
+                    gpu=_hw.versions()["gpu"] or "", torch=_hw.versions()["torch"],
+                ))
+    return rows
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch  # noqa: PLC0415
+
+    from ..emulation.methods import METHODS  # noqa: PLC0415
+
+    device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    methods = args.methods.split(",") if args.methods else list(METHODS)
+    if "fp32" in methods:  # fp32 first: the other rows are reported as multiples of it
+        methods = ["fp32"] + [m for m in methods if m != "fp32"]
+    for name in methods:
+        if name not in METHODS:
+            raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
+    shapes = parse_shapes(args.shapes)
+    dists = [d.strip() for d in args.distributions.split(",")]
+    print(f"accuracy vs FP64 on {device} (backend {args.backend}, seed {args.seed})")
+    rows = measure(shapes, dists, methods, device, args.backend, args.seed)
+    header = f"{'M x K x N':<18} {'dist':<8} {'method':<8} {'err_norm':>10} {'err_max':>10} {'bound':>10} {'x fp32':>7}"
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        shape = f"{r['M']}x{r['K']}x{r['N']}"
+        print(f"{shape:<18} {r['distribution']:<8} {r['method']:<8} {r['err_norm']:>10.2e} {r['err_max']:>10.2e} "
+              f"{r['bound_norm']:>10.2e} {r['x_fp32']:>7.2f}")
+    if args.markdown:
+        ks = sorted({r["K"] for r in rows})
+        print()
+        print("| method | " + " | ".join(f"K={k}" for k in ks) + " |")
+        print("|---|" + "---|" * len(ks))
+        for name in methods:
+            cells = []
+            for k in ks:
+                match = [r for r in rows if r["method"] == name and r["K"] == k and r["distribution"] == "normal"]
+                cells.append(f"{match[0]['err_norm']:.2e}" if match else "")
+            print(f"| {name} | " + " | ".join(cells) + " |")
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+        path = os.path.join(args.out, "accuracy.csv")
+        with open(path, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+        print(f"\nwrote {path}")
+    return 0

@@ -1,0 +1,239 @@
+"""The Triton GEMM backend (:class:`TritonBackend`) and its torch custom ops.
+
+Every product goes through one of three custom ops, so that ``torch.compile`` treats the kernels as
+opaque calls with known output shapes (fake implementations below) and CUDA graphs capture them:
+
+* ``tcemu::split_t(b, method) -> pieces``: split a (R, C) matrix into transposed pieces (C, R);
+* ``tcemu::emu_mm(a, p0, p1, p2, bias, method) -> out``: ``a @ b + bias`` from a (Z, M, K) and b's pieces;
+* ``tcemu::sgemm(a, b, bias) -> out``: the small-shape fallback, cuBLAS SGEMM with TF32 off.
+
+Small shapes. Below ``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS`` (2 M N K; env ``TCEMU_SMALL_SHAPE_MIN_FLOPS``) an emulated GEMM is launch-bound and no
+faster than cuBLAS SGEMM (docs/kernels.md), so by default it falls back to SGEMM, which keeps FP32
+accuracy. Switch with ``tcemu.emulation.gemm.SMALL_SHAPE_FALLBACK = False`` or the environment variable
+``TCEMU_SMALL_SHAPE_FALLBACK=0``; every fallback is counted in :func:`fallback_stats` and logged once per
+shape at INFO level (logger ``tcemu.emulation.gemm``).
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import logging
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..methods import MethodSpec
+from ..reference import ieee_fp32_matmul
+from .emu_mm import KERNEL_METHODS, emu_mm, piece_dtype, split_t
+
+__all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
+
+log = logging.getLogger("tcemu.emulation.gemm")
+
+
+def _settings() -> tuple[bool, float]:
+    """The package-level switches, read at call time (``tcemu.emulation.gemm.SMALL_SHAPE_*``)."""
+    pkg = sys.modules[__package__]
+    return bool(getattr(pkg, "SMALL_SHAPE_FALLBACK", True)), float(getattr(pkg, "SMALL_SHAPE_MIN_FLOPS", 2.0e9))
+
+
+_FALLBACKS: collections.Counter = collections.Counter()
+
+
+def fallback_stats() -> dict[tuple[str, int, int, int], int]:
+    """How often each (method, M, N, K) fell back to cuBLAS SGEMM in this process."""
+    return dict(_FALLBACKS)
+
+
+def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device) -> bool:
+    enabled, min_flops = _settings()
+    if device.type != "cuda" or not enabled:
+        return False
+    if 2.0 * M * N * K >= min_flops:
+        return False
+    key = (spec.name, M, N, K)
+    if key not in _FALLBACKS:
+        log.info("tcemu: %s GEMM M=%d N=%d K=%d is below %.3g FLOP: cuBLAS SGEMM (FP32) instead",
+                 spec.name, M, N, K, min_flops)
+    _FALLBACKS[key] += 1
+    return True
+
+
+# =====================================================================================================
+# custom ops
+# =====================================================================================================
+
+
+@torch.library.custom_op("tcemu::split_t", mutates_args=())
+def _split_t_op(b: Tensor, method: str) -> list[Tensor]:
+    return list(split_t(b, method))
+
+
+@_split_t_op.register_fake
+def _(b: Tensor, method: str) -> list[Tensor]:
+    from ..methods import get_method  # noqa: PLC0415
+
+    spec = get_method(method)
+    R, C = b.shape
+    return [b.new_empty((C, R), dtype=piece_dtype(spec)) for _ in range(spec.n_pieces)]
+
+
+@torch.library.custom_op("tcemu::emu_mm", mutates_args=())
+def _emu_mm_op(
+    a: Tensor, p0: Tensor, p1: Tensor | None, p2: Tensor | None, bias: Tensor | None, method: str
+) -> Tensor:
+    pieces = tuple(p for p in (p0, p1, p2) if p is not None)
+    return emu_mm(a, pieces, method, bias)
+
+
+@_emu_mm_op.register_fake
+def _(a, p0, p1, p2, bias, method):
+    N = p0.shape[-2]
+    return a.new_empty((*a.shape[:-1], N))
+
+
+@torch.library.custom_op("tcemu::sgemm", mutates_args=())
+def _sgemm_op(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
+    out = ieee_fp32_matmul(a, b)
+    return out if bias is None else out + bias
+
+
+@_sgemm_op.register_fake
+def _(a, b, bias):
+    return a.new_empty(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]))
+
+
+def _pieces_args(pieces: tuple[Tensor, ...]) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    p = tuple(pieces) + (None,) * (3 - len(pieces))
+    return p[0], p[1], p[2]
+
+
+# =====================================================================================================
+# backend
+# =====================================================================================================
+
+
+@dataclass(frozen=True)
+class PreparedWeight:
+    """An nn.Linear weight (N, K) split once, in the two layouts the kernels read.
+
+    Attributes:
+        method: the method's name.
+        fwd: pieces of W, each (N, K), K contiguous: B of ``x @ W.T`` (K-major, as TF32 wgmma needs).
+        bwd: pieces of W.T, each (K, N), N contiguous: B of ``dy @ W``.
+    """
+
+    method: str
+    fwd: tuple[Tensor, ...]
+    bwd: tuple[Tensor, ...]
+
+
+@functools.cache
+def _cuda_capability(index: int) -> tuple[int, int]:
+    return torch.cuda.get_device_capability(index)
+
+
+class TritonBackend:
+    """Triton kernels for tf32x3, bf16x3, bf16x6, bf16x9 on CUDA (compute capability >= 8.0).
+
+    Under ``TRITON_INTERPRET=1`` the same kernels also run on CPU tensors (slowly; for tests).
+    """
+
+    name = "triton"
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - the backend is a process-wide singleton
+    def unavailable_reason(self, device: torch.device, spec: MethodSpec | None = None) -> str | None:
+        if spec is not None and spec.name not in KERNEL_METHODS:
+            if spec.name == "fp32":
+                return "method fp32 has no Triton kernel (it is cuBLAS SGEMM)"
+            return f"method {spec.name} has no Triton kernel (have {', '.join(KERNEL_METHODS)})"
+        device = torch.device(device)
+        if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
+            return None
+        if device.type != "cuda":
+            return f"needs a CUDA device of compute capability >= 8.0, got device type {device.type!r}"
+        if not torch.cuda.is_available():
+            return "needs a CUDA device of compute capability >= 8.0; torch.cuda is not available"
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        cap = _cuda_capability(index)
+        if cap < (8, 0):
+            return f"needs a CUDA device of compute capability >= 8.0, got {cap[0]}.{cap[1]}"
+        return None
+
+    # ---- general product ----
+    def matmul(self, a: Tensor, b: Tensor, spec: MethodSpec) -> Tensor:
+        """``a @ b`` with torch.matmul broadcasting (both at least 2-D), any strides."""
+        if a.dim() < 2 or b.dim() < 2:
+            raise ValueError("TritonBackend.matmul needs a and b of at least 2 dimensions")
+        M, K = a.shape[-2:]
+        Kb, N = b.shape[-2:]
+        if K != Kb:
+            raise ValueError(f"matmul shapes {tuple(a.shape)} and {tuple(b.shape)} do not match")
+        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        Z = 1
+        for d in batch:
+            Z *= d
+        if _use_fallback(spec, M * Z, N, K, a.device):
+            return _sgemm_op(a, b, None)
+        if b.dim() == 2:  # one weight-like b: fold the batch into M where a allows it
+            pieces = tuple(_split_t_op(b, spec.name))
+            a_b = a.expand(*batch, M, K)
+            try:
+                a2 = a_b.view(-1, K)
+                out = _emu_mm_op(a2, *_pieces_args(pieces), None, spec.name)
+                return out.view(*batch, M, N)
+            except RuntimeError:
+                a3 = a_b.reshape(-1, M, K)
+                out = _emu_mm_op(a3, *_pieces_args(pieces), None, spec.name)
+                return out.view(*batch, M, N)
+        a3 = a.expand(*batch, M, K).reshape(-1, M, K)
+        b_batch = b.shape[:-2]
+        b3 = b.reshape(-1, K, N)
+        per_b = [tuple(_split_t_op(b3[i], spec.name)) for i in range(b3.shape[0])]
+        stacked = tuple(torch.stack([pb[j] for pb in per_b]) for j in range(spec.n_pieces))  # (Zb, N, K)
+        if b3.shape[0] != Z:  # broadcast b's pieces over the batch (stride 0 where possible)
+            stacked = tuple(
+                p.view(*b_batch, N, K).expand(*batch, N, K).reshape(-1, N, K) for p in stacked
+            )
+        out = _emu_mm_op(a3, *_pieces_args(stacked), None, spec.name)
+        return out.view(*batch, M, N)
+
+    # ---- linear layers ----
+    def prepare_weight(self, weight: Tensor, spec: MethodSpec) -> PreparedWeight:
+        """Split W (N, K) once: forward pieces (N, K) and input-gradient pieces (K, N)."""
+        with torch.no_grad():
+            w = weight.detach()
+            fwd = tuple(_split_t_op(w.t(), spec.name))
+            bwd = tuple(_split_t_op(w, spec.name))
+        return PreparedWeight(spec.name, fwd, bwd)
+
+    def _prepared(self, weight: Tensor, prepared, spec: MethodSpec) -> PreparedWeight:
+        if isinstance(prepared, PreparedWeight) and prepared.method == spec.name:
+            return prepared
+        return self.prepare_weight(weight, spec)
+
+    def linear(self, x: Tensor, weight: Tensor, prepared, spec: MethodSpec, bias: Tensor | None) -> Tensor:
+        """``x @ W.T + bias`` for x (M, K) (or (..., K)), W (N, K), bias (N,) fused in the kernel."""
+        N, K = weight.shape
+        lead = x.shape[:-1]
+        x2 = x.reshape(-1, K)
+        M = x2.shape[0]
+        if _use_fallback(spec, M, N, K, x.device):
+            return _sgemm_op(x2, weight.t(), bias).view(*lead, N)
+        pw = self._prepared(weight, prepared, spec)
+        return _emu_mm_op(x2, *_pieces_args(pw.fwd), bias, spec.name).view(*lead, N)
+
+    def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
+        """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
+        N, K = weight.shape
+        lead = grad_out.shape[:-1]
+        g2 = grad_out.reshape(-1, N)
+        M = g2.shape[0]
+        if _use_fallback(spec, M, K, N, grad_out.device):
+            return _sgemm_op(g2, weight, None).view(*lead, K)
+        pw = self._prepared(weight, prepared, spec)
+        return _emu_mm_op(g2, *_pieces_args(pw.bwd), None, spec.name).view(*lead, K)

@@ -1,0 +1,57 @@
+"""``emulation_mode``: emulate the products a module swap cannot reach.
+
+Inside ``with tcemu.emulation_mode("tf32x3"):`` every float32 ``torch.matmul`` / ``@`` /
+``torch.mm`` / ``torch.bmm`` / ``torch.addmm`` / ``F.linear`` call goes through
+:func:`tcemu.matmul` / :func:`tcemu.linear` (with autograd). Other dtypes pass through
+untouched. ``F.scaled_dot_product_attention`` is a single fused op and is *not* intercepted.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+
+from .methods import MethodSpec, get_method
+from .ops import linear, matmul
+
+__all__ = ["emulation_mode"]
+
+_MATMULS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.mm,
+            torch.bmm, torch.Tensor.bmm}
+_ADDMM = {torch.addmm, torch.Tensor.addmm}
+_LINEAR = {F.linear, torch._C._nn.linear}
+
+
+def _all_fp32(*tensors) -> bool:
+    return all(isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in tensors)
+
+
+class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `with emulation_mode(...)`
+    """Context manager routing float32 matrix products through the emulation.
+
+    Args:
+        method: emulation method (name or spec).
+        backend: ``"auto"``, ``"torch"`` or ``"triton"``.
+    """
+
+    def __init__(self, method: str | MethodSpec = "tf32x3", *, backend: str = "auto") -> None:
+        super().__init__()
+        self.method = get_method(method)
+        self.backend = backend
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _MATMULS and len(args) == 2 and not kwargs and _all_fp32(*args):
+            return matmul(args[0], args[1], self.method, backend=self.backend)
+        if func in _LINEAR and _all_fp32(*args[:2]) and (len(args) < 3 or args[2] is None or _all_fp32(args[2])):
+            bias = args[2] if len(args) > 2 else kwargs.get("bias")
+            return linear(args[0], args[1], bias, self.method, backend=self.backend)
+        if func in _ADDMM and len(args) == 3 and _all_fp32(*args):
+            beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+            if not set(kwargs) - {"beta", "alpha"}:
+                prod = matmul(args[1], args[2], self.method, backend=self.backend)
+                if alpha != 1:
+                    prod = prod * alpha
+                return prod + (args[0] if beta == 1 else beta * args[0])
+        return func(*args, **kwargs)

@@ -1,0 +1,268 @@
+"""``tcemu.matmul`` and ``tcemu.linear``: emulated FP32 products with autograd.
+
+One :class:`torch.autograd.Function` per op runs the output GEMM in ``forward`` and the
+input / weight gradients in ``backward``, each under its own method (:class:`GemmConfig`):
+the input gradient uses the forward method by default, the weight gradient is configurable.
+Backward passes call the differentiable ops again, so double backward (training on forces)
+works too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .backends import GemmBackend, resolve_backend
+from .methods import MethodSpec, get_method
+
+__all__ = ["GemmConfig", "matmul", "linear", "check_operands"]
+
+_DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Methods of the three GEMMs of a product and the backend that runs them.
+
+    Attributes:
+        forward: method of the output GEMM.
+        grad_input: method of the input-gradient GEMM (``dy @ W``); defaults to ``forward``.
+        grad_weight: method of the weight-gradient GEMM (``dy^T @ x``); defaults to ``forward``.
+        backend: ``"auto"`` (Triton on CUDA where available, else the PyTorch reference),
+            ``"torch"`` or ``"triton"``.
+    """
+
+    forward: MethodSpec
+    grad_input: MethodSpec
+    grad_weight: MethodSpec
+    backend: str = "auto"
+
+    @classmethod
+    def make(
+        cls,
+        method: str | MethodSpec,
+        *,
+        grad_input_method: str | MethodSpec | None = None,
+        grad_weight_method: str | MethodSpec | None = None,
+        backend: str = "auto",
+    ) -> GemmConfig:
+        fwd = get_method(method)
+        if backend not in ("auto", "torch", "triton"):
+            raise ValueError(f"unknown backend {backend!r}; choose auto, torch or triton")
+        return cls(
+            forward=fwd,
+            grad_input=get_method(grad_input_method) if grad_input_method is not None else fwd,
+            grad_weight=get_method(grad_weight_method) if grad_weight_method is not None else fwd,
+            backend=backend,
+        )
+
+    def only(self, spec: MethodSpec) -> GemmConfig:
+        """The config used for a gradient GEMM (and its own gradients, for double backward)."""
+        return GemmConfig(spec, spec, spec, self.backend)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def check_operands(op: str, *tensors: Tensor | None) -> None:
+    """Refuse what the emulation cannot run faithfully, with a message that says what to do."""
+    device = None
+    for t in tensors:
+        if t is None:
+            continue
+        if not isinstance(t, Tensor):
+            raise TypeError(f"tcemu.{op}: expected torch.Tensor operands, got {type(t).__name__}")
+        if t.dtype != torch.float32:
+            raise TypeError(
+                f"tcemu.{op} emulates FP32 products and takes float32 tensors only, got {t.dtype}. "
+                "Cast with .float() (the emulation exists to give FP32 accuracy), or use torch.matmul / "
+                "F.linear directly for other dtypes."
+            )
+        if t.device.type not in _DEVICES:
+            raise ValueError(f"tcemu.{op}: tensors on {t.device.type!r} are not supported; use cpu or cuda")
+        if device is None:
+            device = t.device
+        elif t.device != device:
+            raise ValueError(f"tcemu.{op}: operands are on different devices ({device} and {t.device})")
+        if t.is_sparse or t.layout != torch.strided:
+            raise ValueError(f"tcemu.{op}: only dense (strided) tensors are supported; call .to_dense() first")
+
+
+# --------------------------------------------------------------------------- matmul
+
+
+def _plain_matmul(a: Tensor, b: Tensor, cfg: GemmConfig) -> Tensor:
+    backend = resolve_backend(cfg.backend, a.device, cfg.forward)
+    return backend.matmul(a, b, cfg.forward)
+
+
+class _EmulatedMatmul(torch.autograd.Function):
+    @staticmethod
+    def forward(a: Tensor, b: Tensor, cfg: GemmConfig) -> Tensor:  # type: ignore[override]
+        return _plain_matmul(a, b, cfg)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        a, b, cfg = inputs
+        ctx.save_for_backward(a, b)
+        ctx.cfg = cfg
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
+        a, b = ctx.saved_tensors
+        cfg: GemmConfig = ctx.cfg
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            grad_a = _matmul_nd(grad, b.mT, cfg.only(cfg.grad_input)).sum_to_size(a.shape)
+        if ctx.needs_input_grad[1]:
+            grad_b = _matmul_nd(a.mT, grad, cfg.only(cfg.grad_weight)).sum_to_size(b.shape)
+        return grad_a, grad_b, None
+
+
+def _matmul_nd(a: Tensor, b: Tensor, cfg: GemmConfig) -> Tensor:
+    """Both operands at least 2-D."""
+    if a.requires_grad or b.requires_grad:
+        if torch.is_grad_enabled():
+            return _EmulatedMatmul.apply(a, b, cfg)
+    return _plain_matmul(a, b, cfg)
+
+
+def matmul(
+    a: Tensor,
+    b: Tensor,
+    method: str | MethodSpec = "tf32x3",
+    *,
+    grad_weight_method: str | MethodSpec | None = None,
+    backend: str = "auto",
+) -> Tensor:
+    """Emulated-FP32 ``torch.matmul(a, b)``: same shapes, broadcasting and autograd.
+
+    Args:
+        a, b: float32 tensors (1-D, 2-D or batched) on CPU or CUDA.
+        method: ``"fp32"``, ``"tf32"``, ``"tf32x3"``, ``"bf16x3"``, ``"bf16x6"``, ``"bf16x9"`` or a
+            :class:`~tcemu.emulation.methods.MethodSpec`.
+        grad_weight_method: method of the gradient with respect to ``b`` (defaults to ``method``);
+            the gradient with respect to ``a`` always uses ``method``.
+        backend: ``"auto"``, ``"torch"`` (reference, any device) or ``"triton"`` (CUDA kernels).
+
+    Returns:
+        float32 tensor with ``torch.matmul``'s result shape.
+    """
+    check_operands("matmul", a, b)
+    if a.dim() == 0 or b.dim() == 0:
+        raise ValueError("tcemu.matmul: both arguments need at least 1 dimension (as torch.matmul)")
+    cfg = GemmConfig.make(method, grad_weight_method=grad_weight_method, backend=backend)
+    squeeze_rows = a.dim() == 1
+    squeeze_cols = b.dim() == 1
+    a2 = a.unsqueeze(0) if squeeze_rows else a
+    b2 = b.unsqueeze(-1) if squeeze_cols else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ValueError(
+            f"tcemu.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
+            f"({a2.shape[-1]} != {b2.shape[-2]})"
+        )
+    try:
+        torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+    except RuntimeError:
+        raise ValueError(
+            f"tcemu.matmul: batch dimensions of {tuple(a.shape)} and {tuple(b.shape)} do not broadcast"
+        ) from None
+    out = _matmul_nd(a2, b2, cfg)
+    if squeeze_cols:
+        out = out.squeeze(-1)
+    if squeeze_rows:
+        out = out.squeeze(-1 if squeeze_cols else -2)
+    return out
+
+
+# --------------------------------------------------------------------------- linear
+
+
+class _EmulatedLinear(torch.autograd.Function):
+    """y = x @ W^T + bias on 2-D x; the weight's pieces come prepared (cached) by the caller."""
+
+    @staticmethod
+    def forward(x: Tensor, weight: Tensor, bias: Tensor | None, prepared: Any, backend: GemmBackend,
+                cfg: GemmConfig) -> Tensor:  # type: ignore[override]
+        return backend.linear(x, weight, prepared, cfg.forward, bias)
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        x, weight, bias, prepared, backend, cfg = inputs
+        ctx.save_for_backward(x, weight)
+        ctx.prepared, ctx.backend, ctx.cfg = prepared, backend, cfg
+        ctx.has_bias = bias is not None
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
+        x, weight = ctx.saved_tensors
+        cfg: GemmConfig = ctx.cfg
+        grad_x = grad_w = grad_b = None
+        if ctx.needs_input_grad[0]:
+            if torch.is_grad_enabled() or cfg.grad_input is not cfg.forward:
+                # create_graph=True (double backward) or another method: the differentiable general op
+                grad_x = _matmul_nd(grad, weight, cfg.only(cfg.grad_input))
+            else:
+                grad_x = ctx.backend.linear_input_grad(grad.contiguous(), weight, ctx.prepared, cfg.forward)
+        if ctx.needs_input_grad[1]:
+            grad_w = _matmul_nd(grad.mT, x, cfg.only(cfg.grad_weight))
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = grad.sum(0)
+        return grad_x, grad_w, grad_b, None, None, None
+
+
+def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig, prepared: Any = None) -> Tensor:
+    """The core of :func:`linear` for 2-D ``x``; ``prepared`` = cached ``backend.prepare_weight``."""
+    backend = resolve_backend(cfg.backend, x.device, cfg.forward)
+    if prepared is None:
+        prepared = backend.prepare_weight(weight, cfg.forward)
+    needs_grad = torch.is_grad_enabled() and (
+        x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
+    )
+    if needs_grad:
+        return _EmulatedLinear.apply(x, weight, bias, prepared, backend, cfg)
+    return backend.linear(x, weight, prepared, cfg.forward, bias)
+
+
+def linear(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None = None,
+    method: str | MethodSpec = "tf32x3",
+    *,
+    grad_weight_method: str | MethodSpec | None = None,
+    backend: str = "auto",
+    _prepared: Any = None,
+) -> Tensor:
+    """Emulated-FP32 ``torch.nn.functional.linear``: ``x @ weight.T + bias``.
+
+    Args:
+        x: float32 (..., K) input (any leading dims, including none).
+        weight: float32 (N, K).
+        bias: float32 (N,) or None.
+        method: emulation method (name or spec); also used for the input gradient.
+        grad_weight_method: method of the weight gradient (defaults to ``method``).
+        backend: ``"auto"``, ``"torch"`` or ``"triton"``.
+
+    Returns:
+        float32 (..., N).
+    """
+    check_operands("linear", x, weight, bias)
+    if weight.dim() != 2:
+        raise ValueError(f"tcemu.linear: weight must be 2-D (out_features, in_features), got {tuple(weight.shape)}")
+    if x.dim() == 0:
+        raise ValueError("tcemu.linear: input must have at least 1 dimension")
+    if x.shape[-1] != weight.shape[1]:
+        raise ValueError(
+            f"tcemu.linear: input has {x.shape[-1]} features but weight {tuple(weight.shape)} expects {weight.shape[1]}"
+        )
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(f"tcemu.linear: bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+    cfg = GemmConfig.make(method, grad_weight_method=grad_weight_method, backend=backend)
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, x.shape[-1])
+    y = linear_2d(x2, weight, bias, cfg, _prepared)
+    return y.reshape(*lead, weight.shape[0])
