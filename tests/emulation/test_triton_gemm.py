@@ -1,0 +1,396 @@
+"""Triton GEMM kernels (tcemu.emulation.gemm) against the reference split and against FP64.
+
+Two kinds of test:
+
+* ``interpret``: the kernels run on the CPU under ``TRITON_INTERPRET=1`` (``make test``'s second pass) on
+  small shapes. There ``tl.dot`` is a NumPy product, so these check indexing, masking, batching, bias and
+  the split (bit for bit), not Tensor Core rounding.
+* ``gpu``: the same kernels on a CUDA device (sm80+), against FP64 with the derived bound below, against
+  cuBLAS SGEMM's own error, and under ``torch.compile`` and CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+triton = pytest.importorskip("triton", reason="needs the 'triton' extra")
+
+from tcemu.emulation.gemm import (  # noqa: E402
+    KERNEL_METHODS,
+    TritonBackend,
+    emu_mm,
+    emu_mm_reference,
+    split_t,
+    split_t_reference,
+)
+from tcemu.emulation.methods import get_method  # noqa: E402
+from tcemu.emulation.reference import ieee_fp32_matmul, mm_reference  # noqa: E402
+
+INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+HAS_CUDA = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)
+
+
+
+def interpret(f):
+    """Runs on the CPU under TRITON_INTERPRET=1 (make test's second pass); skipped otherwise."""
+    f = pytest.mark.skipif(not INTERPRET, reason="runs only under TRITON_INTERPRET=1 (make test's second pass)")(f)
+    return pytest.mark.interpret(f)
+
+
+def gpu(f):
+    """Needs a CUDA device of compute capability >= 8.0 (and no TRITON_INTERPRET)."""
+    f = pytest.mark.skipif(INTERPRET or not HAS_CUDA, reason="needs a CUDA device, sm80+ (and no TRITON_INTERPRET)")(f)
+    return pytest.mark.gpu(f)
+
+pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
+DEVICE = "cuda" if (HAS_CUDA and not INTERPRET) else "cpu"
+METHODS = list(KERNEL_METHODS)
+
+# ---------------------------------------------------------------------------------------------------
+# Named tolerance (STYLE principle 4)
+# ---------------------------------------------------------------------------------------------------
+U_FP32 = 2.0**-24  # unit roundoff of the FP32 accumulator
+TC_TILE_TRUNCATION = 2.0**-22  # per K-tile: the Tensor Core truncates (RZ) its C input and output, a few ulps
+
+
+def gemm_bound(method: str, k: int, safety: float = 4.0) -> float:
+    """Bound on |C - C64| / (|A| @ |B|) elementwise.
+
+    Split residual of the kept products (methods.py derives it), plus FP32 accumulation of k terms
+    (k u worst case), plus Tensor Core truncation, at most a few ulps per K-tile (NUMERICS.md):
+    generous, worst-case terms times a safety factor.
+    """
+    return safety * (k * U_FP32 + get_method(method).split_residual + TC_TILE_TRUNCATION)
+
+
+def assert_close_to_fp64(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor, method: str,
+                         bias: torch.Tensor | None = None) -> None:
+    a64, b64 = a.double(), b.double()
+    ref = a64 @ b64
+    scale = a64.abs() @ b64.abs()
+    if bias is not None:
+        ref = ref + bias.double()
+        scale = scale + bias.double().abs()
+    k = a.shape[-1]
+    tol = gemm_bound(method, k)
+    rel = (out.double() - ref).abs() / scale.clamp_min(1e-300)
+    worst = rel.max().item()
+    if not worst <= tol:
+        idx = torch.unravel_index(rel.argmax(), rel.shape)
+        raise AssertionError(
+            f"{method}: max |C - C64| / (|A|@|B|) = {worst:.3g} > gemm_bound({method}, k={k}) = {tol:.3g} "
+            f"at {tuple(int(i) for i in idx)}: got {out[idx].item()!r}, want {ref[idx].item()!r}"
+        )
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    return t.view(torch.int16) if t.dtype == torch.bfloat16 else t.view(torch.int32)
+
+
+def _special_matrix(r: int, c: int, gen: torch.Generator) -> torch.Tensor:
+    """N(0,1) with a sprinkling of every awkward FP32 class: ±0, subnormals, tiny, huge, near FLT_MAX, Inf, NaN."""
+    x = torch.randn(r, c, generator=gen)
+    fmax = torch.finfo(torch.float32).max
+    vals = [0.0, -0.0, 1e-45, -3e-42, 1.5e-38, 2.0**-130, 3.3e38, -fmax, fmax, float("inf"), float("-inf"),
+            float("nan"), 1.0 + 2.0**-11, 1.0 + 2.0**-8, 1.0 + 2.0**-9, 65504.0, 2.0**-120]
+    flat = x.view(-1)
+    idx = torch.randperm(flat.numel(), generator=gen)[: len(vals)]
+    flat[idx] = torch.tensor(vals)
+    return x
+
+
+# ---------------------------------------------------------------------------------------------------
+# split: bit for bit
+# ---------------------------------------------------------------------------------------------------
+
+
+def _check_split(method: str, device: str) -> None:
+    gen = torch.Generator().manual_seed(1)
+    b = _special_matrix(70, 45, gen).to(device)
+    for src in (b, b.t()):  # both memory orders
+        got = split_t(src, method)
+        want = split_t_reference(src, method)
+        assert len(got) == len(want) == get_method(method).n_pieces
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert g.shape == w.shape and g.dtype == w.dtype and g.is_contiguous()
+            nan = torch.isnan(w.float())
+            assert torch.equal(torch.isnan(g.float()), nan), f"{method} piece {i}: NaN positions differ"
+            assert torch.equal(_bits(g)[~nan], _bits(w)[~nan]), f"{method} piece {i}: bits differ from split()"
+
+
+@interpret
+@pytest.mark.parametrize("method", METHODS)
+def test_split_bits_interpret(method):
+    _check_split(method, "cpu")
+
+
+@gpu
+@pytest.mark.parametrize("method", METHODS)
+def test_split_bits_gpu(method):
+    _check_split(method, DEVICE)
+
+
+
+# ---------------------------------------------------------------------------------------------------
+# emu_mm vs the reference (interpret) and FP64 (gpu)
+# ---------------------------------------------------------------------------------------------------
+
+# (Z, M, K, N): ragged (no tile multiples), K=1, a batch, a K that is one tile plus one
+INTERPRET_SHAPES = [(1, 37, 45, 29), (1, 5, 1, 7), (2, 33, 17, 40)]
+GPU_SHAPES = [(1, 1000, 777, 333), (1, 129, 4096, 257), (3, 200, 300, 100), (1, 4097, 64, 1), (1, 7, 2, 5)]
+
+
+def _run_mm_case(method: str, shape, *, noncontig: bool, with_bias: bool, device: str, seed: int):
+    Z, M, K, N = shape
+    gen = torch.Generator().manual_seed(seed)
+    a = torch.randn(Z, K, M, generator=gen).transpose(1, 2) if noncontig else torch.randn(Z, M, K, generator=gen)
+    b = torch.randn(K, N, generator=gen)
+    bias = torch.randn(N, generator=gen) if with_bias else None
+    a, b = a.to(device), b.to(device)
+    bias = bias.to(device) if bias is not None else None
+    a_in = a[0] if Z == 1 else a
+    out = emu_mm(a_in, split_t(b, method), method, bias)
+    return a_in, b, bias, out
+
+
+@interpret
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("shape", INTERPRET_SHAPES, ids=str)
+def test_emu_mm_matches_reference_interpret(method, shape):
+    a, b, bias, out = _run_mm_case(method, shape, noncontig=shape[0] == 2, with_bias=True, device="cpu", seed=2)
+    ref = emu_mm_reference(a, b, method, bias)
+    # Same pieces and products; only the summation order differs (NumPy vs torch): FP32 rounding only.
+    scale = (a.double().abs() @ b.double().abs()) + bias.double().abs()
+    err = ((out - ref).double().abs() / scale).max().item()
+    assert err <= 8 * a.shape[-1] * U_FP32, f"{method} {shape}: {err:.3g}"
+    assert_close_to_fp64(out, a, b, method, bias)
+
+
+
+@gpu
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("shape", GPU_SHAPES, ids=str)
+@pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "strided"])
+def test_emu_mm_vs_fp64_gpu(method, shape, noncontig):
+    a, b, bias, out = _run_mm_case(method, shape, noncontig=noncontig, with_bias=True, device=DEVICE, seed=3)
+    assert_close_to_fp64(out, a, b, method, bias)
+
+
+
+@gpu
+@pytest.mark.parametrize("method", ["tf32x3", "bf16x6", "bf16x9"])
+@pytest.mark.parametrize("k", [256, 4096])
+def test_normwise_error_not_above_sgemm_gpu(method, k):
+    """FP32-accurate methods: normwise error vs FP64 no larger than cuBLAS SGEMM's on the same inputs."""
+    gen = torch.Generator().manual_seed(4)
+    a = torch.randn(2048, k, generator=gen).to(DEVICE)
+    w = torch.randn(512, k, generator=gen).to(DEVICE)
+    ref = a.double() @ w.double().T
+    be, spec = TritonBackend(), get_method(method)
+    ours = emu_mm(a, TritonBackend().prepare_weight(w, spec).fwd, method)
+    sgemm = ieee_fp32_matmul(a, w.T)
+    e_ours = ((ours.double() - ref).norm() / ref.norm()).item()
+    e_sgemm = ((sgemm.double() - ref).norm() / ref.norm()).item()
+    assert e_ours <= e_sgemm, f"{method} K={k}: {e_ours:.3g} > SGEMM {e_sgemm:.3g}"
+    del be
+
+
+
+# ---------------------------------------------------------------------------------------------------
+# special values: Inf and NaN propagate as in FP32
+# ---------------------------------------------------------------------------------------------------
+
+
+def _check_special(method: str, device: str) -> None:
+    gen = torch.Generator().manual_seed(5)
+    M, K, N = 40, 35, 24
+    a = torch.randn(M, K, generator=gen)
+    b = torch.randn(K, N, generator=gen)
+    a[3, 7] = float("inf")
+    a[5, 2] = float("nan")
+    a[9, 11] = float("-inf")
+    b[11, 4] = 0.0  # -Inf * 0 -> NaN in column 4 of row 9
+    b[20, 6] = float("inf")
+    a[12, 20] = 0.0  # row 12 times the Inf in b: NaN at (12, 6)
+    a, b = a.to(device), b.to(device)
+    out = emu_mm(a, split_t(b, method), method)
+    want = a.double() @ b.double()  # Inf/NaN pattern of an exact product (no overflow here)
+    assert torch.equal(torch.isnan(out), torch.isnan(want)), f"{method}: NaN pattern differs"
+    assert torch.equal(torch.isposinf(out), torch.isposinf(want)), f"{method}: +Inf pattern differs"
+    assert torch.equal(torch.isneginf(out), torch.isneginf(want)), f"{method}: -Inf pattern differs"
+    fin = torch.isfinite(want)
+    assert torch.isfinite(out[fin]).all()
+
+
+@interpret
+@pytest.mark.parametrize("method", METHODS)
+def test_special_values_interpret(method):
+    _check_special(method, "cpu")
+
+
+
+@gpu
+@pytest.mark.parametrize("method", METHODS)
+def test_special_values_gpu(method):
+    _check_special(method, DEVICE)
+
+
+
+def _check_wide_range(method: str, device: str) -> None:
+    """Values from 2^-120 to 2^120 (no product under/overflows): the scaled split keeps FP32 accuracy."""
+    gen = torch.Generator().manual_seed(6)
+    M, K, N = 48, 40, 36
+    ea = torch.randint(-60, 60, (M, 1), generator=gen).float()
+    eb = torch.randint(-60, 60, (1, N), generator=gen).float()
+    a = torch.randn(M, K, generator=gen) * torch.exp2(ea)
+    b = torch.randn(K, N, generator=gen) * torch.exp2(eb)
+    a[0] *= 2.0**-60  # rows near 2^-120
+    a, b = a.to(device), b.to(device)
+    out = emu_mm(a, split_t(b, method), method)
+    assert_close_to_fp64(out, a, b, method)
+
+
+@interpret
+@pytest.mark.parametrize("method", METHODS)
+def test_wide_exponent_range_interpret(method):
+    _check_wide_range(method, "cpu")
+
+
+
+@gpu
+@pytest.mark.parametrize("method", METHODS)
+def test_wide_exponent_range_gpu(method):
+    _check_wide_range(method, DEVICE)
+
+
+
+# ---------------------------------------------------------------------------------------------------
+# the backend: matmul broadcasting, linear + bias, input gradient
+# ---------------------------------------------------------------------------------------------------
+
+
+def _check_backend(method: str, device: str, sizes: tuple[int, int, int]) -> None:
+    import tcemu.emulation.gemm as gemm
+
+    M, K, N = sizes
+    be, spec = TritonBackend(), get_method(method)
+    assert be.unavailable_reason(torch.device(device), spec) is None
+    gen = torch.Generator().manual_seed(7)
+    old = gemm.SMALL_SHAPE_FALLBACK
+    gemm.SMALL_SHAPE_FALLBACK = False
+    try:
+        # broadcasting: (2, 1, M, K) @ (3, K, N) -> (2, 3, M, N); a transposed (non-contiguous)
+        a = torch.randn(2, 1, K, M, generator=gen).to(device).transpose(-1, -2)
+        b = torch.randn(3, K, N, generator=gen).to(device)
+        out = be.matmul(a, b, spec)
+        assert out.shape == (2, 3, M, N)
+        for i in range(2):
+            for j in range(3):
+                assert_close_to_fp64(out[i, j], a[i, 0], b[j], method)
+        # 2-D b folded into M
+        b2 = torch.randn(K, N, generator=gen).to(device)
+        out2 = be.matmul(a, b2, spec)
+        assert out2.shape == (2, 1, M, N)
+        assert_close_to_fp64(out2[1, 0], a[1, 0], b2, method)
+        # linear with bias, and the input gradient
+        w = torch.randn(N, K, generator=gen).to(device)
+        bias = torch.randn(N, generator=gen).to(device)
+        x = torch.randn(M, K, generator=gen).to(device)
+        pw = be.prepare_weight(w, spec)
+        assert_close_to_fp64(be.linear(x, w, pw, spec, bias), x, w.T, method, bias)
+        dy = torch.randn(M, N, generator=gen).to(device)
+        assert_close_to_fp64(be.linear_input_grad(dy, w, pw, spec), dy, w, method)
+        # the pieces the backend caches are split() bit for bit
+        for got, want in zip(pw.fwd, split_t_reference(w.T, spec)):
+            assert torch.equal(_bits(got), _bits(want))
+    finally:
+        gemm.SMALL_SHAPE_FALLBACK = old
+
+
+@interpret
+@pytest.mark.parametrize("method", METHODS)
+def test_backend_interpret(method):
+    _check_backend(method, "cpu", (19, 23, 13))
+
+
+
+@gpu
+@pytest.mark.parametrize("method", METHODS)
+def test_backend_gpu(method):
+    _check_backend(method, DEVICE, (300, 260, 130))
+
+
+
+def test_unavailable_reasons():
+    be = TritonBackend()
+    assert "fp32" in be.unavailable_reason(torch.device("cpu"), get_method("fp32"))
+    assert "tf32" in be.unavailable_reason(torch.device("cpu"), get_method("tf32"))
+    if not INTERPRET:
+        assert "CUDA" in be.unavailable_reason(torch.device("cpu"), get_method("tf32x3"))
+
+
+# ---------------------------------------------------------------------------------------------------
+# small-shape fallback, torch.compile, CUDA graphs (GPU)
+# ---------------------------------------------------------------------------------------------------
+
+
+@gpu
+def test_small_shape_fallback_gpu():
+    import tcemu.emulation.gemm as gemm
+
+    be, spec = TritonBackend(), get_method("bf16x6")
+    x = torch.randn(8, 16, device=DEVICE)
+    w = torch.randn(4, 16, device=DEVICE)
+    old = gemm.SMALL_SHAPE_FALLBACK
+    try:
+        gemm.SMALL_SHAPE_FALLBACK = True
+        n0 = sum(gemm.fallback_stats().values())
+        y = be.linear(x, w, None, spec, None)
+        assert sum(gemm.fallback_stats().values()) == n0 + 1
+        torch.testing.assert_close(y, ieee_fp32_matmul(x, w.T))
+        gemm.SMALL_SHAPE_FALLBACK = False
+        y2 = be.linear(x, w, None, spec, None)
+        assert sum(gemm.fallback_stats().values()) == n0 + 1
+        assert_close_to_fp64(y2, x, w.T, "bf16x6")
+    finally:
+        gemm.SMALL_SHAPE_FALLBACK = old
+
+
+
+@gpu
+def test_torch_compile_and_cuda_graph_gpu():
+    be, spec = TritonBackend(), get_method("tf32x3")
+    w = torch.randn(256, 512, device=DEVICE)
+    bias = torch.randn(256, device=DEVICE)
+    pw = be.prepare_weight(w, spec)
+    x = torch.randn(4096, 512, device=DEVICE)
+
+    def f(x):
+        return torch.relu(be.linear(x, w, pw, spec, bias)) * 2.0
+
+    eager = f(x)
+    compiled = torch.compile(f, fullgraph=True)
+    torch.testing.assert_close(compiled(x), eager, rtol=0, atol=0)
+    # CUDA graph capture and replay
+    static_x = x.clone()
+    f(static_x)  # warm up (compiles the kernel) outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_y = f(static_x)
+    x2 = torch.randn_like(x)
+    static_x.copy_(x2)
+    g.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(static_y, f(x2), rtol=0, atol=0)
+
+
+
+def test_bound_is_meaningful():
+    """The named bound is far below single-pass TF32's error, so the tests can tell the methods apart."""
+    assert gemm_bound("tf32x3", 256) < 1e-4
+    assert gemm_bound("bf16x6", 4096) < 5e-3 and math.isfinite(gemm_bound("bf16x9", 1))
