@@ -102,6 +102,17 @@ def assert_within_elementwise_bound(c: Tensor, a: Tensor, b: Tensor, method: str
         sub_b = ((b64 != 0) & (b64.abs() < 2.0**-126)).double()
         tol = tol + e_sub * (sub_a @ b64.abs() + a64.abs() @ sub_b) * (1 + elementwise_bound(method, k))
     err = (c.double() - c64).abs()
+    # Results beyond the FP32 range must overflow, as they do in an FP32 matmul; the borderline is free.
+    rel = elementwise_bound(method, k)
+    fmax = torch.finfo(torch.float32).max
+    overflow = c64.abs() > fmax * (1 + rel)
+    if overflow.any():
+        bad = overflow & ~(torch.isinf(c) & (torch.sign(c.double()) == torch.sign(c64)))
+        if bad.any():
+            idx = int(torch.nonzero(bad.flatten())[0])
+            raise AssertionError(f"{get_method(method).name}: C64 {c64.flatten()[idx].item():.6e} overflows FP32 "
+                                 f"but C is {c.flatten()[idx].item()}")
+    err = torch.where(c64.abs() >= fmax * (1 - rel), torch.zeros_like(err), err)
     excess = err - tol
     if (excess > 0).any():
         idx = int(torch.argmax(excess.flatten()))

@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     methods = args.methods.split(",") if args.methods else list(METHODS)
-    if "fp32" in methods:  # fp32 first: the other rows are reported as multiples of it
-        methods = ["fp32"] + [m for m in methods if m != "fp32"]
+    # fp32 always, and first: the other rows are reported as multiples of it
+    methods = ["fp32"] + [m for m in methods if m != "fp32"]
     for name in methods:
         if name not in METHODS:
             raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")

@@ -95,6 +95,8 @@ def _triton_backend() -> GemmBackend | str:
         from .gemm import TritonBackend  # noqa: PLC0415 - optional, imports triton
     except ImportError as exc:
         return f"the Triton kernels cannot be imported ({exc}); install the 'triton' extra"
+    except Exception as exc:  # noqa: BLE001 - a broken optional backend must not break the library
+        return f"the Triton kernels failed to load: {type(exc).__name__}: {exc}"
     return TritonBackend()
 
 
