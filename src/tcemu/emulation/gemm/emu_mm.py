@@ -25,7 +25,7 @@ from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
 
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "pick_config", "piece_dtype",
-    "split_t", "split_t_reference", "emu_mm", "emu_mm_reference",
+    "split_t", "split_t_reference", "emu_mm", "emu_mm_compile", "emu_mm_reference",
 ]
 
 #: methods with a Triton kernel, and their kernel id
@@ -222,18 +222,42 @@ def emu_mm(
     sbz = 0 if Zb == 1 else p[0].stride(0)
     grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
     _emu_mm_kernel[grid](
-        a3, p[0], p[1], p[2], bias if bias is not None else a3, out3,
-        M, N, K,
-        a3.stride(0), a3.stride(1), a3.stride(2),
-        sbz, p[0].stride(1), p[0].stride(2),
-        out3.stride(0), out3.stride(1), out3.stride(2),
+        a3, p[0], p[1], p[2], bias if bias is not None else a3, out3, M, N, K,
+        *a3.stride(), sbz, p[0].stride(1), p[0].stride(2), *out3.stride(),
+        **_constexprs(spec, cfg, K, bias is not None),
+    )
+    return out3[0] if squeeze else out3
+
+
+def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool) -> dict:
+    return dict(
         FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, METHOD=KERNEL_METHODS[spec.name], MODE=cfg.mode,
         DOT_FMT=2 if (_fmt(spec) == FMT_BF16 and _interpreting()) else _fmt(spec),
-        HAS_BIAS=bias is not None, EVEN_K=K % cfg.bk == 0,
+        HAS_BIAS=has_bias, EVEN_K=K % cfg.bk == 0,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
-    return out3[0] if squeeze else out3
+
+
+def emu_mm_compile(
+    method: str | MethodSpec, M: int, N: int, K: int, *, has_bias: bool = False,
+    config: KernelConfig | None = None, a_strides: tuple[int, int] | None = None,
+):
+    """Compile (without running) the kernel :func:`emu_mm` launches for a 2-D contiguous-output product.
+
+    ``a_strides`` defaults to a contiguous (M, K) ``a``; the pieces are contiguous (N, K). Returns
+    Triton's compiled kernel (``.asm["ptx"]``, ``.n_regs``, ``.n_spills``); the on-disk cache then serves
+    the real launch, so a pool of processes can compile a benchmark's kernels in parallel.
+    """
+    spec = get_method(method)
+    cfg = config or pick_config(spec, M, N, K)
+    sa = a_strides or (K, 1)
+    f32, pd = torch.float32, piece_dtype(spec)
+    return _emu_mm_kernel.warmup(
+        f32, pd, pd, pd, f32, f32, M, N, K,
+        M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1,
+        grid=(1, 1), **_constexprs(spec, cfg, K, has_bias),
+    )
 
 
 # =====================================================================================================

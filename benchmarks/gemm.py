@@ -1,0 +1,570 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["torch>=2.4", "triton>=3.2", "numpy", "matplotlib", "jax[cuda13]"]
+# ///
+"""FP32-emulation GEMM benchmark: tcemu's Triton kernels against cuBLAS, Triton's built-in modes and XLA.
+
+One run on one GPU measures, side by side and on the same inputs, for each shape (M, K, N) of a linear
+layer y = x @ W^T (x (M, K), W (N, K)) in two directions,
+
+    fwd        y  = x  @ W^T   (contraction K, output (M, N))
+    bwd_input  dx = dy @ W     (contraction N, output (M, K)),
+
+these implementations (``impl``, ``method``):
+
+* ``cublas``: ``sgemm`` (torch.matmul, TF32 off), ``tf32`` (TF32 on), ``bf16`` (inputs converted to bf16
+  beforehand; conversion not timed). The last two are the single-pass rates that bound the emulations.
+* ``triton-builtin``: one plain Triton matmul kernel (128x128x32 tiles, 8 warps, 3 stages) with
+  ``tl.dot(input_precision=...)`` in ``ieee``, ``tf32``, ``tf32x3``, ``bf16x3``, ``bf16x6``.
+* ``xla``: ``jax.lax.dot_general`` with ``precision=DotAlgorithmPreset.<method>`` (jit, XLA's autotuner on).
+* ``tcemu``: ``tf32x3``, ``bf16x3``, ``bf16x6``, ``bf16x9`` through ``TritonBackend.linear`` /
+  ``linear_input_grad`` (the torch custom op, small-shape fallback OFF: the kernel is what is timed). The
+  weight is split once beforehand, as ``EmulatedLinear`` caches it; that split's time is printed.
+
+Timing: torch and Triton with ``triton.testing.do_bench`` (CUDA events, L2 flushed between repeats), median
+and the 20th/80th percentiles; XLA with a host clock around batches of calls ended by
+``block_until_ready`` (median of 7 batches). TFLOP/s = 2 M N K / median. Errors vs an FP64 product of the
+same FP32 inputs: ``err_norm`` = ||C - C64||_F / ||C64||_F, ``err_max`` = max|C - C64| / max|C64|.
+
+Output: ``<out>/gemm_h200.csv`` (one row per measurement; columns impl, method, direction, M, K, N,
+median_ms, tflops, err_norm, err_max, gpu, driver, torch, triton, then p20_ms, p80_ms, config) and
+``<out>/gemm_h200.png``. ``--sweep`` instead times tile configurations of the tcemu kernels (and checks
+their PTX for ``wgmma.mma_async``) and writes ``<out>/gemm_sweep.csv``.
+
+Usage: ``PYTHONPATH=src python3 benchmarks/gemm.py --out benchmarks/results [--quick] [--sweep]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU with torch
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+# ------------------------------------------------------------------------------------------------------
+# shapes (label, M, K, N): square, then the PET-S linear layers (shared/docs/MLIP.md) at 192 and 17,280 atoms
+# ------------------------------------------------------------------------------------------------------
+EDGE_KN = [(256, 1024), (256, 768), (512, 256), (768, 256), (256, 256), (512, 512)]
+NODE_KN = [(1024, 4096), (2048, 1024)]
+SHAPES: list[tuple[str, int, int, int]] = [("square", 4096, 4096, 4096), ("square", 8192, 8192, 8192)]
+for _m, _tag in ((604800, "edge-17280"), (6720, "edge-192")):
+    SHAPES += [(_tag, _m, k, n) for k, n in EDGE_KN]
+for _m, _tag in ((17280, "node-17280"), (192, "node-192")):
+    SHAPES += [(_tag, _m, k, n) for k, n in NODE_KN]
+
+TCEMU_METHODS = ["tf32x3", "bf16x3", "bf16x6", "bf16x9"]
+BUILTIN_MODES = ["ieee", "tf32", "tf32x3", "bf16x3", "bf16x6"]
+XLA_PRESETS = ["F32_F32_F32", "TF32_TF32_F32_X3", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6", "BF16_BF16_F32_X9"]
+COLUMNS = ["impl", "method", "direction", "M", "K", "N", "median_ms", "tflops", "err_norm", "err_max",
+           "gpu", "driver", "torch", "triton", "p20_ms", "p80_ms", "config"]
+
+
+# ------------------------------------------------------------------------------------------------------
+# Triton's built-in emulation: one plain matmul kernel, input_precision as a constexpr
+# ------------------------------------------------------------------------------------------------------
+@triton.jit
+def _builtin_mm_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    PREC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    width = GROUP_M * num_n
+    first_m = (pid // width) * GROUP_M
+    gsize = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % gsize
+    pid_n = (pid % width) // gsize
+    rm = pid_m * BM + tl.arange(0, BM)
+    rn = pid_n * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptrs = a_ptr + (rm % M).to(tl.int64)[:, None] * stride_am + rk[None, :] * stride_ak
+    b_ptrs = b_ptr + rk[:, None] * stride_bk + (rn % N).to(tl.int64)[None, :] * stride_bn
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for kt in range(0, tl.cdiv(K, BK)):
+        k_left = K - kt * BK
+        a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
+        b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
+        acc = tl.dot(a, b, acc, input_precision=PREC)
+        a_ptrs += BK * stride_ak
+        b_ptrs += BK * stride_bk
+    c_ptrs = c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn[None, :] * stride_cn
+    tl.store(c_ptrs, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+BUILTIN_CFG = dict(BM=128, BN=128, BK=32, GROUP_M=8, num_warps=8, num_stages=3)
+
+
+def builtin_mm(a: torch.Tensor, b: torch.Tensor, prec: str) -> torch.Tensor:
+    M, K = a.shape
+    N = b.shape[1]
+    c = torch.empty((M, N), device=a.device, dtype=torch.float32)
+    grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)
+    _builtin_mm_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                             c.stride(0), c.stride(1), PREC=prec, **BUILTIN_CFG)
+    return c
+
+
+# ------------------------------------------------------------------------------------------------------
+# parallel compilation (fills Triton's on-disk cache; the timed process then loads the binaries)
+# ------------------------------------------------------------------------------------------------------
+def _compile_job(job: tuple) -> tuple:
+    kind = job[0]
+    t0 = time.perf_counter()
+    try:
+        if kind == "tcemu":
+            from tcemu.emulation.gemm.emu_mm import KernelConfig, emu_mm_compile
+
+            _, method, M, N, K, cfg_text, has_bias = job
+            k = emu_mm_compile(method, M, N, K, has_bias=has_bias, config=KernelConfig.parse(cfg_text))
+        else:  # builtin: (kind, prec, M, N, K, sa, sb)
+            _, prec, M, N, K, sa, sb = job
+            f32 = torch.float32
+            k = _builtin_mm_kernel.warmup(f32, f32, f32, M, N, K, sa[0], sa[1], sb[0], sb[1], N, 1,
+                                          grid=(1,), PREC=prec, **BUILTIN_CFG)
+        ptx = k.asm.get("ptx", "")
+        return job, time.perf_counter() - t0, k.n_regs, k.n_spills, ptx.count("wgmma.mma_async"), None
+    except Exception as exc:  # noqa: BLE001 - reported, not fatal
+        return job, time.perf_counter() - t0, -1, -1, 0, f"{type(exc).__name__}: {exc}"[:300]
+
+
+def _signature(job: tuple) -> tuple:
+    """What Triton specializes a launch on: constexprs, and for ints divisibility by 16 and == 1."""
+    def sig(v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            return v
+        return ("int", v % 16 == 0, v == 1)
+    flat = []
+    for v in job:
+        flat.extend(v if isinstance(v, tuple) else (v,))
+    if job[0] == "tcemu":  # EVEN_K depends on K modulo the K-tile
+        from tcemu.emulation.gemm.emu_mm import KernelConfig
+
+        flat.append(job[4] % KernelConfig.parse(job[5]).bk == 0)
+    return tuple(sig(v) for v in flat)
+
+
+def precompile(jobs: list[tuple], workers: int) -> dict:
+    """Compile each distinct specialization once, in parallel; returns compile info for every job."""
+    jobs = list(dict.fromkeys(jobs))
+    first: dict[tuple, tuple] = {}
+    for j in jobs:
+        first.setdefault(_signature(j), j)
+    reps = list(first.values())
+    if not jobs:
+        return {}
+    t0 = time.perf_counter()
+    ctx = __import__("multiprocessing").get_context("spawn")
+    by_sig = {}
+    with ProcessPoolExecutor(max_workers=min(workers, len(reps)), mp_context=ctx) as pool:
+        for job, secs, regs, spills, n_wgmma, err in pool.map(_compile_job, reps):
+            by_sig[_signature(job)] = dict(compile_s=secs, regs=regs, spills=spills, wgmma=n_wgmma, error=err)
+            if err:
+                print(f"  compile FAILED {job}: {err}", flush=True)
+    print(f"precompiled {len(reps)} kernels ({len(jobs)} launches) with {workers} processes in "
+          f"{time.perf_counter() - t0:.1f} s (sum of compile times "
+          f"{sum(v['compile_s'] for v in by_sig.values()):.1f} s)", flush=True)
+    return {j: by_sig[_signature(j)] for j in jobs}
+
+
+# ------------------------------------------------------------------------------------------------------
+# timing and errors
+# ------------------------------------------------------------------------------------------------------
+def bench_torch(fn, rep_ms: int) -> tuple[float, float, float]:
+    p50, p20, p80 = triton.testing.do_bench(fn, warmup=25, rep=rep_ms, quantiles=[0.5, 0.2, 0.8])
+    return p50, p20, p80
+
+
+def bench_host(fn, rep_ms: int) -> tuple[float, float, float]:
+    """Median of 7 batches of calls, each batch ended by block_until_ready (for XLA)."""
+    fn().block_until_ready()
+    t0 = time.perf_counter()
+    fn().block_until_ready()
+    one = max(time.perf_counter() - t0, 1e-6)
+    n = max(1, min(200, int(rep_ms / 7 / 1e3 / one)))
+    per = []
+    for _ in range(7):
+        t0 = time.perf_counter()
+        for _ in range(n - 1):
+            fn()
+        fn().block_until_ready()
+        per.append((time.perf_counter() - t0) / n * 1e3)
+    per.sort()
+    return statistics.median(per), per[1], per[5]
+
+
+def errors(out: torch.Tensor, ref64: torch.Tensor) -> tuple[float, float]:
+    d = out.double() - ref64
+    return (d.norm() / ref64.norm()).item(), (d.abs().max() / ref64.abs().max()).item()
+
+
+def env_info() -> dict:
+    gpu = torch.cuda.get_device_name()
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
+    except Exception:  # noqa: BLE001
+        driver = "unknown"
+    return dict(gpu=gpu, driver=driver, torch=torch.__version__, triton=triton.__version__)
+
+
+class Xla:
+    """jax.lax.dot_general with a DotAlgorithmPreset; inputs shared with torch through DLPack."""
+
+    def __init__(self):
+        import jax  # noqa: PLC0415
+        import jax.numpy as jnp  # noqa: PLC0415
+
+        self.jax, self.jnp = jax, jnp
+        self.version = jax.__version__
+        self._fns = {}
+
+    def fn(self, preset: str, direction: str):
+        key = (preset, direction)
+        if key not in self._fns:
+            jax, jnp = self.jax, self.jnp
+            prec = getattr(jax.lax.DotAlgorithmPreset, preset)
+            dims = (((1,), (1,)), ((), ())) if direction == "fwd" else (((1,), (0,)), ((), ()))
+            self._fns[key] = jax.jit(lambda a, w: jax.lax.dot_general(
+                a, w, dims, precision=prec, preferred_element_type=jnp.float32))
+        return self._fns[key]
+
+    def wrap(self, t: torch.Tensor):
+        return self.jax.dlpack.from_dlpack(t.contiguous())
+
+
+# ------------------------------------------------------------------------------------------------------
+# the full comparison
+# ------------------------------------------------------------------------------------------------------
+def run_full(args) -> None:
+    from tcemu.emulation.gemm import TritonBackend, pick_config
+    from tcemu.emulation.methods import get_method
+    from tcemu.emulation.reference import ieee_fp32_matmul
+
+    import tcemu.emulation.gemm as gemm
+
+    gemm.SMALL_SHAPE_FALLBACK = False  # time the kernels themselves
+    info = env_info()
+    print(info, flush=True)
+    shapes = SHAPES
+    if args.quick:
+        shapes = [s for s in SHAPES if (s[1], s[2], s[3]) in ((4096, 4096, 4096), (6720, 256, 1024))]
+    if args.shapes:
+        keep = set(args.shapes.split(","))
+        shapes = [s for s in shapes if f"{s[1]}x{s[2]}x{s[3]}" in keep]
+    methods = [m for m in TCEMU_METHODS if not args.methods or m in args.methods.split(",")]
+
+    # precompile every Triton kernel of the run in parallel
+    jobs = []
+    for _, M, K, N in shapes:
+        for direction, (m_, k_, n_) in (("fwd", (M, K, N)), ("bwd_input", (M, N, K))):
+            for meth in methods:
+                cfg = pick_config(get_method(meth), m_, n_, k_)
+                jobs.append(("tcemu", meth, m_, n_, k_, str(cfg), False))
+            if not args.no_builtin:
+                # fwd: B = W^T (strides 1, K); bwd: B = W (strides K, 1)
+                sb = (1, K) if direction == "fwd" else (K, 1)
+                for prec in BUILTIN_MODES:
+                    jobs.append(("builtin", prec, m_, n_, k_, (k_, 1), sb))
+    precompile(jobs, args.workers)
+
+    xla = None
+    if not args.no_xla:
+        try:
+            xla = Xla()
+            print(f"jax {xla.version}", flush=True)
+        except Exception as exc:  # noqa: BLE001
+            print(f"XLA unavailable: {exc}", flush=True)
+
+    rows = []
+    out_csv = os.path.join(args.out, "gemm_h200.csv")
+    os.makedirs(args.out, exist_ok=True)
+    be = TritonBackend()
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    split_times = []
+
+    def add(impl, method, direction, M, K, N, t, e, config=""):
+        p50, p20, p80 = t
+        row = dict(impl=impl, method=method, direction=direction, M=M, K=K, N=N, median_ms=f"{p50:.5g}",
+                   tflops=f"{2.0 * M * N * K / p50 / 1e9:.4g}", err_norm=f"{e[0]:.3e}", err_max=f"{e[1]:.3e}",
+                   **info, p20_ms=f"{p20:.5g}", p80_ms=f"{p80:.5g}", config=config)
+        rows.append(row)
+        print(f"{impl:15s} {method:17s} {direction:9s} {M:7d} {K:5d} {N:5d}  {p50:9.4f} ms "
+              f"{2.0 * M * N * K / p50 / 1e9:7.1f} TF/s  [{p20:.4f}, {p80:.4f}]  err {e[0]:.2e} / {e[1]:.2e}",
+              flush=True)
+        with open(out_csv, "w", newline="") as f:  # rewritten each row: a killed run keeps its rows
+            w = csv.DictWriter(f, fieldnames=COLUMNS)
+            w.writeheader()
+            w.writerows(rows)
+
+    for tag, M, K, N in shapes:
+        print(f"--- {tag} M={M} K={K} N={N}", flush=True)
+        x = torch.randn(M, K, device="cuda", generator=gen)
+        w = torch.randn(N, K, device="cuda", generator=gen)
+        dy = torch.randn(M, N, device="cuda", generator=gen)
+        refs = {"fwd": x.double() @ w.double().T, "bwd_input": dy.double() @ w.double()}
+        torch.cuda.synchronize()
+        wb = w.bfloat16()
+        for direction in ("fwd", "bwd_input"):
+            ref = refs[direction]
+            a, bmat = (x, w.T) if direction == "fwd" else (dy, w)
+            ab = a.bfloat16()
+            bb = wb.T if direction == "fwd" else wb
+
+            mm = lambda a=a, bmat=bmat: torch.matmul(a, bmat)  # noqa: E731
+            mmb = lambda ab=ab, bb=bb: torch.matmul(ab, bb)  # noqa: E731
+            for name, tf32, fn in (("sgemm", False, mm), ("tf32", True, mm), ("bf16", False, mmb)):
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                try:
+                    out = fn()
+                    e = errors(out.float(), ref)
+                    del out
+                    t = bench_torch(fn, args.rep)
+                finally:
+                    torch.backends.cuda.matmul.allow_tf32 = False
+                add("cublas", name, direction, M, K, N, t, e)
+            del ab
+            if not args.no_builtin:
+                for prec in BUILTIN_MODES:
+                    fn = lambda a=a, bmat=bmat, prec=prec: builtin_mm(a, bmat, prec)  # noqa: E731
+                    out = fn()
+                    e = errors(out, ref)
+                    del out
+                    add("triton-builtin", prec, direction, M, K, N, bench_torch(fn, args.rep), e,
+                        "128x128x32w8s3")
+            if xla is not None:
+                xa, xw = xla.wrap(a), xla.wrap(w)
+                for preset in XLA_PRESETS:
+                    try:
+                        f = xla.fn(preset, direction)
+                        t0 = time.perf_counter()
+                        out = f(xa, xw)
+                        out.block_until_ready()
+                        compile_s = time.perf_counter() - t0
+                        e = errors(torch.from_dlpack(out), ref)
+                        del out
+                        t = bench_host(lambda f=f: f(xa, xw), args.rep)
+                        add("xla", preset, direction, M, K, N, t, e, f"compile {compile_s:.1f}s")
+                    except Exception as exc:  # noqa: BLE001
+                        print(f"xla {preset} {direction} failed: {type(exc).__name__}: {exc}"[:400], flush=True)
+                del xa, xw
+            for meth in methods:
+                spec = get_method(meth)
+                t0 = time.perf_counter()
+                pw = be.prepare_weight(w, spec)
+                torch.cuda.synchronize()
+                if direction == "fwd":
+                    split_times.append((meth, N, K, time.perf_counter() - t0))
+                    fn = lambda pw=pw, spec=spec: be.linear(x, w, pw, spec, None)  # noqa: E731
+                    cfg = pick_config(spec, M, N, K)
+                else:
+                    fn = lambda pw=pw, spec=spec: be.linear_input_grad(dy, w, pw, spec)  # noqa: E731
+                    cfg = pick_config(spec, M, K, N)
+                out = fn()
+                e = errors(out, ref)
+                del out
+                add("tcemu", meth, direction, M, K, N, bench_torch(fn, args.rep), e, str(cfg))
+                del pw
+        del x, w, dy, refs, wb
+        torch.cuda.empty_cache()
+
+    for meth, N, K, s in split_times[:8]:
+        print(f"weight split {meth} ({N}x{K}): {s * 1e3:.2f} ms (first call, incl. launch)")
+    summarize(rows)
+    if not args.no_plot:
+        plot(rows, os.path.join(args.out, "gemm_h200.png"))
+
+
+def summarize(rows: list[dict]) -> None:
+    """Ratios to SGEMM, XLA's best FP32-accurate preset and Triton's tf32x3; fraction of the ceiling."""
+    by = {(r["impl"], r["method"], r["direction"], int(r["M"]), int(r["K"]), int(r["N"])): r for r in rows}
+    n_prod = {"tf32x3": 3, "bf16x3": 3, "bf16x6": 6, "bf16x9": 9}
+    print("\nsummary: TFLOP/s (x SGEMM; x best FP32-accurate XLA; x Triton tf32x3; fraction of ceiling) err")
+    shapes = list(dict.fromkeys(k[3:] for k in by))
+    for direction in ("fwd", "bwd_input"):
+        for shp in shapes:
+            sg = by.get(("cublas", "sgemm", direction, *shp))
+            if sg is None:
+                continue
+            sgt = float(sg["tflops"])
+            xla_best = max([float(by[k]["tflops"]) for k in by if k[0] == "xla" and k[2] == direction
+                            and k[3:] == shp and k[1] in ("TF32_TF32_F32_X3", "BF16_BF16_F32_X6",
+                                                           "BF16_BF16_F32_X9", "F32_F32_F32")
+                            and float(by[k]["err_norm"]) <= float(sg["err_norm"])] or [float("nan")])
+            tx3 = by.get(("triton-builtin", "tf32x3", direction, *shp))
+            tf32 = by.get(("cublas", "tf32", direction, *shp))
+            bf16 = by.get(("cublas", "bf16", direction, *shp))
+            parts = [f"{direction:9s} M={shp[0]:6d} K={shp[1]:5d} N={shp[2]:5d} sgemm {sgt:6.1f} ({sg['err_norm']})"]
+            for meth, n in n_prod.items():
+                r = by.get(("tcemu", meth, direction, *shp))
+                if r is None:
+                    continue
+                t = float(r["tflops"])
+                base = tf32 if meth == "tf32x3" else bf16
+                ceil = float(base["tflops"]) / n if base else float("nan")
+                parts.append(f"{meth} {t:6.1f} ({t / sgt:4.2f}x; {t / xla_best:4.2f}x; "
+                             f"{t / float(tx3['tflops']) if tx3 else float('nan'):4.2f}x; {t / ceil:4.2f}) "
+                             f"{r['err_norm']}")
+            print(" | ".join(parts))
+
+
+def plot(rows: list[dict], path: str) -> None:
+    import matplotlib  # noqa: PLC0415
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    series = sorted({(r["impl"], r["method"]) for r in rows if not (r["impl"] == "cublas" and r["method"] == "bf16")})
+    shapes = []
+    for r in rows:
+        s = (int(r["M"]), int(r["K"]), int(r["N"]))
+        if s not in shapes:
+            shapes.append(s)
+    fig, axes = plt.subplots(2, 2, figsize=(18, 10), sharex=True)
+    for col, direction in enumerate(("fwd", "bwd_input")):
+        for impl, meth in series:
+            ys_t, ys_e = [], []
+            for s in shapes:
+                r = next((r for r in rows if r["impl"] == impl and r["method"] == meth and r["direction"] == direction
+                          and (int(r["M"]), int(r["K"]), int(r["N"])) == s), None)
+                ys_t.append(float(r["tflops"]) if r else math.nan)
+                ys_e.append(float(r["err_norm"]) if r else math.nan)
+            style = dict(marker="o" if impl == "tcemu" else ".", lw=2.2 if impl == "tcemu" else 0.9,
+                         ls="-" if impl in ("tcemu", "cublas") else "--")
+            axes[0, col].plot(range(len(shapes)), ys_t, label=f"{impl} {meth}", **style)
+            axes[1, col].plot(range(len(shapes)), ys_e, label=f"{impl} {meth}", **style)
+        axes[0, col].set_title(f"{direction}: throughput")
+        axes[0, col].set_ylabel("TFLOP/s (2MNK / median time)")
+        axes[0, col].set_yscale("log")
+        axes[1, col].set_title(f"{direction}: error vs FP64")
+        axes[1, col].set_ylabel("||C - C64||_F / ||C64||_F")
+        axes[1, col].set_yscale("log")
+        axes[1, col].set_xticks(range(len(shapes)))
+        axes[1, col].set_xticklabels([f"{m}x{k}x{n}" for m, k, n in shapes], rotation=70, fontsize=7)
+        axes[1, col].set_xlabel("M x K x N (linear layer x (M,K) @ W^T (K,N))")
+    axes[0, 1].legend(fontsize=7, ncol=2, loc="lower right")
+    info = rows[0]
+    fig.suptitle(f"FP32-emulation GEMMs on {info['gpu']} (driver {info['driver']}, torch {info['torch']}, "
+                 f"triton {info['triton']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"wrote {path}")
+
+
+# ------------------------------------------------------------------------------------------------------
+# tile-configuration sweep of the tcemu kernels
+# ------------------------------------------------------------------------------------------------------
+SWEEP = {
+    "tf32x3": ["128x128x32w8s3m0", "128x128x32w8s3m1", "128x256x32w8s3m0", "128x256x32w8s2m0",
+               "128x128x64w8s2m0", "128x128x32w8s4m0", "256x128x32w8s3m0", "128x256x32w8s3m1",
+               "128x128x32w4s3m0", "64x128x32w4s3m0"],
+    "bf16x6": ["128x128x64w8s3m0", "128x256x64w8s3m0", "128x128x64w8s3m1", "128x256x32w8s4m0",
+               "256x128x64w8s3m0", "128x128x64w8s4m0", "128x256x64w8s2m0", "64x128x64w4s3m0"],
+    "bf16x3": ["128x128x64w8s3m0", "128x256x64w8s3m0", "128x128x64w8s3m1", "128x256x64w8s3m1",
+               "256x128x64w8s3m0", "64x128x64w4s3m0"],
+    "bf16x9": ["128x128x64w8s3m0", "128x256x64w8s3m0", "128x128x32w8s4m0"],
+}
+# (M, K contraction, N output): 8192^3, PET edge fwd and its input gradient, a 192-atom and a node shape
+SWEEP_SHAPES = [(8192, 8192, 8192), (604800, 256, 1024), (604800, 1024, 256), (604800, 512, 256),
+                (6720, 256, 1024), (192, 1024, 4096)]
+
+
+def run_sweep(args) -> None:
+    from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
+    from tcemu.emulation.reference import ieee_fp32_matmul
+
+    info = env_info()
+    print(info, flush=True)
+    sweep = {m: v for m, v in SWEEP.items() if not args.methods or m in args.methods.split(",")}
+    shapes = SWEEP_SHAPES
+    if args.shapes:
+        keep = set(args.shapes.split(","))
+        shapes = [s for s in shapes if f"{s[0]}x{s[1]}x{s[2]}" in keep]
+    jobs = [("tcemu", m, M, N, K, c, False) for m, cfgs in sweep.items() for c in cfgs for (M, K, N) in shapes]
+    comp = precompile(jobs, args.workers)
+    rows = []
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    os.makedirs(args.out, exist_ok=True)
+    for M, K, N in shapes:
+        a = torch.randn(M, K, device="cuda", generator=gen)
+        b = torch.randn(K, N, device="cuda", generator=gen)
+        ref = a.double() @ b.double()
+        torch.backends.cuda.matmul.allow_tf32 = False
+        out = ieee_fp32_matmul(a, b)
+        e = errors(out, ref)
+        t = bench_torch(lambda: torch.matmul(a, b), args.rep)
+        sg = 2.0 * M * N * K / t[0] / 1e9
+        print(f"--- M={M} K={K} N={N}: cuBLAS SGEMM {sg:.1f} TF/s err {e[0]:.2e}", flush=True)
+        rows.append(dict(method="sgemm", config="cublas", M=M, K=K, N=N, ms=t[0], p20=t[1], p80=t[2],
+                         tflops=sg, x_sgemm=1.0, err=e[0], regs="", spills="", wgmma="", compile_s=""))
+        for meth, cfgs in sweep.items():
+            pieces = split_t(b, meth)
+            for c in cfgs:
+                cfg = KernelConfig.parse(c)
+                ci = comp.get(("tcemu", meth, M, N, K, c, False), {})
+                if ci.get("error"):
+                    continue
+                try:
+                    out = emu_mm(a, pieces, meth, config=cfg)
+                    e = errors(out, ref)
+                    del out
+                    t = bench_torch(lambda: emu_mm(a, pieces, meth, config=cfg), args.rep)
+                except Exception as exc:  # noqa: BLE001
+                    print(f"{meth} {c} failed: {exc}"[:300], flush=True)
+                    continue
+                tf = 2.0 * M * N * K / t[0] / 1e9
+                print(f"{meth:7s} {c:18s} {t[0]:9.4f} ms {tf:7.1f} TF/s {tf / sg:5.2f}x sgemm "
+                      f"[{t[1]:.4f},{t[2]:.4f}] err {e[0]:.2e}  regs {ci.get('regs')} spills {ci.get('spills')} "
+                      f"wgmma {ci.get('wgmma')} compile {ci.get('compile_s', 0):.1f}s", flush=True)
+                rows.append(dict(method=meth, config=c, M=M, K=K, N=N, ms=t[0], p20=t[1], p80=t[2], tflops=tf,
+                                 x_sgemm=tf / sg, err=e[0], regs=ci.get("regs"), spills=ci.get("spills"),
+                                 wgmma=ci.get("wgmma"), compile_s=ci.get("compile_s")))
+            del pieces
+        del a, b, ref
+        torch.cuda.empty_cache()
+    with open(os.path.join(args.out, "gemm_sweep.csv"), "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]) + ["gpu", "driver", "torch", "triton"])
+        w.writeheader()
+        for r in rows:
+            w.writerow({**r, **info})
+    print("\nbest per method and shape:")
+    for M, K, N in shapes:
+        for meth in sweep:
+            cand = [r for r in rows if r["method"] == meth and (r["M"], r["K"], r["N"]) == (M, K, N)]
+            if cand:
+                r = max(cand, key=lambda r: r["tflops"])
+                print(f"  {M}x{K}x{N} {meth}: {r['config']} {r['tflops']:.1f} TF/s {r['x_sgemm']:.2f}x err {r['err']:.2e}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--quick", action="store_true", help="two shapes only (pipeline check)")
+    p.add_argument("--sweep", action="store_true", help="time tile configurations of the tcemu kernels")
+    p.add_argument("--shapes", default="", help="comma list MxKxN to keep")
+    p.add_argument("--methods", default="", help="comma list of tcemu methods")
+    p.add_argument("--no-xla", action="store_true")
+    p.add_argument("--no-builtin", action="store_true")
+    p.add_argument("--no-plot", action="store_true")
+    p.add_argument("--rep", type=int, default=100, help="do_bench repetition time per measurement, ms")
+    p.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1), help="compile processes")
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        sys.exit("needs a CUDA GPU")
+    run_sweep(args) if args.sweep else run_full(args)
+
+
+if __name__ == "__main__":
+    main()
