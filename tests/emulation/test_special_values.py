@@ -10,15 +10,18 @@ from tcemu.testing import assert_within_elementwise_bound
 FMAX = torch.finfo(torch.float32).max
 SPECIALS = [float("inf"), float("-inf"), float("nan"), 0.0, -0.0, FMAX, -FMAX, 2.0**-149, -(2.0**-140),
             1e-38, 3.0e38, 2.0**-126]
+# Random placements of huge finite values could overflow FP32's own partial sums in a BLAS-dependent order;
+# the random tests leave them out and test_values_near_float_max covers them deterministically.
+NOT_HUGE = [v for v in SPECIALS if not (1e38 < abs(v) < float("inf"))]
 
 
-def matrices_with_specials(m, k, n, seed, density=0.08):
+def matrices_with_specials(m, k, n, seed, density=0.08, values=SPECIALS):
     g = torch.Generator().manual_seed(seed)
     a, b = torch.randn(m, k, generator=g), torch.randn(k, n, generator=g)
-    specials = torch.tensor(SPECIALS)
+    specials = torch.tensor(values)
     for x in (a, b):
         mask = torch.rand(x.shape, generator=g) < density
-        pick = torch.randint(len(SPECIALS), x.shape, generator=g)
+        pick = torch.randint(len(values), x.shape, generator=g)
         x[mask] = specials[pick[mask]]
     return a, b
 
@@ -31,7 +34,7 @@ def class_of(x):
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("name", list(METHODS))
 def test_nonfinite_pattern_equals_fp32_matmul(name, seed):
-    a, b = matrices_with_specials(16, 33, 12, seed)
+    a, b = matrices_with_specials(16, 33, 12, seed, values=NOT_HUGE)
     c = tcemu.matmul(a, b, name)
     ref = a @ b  # FP32 matmul on the CPU: IEEE semantics for Inf and NaN
     assert torch.equal(class_of(c), class_of(ref)), f"{name}: Inf/NaN pattern differs from FP32"
@@ -53,7 +56,7 @@ def test_each_special_alone(name):
 
 @pytest.mark.parametrize("name", list(METHODS))
 def test_finite_entries_near_special_ones_stay_accurate(name):
-    a, b = matrices_with_specials(16, 40, 12, seed=11)
+    a, b = matrices_with_specials(16, 40, 12, seed=11, values=NOT_HUGE)
     a[3, :] = torch.randn(40)  # rows and columns free of non-finite values ...
     b[:, 5] = torch.randn(40)
     a[3, 7] = 3.0e38  # ... one holding a huge value, whose partner is small enough not to overflow

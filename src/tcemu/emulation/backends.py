@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from .methods import MethodSpec
-from .reference import mm_reference
+from .reference import cuda_fp32_precision, mm_reference
 from .split import split
 
 __all__ = ["GemmBackend", "ReferenceBackend", "get_backend", "backend_names", "resolve_backend"]
@@ -78,14 +78,8 @@ class ReferenceBackend:
 
 
 def _cublas_tf32_matmul(a: Tensor, b: Tensor) -> Tensor:
-    cuda = torch.backends.cuda.matmul
-    old = cuda.allow_tf32
-    cuda.allow_tf32 = True
-    try:
+    with cuda_fp32_precision("tf32"):
         return torch.matmul(a, b)
-    finally:
-        cuda.allow_tf32 = old
-
 
 
 @functools.cache

@@ -20,21 +20,33 @@ __all__ = ["mm_reference", "ieee_fp32_matmul"]
 
 
 @contextlib.contextmanager
-def _ieee_fp32():
-    """Make FP32 matmuls full FP32 on CUDA (no TF32) for the duration."""
+def cuda_fp32_precision(mode: str):
+    """Set CUDA's FP32 matmul precision (``"ieee"`` or ``"tf32"``) for the duration, then restore it.
+
+    Uses the ``fp32_precision`` API where torch has it (2.9+): reading the legacy ``allow_tf32``
+    after a user set the new API raises, so the legacy flag is only a fallback.
+    """
     cuda = torch.backends.cuda.matmul
-    old = cuda.allow_tf32
-    cuda.allow_tf32 = False
-    try:
-        yield
-    finally:
-        cuda.allow_tf32 = old
+    if hasattr(cuda, "fp32_precision"):
+        old = cuda.fp32_precision
+        cuda.fp32_precision = mode
+        try:
+            yield
+        finally:
+            cuda.fp32_precision = old
+    else:  # pragma: no cover - torch < 2.9
+        old = cuda.allow_tf32
+        cuda.allow_tf32 = mode == "tf32"
+        try:
+            yield
+        finally:
+            cuda.allow_tf32 = old
 
 
 def ieee_fp32_matmul(a: Tensor, b: Tensor) -> Tensor:
-    """``torch.matmul`` in true FP32 (TF32 disabled on CUDA)."""
-    if a.is_cuda and torch.backends.cuda.matmul.allow_tf32:
-        with _ieee_fp32():
+    """``torch.matmul`` in true FP32 (TF32 disabled on CUDA, whatever the global setting)."""
+    if a.is_cuda:
+        with cuda_fp32_precision("ieee"):
             return torch.matmul(a, b)
     return torch.matmul(a, b)
 
