@@ -106,7 +106,8 @@ class KernelConfig:
     Attributes:
         bm, bn, bk: tile of C and K-tile.
         num_warps, num_stages: Triton launch settings (warps per program, software-pipeline depth).
-        mode: 0 "tile" (per-K-tile corrections fed as C of a0 b0), 1 "run" (running correction accumulators).
+        mode: 0 "tile" (per-K-tile corrections fed as C of a0 b0), 1 "run" (running correction accumulators),
+            2 and 3: 0 and 1 with each K-tile's FP32 add deferred past the next tile's MMAs.
         group_m: programs grouped along M so that neighbouring programs share B tiles in L2.
     """
 

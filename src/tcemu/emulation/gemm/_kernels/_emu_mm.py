@@ -16,6 +16,8 @@ Accumulation (MODE)
       first; between levels the tile is scaled by 2^-s in registers with non-finite values set to
       0; it is then the C operand of the tile's a0 b0 product, and the tile result is added to
       the FP32 register accumulator ``acc`` outside the Tensor Core (round to nearest).
+    2, 3: modes 0, 1 with the FP32 add of each K-tile's result deferred to the next iteration, after
+      that iteration's MMAs are issued (one more register tile; same arithmetic, same result).
     1 "run": each correction level is accumulated on the Tensor Core over all of K (its own
       running accumulator: its truncation error is 2^-s smaller than the result's); only a0 b0 is
       summed per K-tile from zero and added to ``acc``; the levels are combined once at the end,
@@ -106,11 +108,15 @@ def _emu_mm_kernel(
     b1_ptrs = b1_ptr + b_off
     b2_ptrs = b2_ptr + b_off
 
+    RUN: tl.constexpr = (MODE % 2) == 1  # modes 1, 3: running correction accumulators
+    DEFER: tl.constexpr = MODE >= 2  # modes 2, 3: add the previous K-tile's result while this one's MMAs run
     acc = tl.zeros((BM, BN), dtype=tl.float32)  # FP32 register accumulator, round to nearest
-    if MODE == 1:
+    if RUN:
         c1 = tl.zeros((BM, BN), dtype=tl.float32)  # running level-1 accumulator on the Tensor Core
         if NP == 3:
             c2 = tl.zeros((BM, BN), dtype=tl.float32)  # running level >= 2 accumulator
+    if DEFER:
+        t_prev = tl.zeros((BM, BN), dtype=tl.float32)
 
     # ---- main loop over K-tiles ----
     for kt in range(0, tl.cdiv(K, BK)):
@@ -132,7 +138,7 @@ def _emu_mm_kernel(
         # split A in registers (bit for bit as split())
         a0, a1, a2 = split3(a, FMT, NP, SHIFT)
 
-        if MODE == 0:
+        if not RUN:
             # -- tile mode: corrections from zero, scaled into the C operand of a0 b0 --
             if METHOD == 3:  # bf16x9
                 t = _down(_mma0(a2, b2, F), DOWN)                           # L4
@@ -147,7 +153,6 @@ def _emu_mm_kernel(
             else:  # tf32x3, bf16x3
                 t = _down(_mma(a0, b1, _mma0(a1, b0, F), F), DOWN)         # L1
             t = _mma(a0, b0, t, F)                                           # L0 last
-            acc += t
         else:
             # -- run mode: corrections on running TC accumulators, a0 b0 per tile --
             tl.static_assert(METHOD != 3, "run mode is not implemented for bf16x9 (levels 3 and 4)")
@@ -157,14 +162,21 @@ def _emu_mm_kernel(
                 c2 = _mma(a0, b2, c2, F)
             c1 = _mma(a1, b0, c1, F)
             c1 = _mma(a0, b1, c1, F)
-            acc += _mma0(a0, b0, F)
+            t = _mma0(a0, b0, F)
+        if DEFER:
+            acc += t_prev
+            t_prev = t
+        else:
+            acc += t
 
         a_ptrs += BK * stride_ak
         b0_ptrs += BK * stride_bk
         b1_ptrs += BK * stride_bk
         b2_ptrs += BK * stride_bk
 
-    if MODE == 1:
+    if DEFER:
+        acc += t_prev
+    if RUN:
         if NP == 3:
             c1 = tl.where(tl.abs(c1) < float("inf"), c1, 0.0) + _down(c2, DOWN)
         acc += _down(c1, DOWN)

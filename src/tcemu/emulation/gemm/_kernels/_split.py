@@ -21,20 +21,22 @@ FMT_BF16 = 1
 
 @triton.jit
 def round_piece_bits(bits, FMT: tl.constexpr, KEEP_NONZERO: tl.constexpr):
-    """int32 bits of FP32 values -> int32 bits of the values rounded to the piece format."""
+    """int32 bits of FP32 values -> int32 bits of the values rounded to the piece format.
+
+    Written for few instructions (min/max instead of compare+select): for a finite input the
+    magnitude plus the rounding increment cannot overflow int32; Inf/NaN take the last select.
+    """
     mag = bits & 0x7FFFFFFF
-    if FMT == 0:  # TF32, RNA
-        r = (mag + 0x1000) & -8192  # -8192 == ~0x1FFF
-        r = tl.where(r >= 0x7F800000, 0x7F7FE000, r)  # saturate
+    if FMT == 0:  # TF32, RNA: + half ulp, clear 13 bits; saturate at 0x7F7FE000
+        r = tl.minimum((mag + 0x1000) & -8192, 0x7F7FE000)  # -8192 == ~0x1FFF
+        if KEEP_NONZERO:  # 0 < mag < 0x1000 rounds to 0: take the smallest subnormal TF32 (0x2000)
+            r = tl.maximum(r, tl.minimum(mag, 1) << 13)
+    else:  # BF16, RNE: + 0x7FFF + lowest kept bit, clear 16 bits; saturate at 0x7F7F0000
+        r = tl.minimum((mag + 0x7FFF + ((mag >> 16) & 1)) & -65536, 0x7F7F0000)  # -65536 == ~0xFFFF
         if KEEP_NONZERO:
-            r = tl.where((r == 0) & (mag != 0), 0x2000, r)
-    else:  # BF16, RNE
-        r = (mag + 0x7FFF + ((mag >> 16) & 1)) & -65536  # -65536 == ~0xFFFF
-        r = tl.where(r >= 0x7F800000, 0x7F7F0000, r)
-        if KEEP_NONZERO:
-            r = tl.where((r == 0) & (mag != 0), 0x10000, r)
-    out = (bits & -2147483648) | r  # sign | rounded magnitude
-    return tl.where(mag < 0x7F800000, out, bits)  # Inf and NaN unchanged
+            r = tl.maximum(r, tl.minimum(mag, 1) << 16)
+    r = tl.where(mag < 0x7F800000, r, mag)  # Inf and NaN unchanged
+    return (bits & -2147483648) | r  # sign | rounded magnitude
 
 
 @triton.jit
