@@ -40,7 +40,7 @@ __all__ = ["block_fma_bits", "add_round_bits", "bfma_block_bits"]
 _ZERO_EXP = -(1 << 20)  # exponent given to zero inputs: their products never reach E_max
 _SPECIAL_EXP = 1 << 24  # exponent given to Inf/NaN inputs: E_max > _SPECIAL_LIMIT flags the row
 _SPECIAL_LIMIT = 1 << 22
-_CHUNK = 1 << 15  # rows per chunk: keeps the (chunk, K) temporaries in cache
+_CHUNK = 1 << 13  # rows per chunk: the (K, chunk) int32 temporaries stay in cache (measured best)
 
 
 @lru_cache(maxsize=None)
@@ -54,6 +54,27 @@ def _kernel_table(fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return out
 
 
+@lru_cache(maxsize=None)
+def _packed_table(fmt: str, lshift: int) -> np.ndarray:
+    """int64 per bit pattern: low half the signed significand times 2**lshift, high half the exponent.
+
+    One gather then yields both fields as int32 views (little-endian halves).
+    """
+    sig, exp, neg = _kernel_table(fmt)
+    signed = np.where(neg, -(sig << lshift), sig << lshift)
+    packed = (exp << 32) | (signed & 0xFFFFFFFF)
+    packed.setflags(write=False)
+    return packed
+
+
+def _fields(idx: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Gather packed entries for an index array; return (signed significand, exponent) int32 views."""
+    pair = np.take(table, idx).view(np.int32).reshape(idx.shape + (2,))
+    if np.little_endian:
+        return pair[..., 0], pair[..., 1]
+    return pair[..., 1], pair[..., 0]  # pragma: no cover
+
+
 def _index(bits: np.ndarray, fmt: str, tf32_truncate: bool) -> np.ndarray:
     """Table index of each container bit pattern (tf32: the top 19 bits)."""
     f = get_format(fmt)
@@ -61,8 +82,8 @@ def _index(bits: np.ndarray, fmt: str, tf32_truncate: bool) -> np.ndarray:
     if f.container_shift:
         if not tf32_truncate and np.any(u.astype(np.uint32) & ((1 << f.container_shift) - 1)):
             raise ValueError(f"{fmt} operand has nonzero low {f.container_shift} bits and tf32_truncate=False")
-        return (u.astype(np.uint32) >> f.container_shift).astype(np.intp)
-    return u.astype(np.intp)
+        return u.astype(np.uint32) >> f.container_shift
+    return u
 
 
 def _c_fields(c_bits: np.ndarray, c_fmt: str, c_exp_floor: int | None):
@@ -73,6 +94,66 @@ def _c_fields(c_bits: np.ndarray, c_fmt: str, c_exp_floor: int | None):
     lead = bit_length(sig) - 1 + q  # the true exponent of c's leading bit
     e_c = lead if c_exp_floor is None else np.maximum(lead, c_exp_floor)
     return neg, sig, q, e_c, cls
+
+
+def _bfma_kernel(
+    a_idx: np.ndarray,
+    b_idx: np.ndarray,
+    c_bits: np.ndarray,
+    *,
+    product_format: str,
+    c_format: str,
+    output_format: str,
+    frac_bits: int,
+    rounding: Rounding,
+    czero_floor: int | None,
+    c_exp_floor: int | None,
+    overflow: str = "inf",
+) -> np.ndarray:
+    """One block FMA on table indices laid out (n, S) (k-major: reductions run over contiguous rows)."""
+    fmt = get_format(product_format)
+    n, s = a_idx.shape
+    lshift = max(0, frac_bits - 2 * fmt.frac_bits)  # pre-shift so that every alignment is a right shift
+    base = 2 * fmt.frac_bits - frac_bits + lshift  # >= 0
+    c_neg, c_sig, c_q, c_e, c_cls = _c_fields(c_bits, c_format, c_exp_floor)
+    if n:
+        sa, ea = _fields(a_idx, _packed_table(product_format, lshift))
+        sb, eb = _fields(b_idx, _packed_table(product_format, 0))
+        m = sa * sb  # signed exact products, |m| < 2**27
+        e = ea + eb
+        e_max_p = np.maximum.reduce(e, axis=0).astype(np.int64)
+    else:
+        e_max_p = np.full(s, 2 * _ZERO_EXP, dtype=np.int64)
+    c_nonzero = c_cls == FINITE
+    floor = np.where(c_nonzero, c_e, -(1 << 30) if czero_floor is None else czero_floor)
+    e_max = np.maximum(e_max_p, floor)
+    if n:
+        # magnitudes >> (E_max - E + base), then the sign re-applied: truncation toward zero
+        sh = (e_max + base).astype(np.int32) - e
+        t = np.abs(m) >> sh
+        sgn = m >> 31  # 0 or -1
+        t ^= sgn
+        t -= sgn
+        wide = n * (1 << (frac_bits + 2)) >= 1 << 31
+        total = np.add.reduce(t, axis=0, dtype=np.int64 if wide else np.int32).astype(np.int64)
+    else:
+        total = np.zeros(s, dtype=np.int64)
+    # c: the same truncation on the grid 2**(E_max - F)
+    c_sh = e_max - frac_bits - c_q
+    c_t = np.where(c_sh >= 0, c_sig >> np.clip(c_sh, 0, 62), c_sig << np.clip(-c_sh, 0, 62))
+    c_t = np.where(c_nonzero, c_t, 0)
+    total += np.where(c_neg, -c_t, c_t)
+    negative = total < 0
+    out = encode(negative, np.abs(total), e_max - frac_bits, output_format, rounding, overflow)
+    # rows with Inf/NaN anywhere: decided on exact classes
+    special = (e_max_p > _SPECIAL_LIMIT) | (c_cls >= INF)
+    if np.any(special):
+        rows = np.nonzero(special)[0]
+        out[rows] = _special_rows(
+            np.asarray(a_idx)[:, rows].T, np.asarray(b_idx)[:, rows].T, c_bits[rows], product_format, c_format,
+            output_format,
+        )
+    return out
 
 
 def bfma_block_bits(
@@ -89,36 +170,15 @@ def bfma_block_bits(
     c_exp_floor: int | None,
     overflow: str = "inf",
 ) -> np.ndarray:
-    """One block FMA on table indices of a and b ``(S, n)`` and c bits ``(S,)``; returns output bits ``(S,)``."""
-    sig_t, exp_t, neg_t = _kernel_table(product_format)
-    fmt = get_format(product_format)
-    lshift = max(0, frac_bits - 2 * fmt.frac_bits)  # pre-shift so that every alignment is a right shift
-    base = 2 * fmt.frac_bits - frac_bits + lshift  # >= 0
-    m = (sig_t[a_idx] * sig_t[b_idx]) << lshift
-    e = exp_t[a_idx] + exp_t[b_idx]
-    e_max_p = e.max(axis=1) if e.shape[1] else np.full(e.shape[0], 2 * _ZERO_EXP, dtype=np.int64)
-    c_neg, c_sig, c_q, c_e, c_cls = _c_fields(c_bits, c_format, c_exp_floor)
-    c_nonzero = c_cls == FINITE
-    floor = np.where(c_nonzero, c_e, -(1 << 30) if czero_floor is None else czero_floor)
-    e_max = np.maximum(e_max_p, floor)
-    # products: magnitude >> (E_max - E + base), sign re-applied afterwards (truncation toward zero)
-    sh = np.minimum(e_max[:, None] - e + base, 62)
-    t = m >> sh
-    negp = neg_t[a_idx] ^ neg_t[b_idx]
-    total = t.sum(axis=1, where=~negp) - t.sum(axis=1, where=negp)
-    # c: the same truncation on the grid 2**(E_max - F)
-    c_sh = e_max - frac_bits - c_q
-    c_t = np.where(c_sh >= 0, c_sig >> np.clip(c_sh, 0, 62), c_sig << np.clip(-c_sh, 0, 62))
-    c_t = np.where(c_nonzero, c_t, 0)
-    total = total + np.where(c_neg, -c_t, c_t)
-    negative = total < 0
-    out = encode(negative, np.abs(total), e_max - frac_bits, output_format, rounding, overflow)
-    # rows with Inf/NaN anywhere: decided on exact classes
-    special = (e_max_p > _SPECIAL_LIMIT) | (c_cls >= INF)
-    if np.any(special):
-        rows = np.nonzero(special)[0]
-        out[rows] = _special_rows(a_idx[rows], b_idx[rows], c_bits[rows], product_format, c_format, output_format)
-    return out
+    """One block FMA on table indices of a and b ``(S, n)`` and c bits ``(S,)``; returns output bits ``(S,)``.
+
+    Table indices are the format's own bits (for tf32 the container bits ``>> 13``).
+    """
+    return _bfma_kernel(
+        np.ascontiguousarray(np.asarray(a_idx).T), np.ascontiguousarray(np.asarray(b_idx).T), np.asarray(c_bits),
+        product_format=product_format, c_format=c_format, output_format=output_format, frac_bits=frac_bits,
+        rounding=rounding, czero_floor=czero_floor, c_exp_floor=c_exp_floor, overflow=overflow,
+    )
 
 
 def _special_rows(a_idx, b_idx, c_bits, product_format: str, c_format: str, output_format: str) -> np.ndarray:
@@ -151,9 +211,12 @@ def add_round_bits(x_bits: np.ndarray, y_bits: np.ndarray, fmt: str, rounding: R
     xn, xs, xe, xc = decode(x_bits, f)
     yn, ys, ye, yc = decode(y_bits, f)
     xq, yq = xe - f.frac_bits, ye - f.frac_bits
-    # exact sum on the finer grid; an operand more than 36 bits below the other's last bit only acts
-    # as a sticky bit there (it cannot cross a rounding boundary), which keeps everything in int64
-    qlo = np.maximum(np.minimum(xq, yq), np.maximum(xq, yq) - 36)
+    # exact sum on the finer grid. An operand whose last bit lies more than p + 4 bits below the other's
+    # is below a quarter-ulp of any possible result: it only decides on which side of the larger operand
+    # the sum falls, so it is replaced by a sticky unit at qmax - (p + 4) (same sign), keeping magnitudes
+    # below 2**(2p + 5) (exact in int64, and below 2**53 for the bit-length query)
+    gap = f.precision + 4
+    qlo = np.maximum(np.minimum(xq, yq), np.maximum(xq, yq) - gap)
 
     def aligned(neg, sig, q):
         d = q - qlo
@@ -181,13 +244,13 @@ def add_round_bits(x_bits: np.ndarray, y_bits: np.ndarray, fmt: str, rounding: R
 
 
 def _chain_blocks(a_idx, b_idx, d, params: MMAParams, product_format: str, c_format: str) -> np.ndarray:
-    """Blocks of n_fma consecutive columns, in order, each result the next block's c."""
+    """Blocks of n_fma consecutive k (rows of the (K, S) index arrays), in order, each result the next c."""
     n = params.n_fma
-    k = a_idx.shape[1]
+    k = a_idx.shape[0]
     for k0 in range(0, max(k, 1), n):
-        d = bfma_block_bits(
-            a_idx[:, k0 : k0 + n],
-            b_idx[:, k0 : k0 + n],
+        d = _bfma_kernel(
+            a_idx[k0 : k0 + n],
+            b_idx[k0 : k0 + n],
             d,
             product_format=product_format,
             c_format=c_format,
@@ -201,11 +264,14 @@ def _chain_blocks(a_idx, b_idx, d, params: MMAParams, product_format: str, c_for
     return d
 
 
-def _emulated_fp8(a_bits, b_bits, c_bits, params: MMAParams) -> np.ndarray:
-    """FP8 mma.sync on the fp16 path: per instruction, interleaved groups from +0, then an IEEE add of c."""
-    a_idx = fp8_to_fp16_bits(a_bits, params.input_format).astype(np.intp)
-    b_idx = fp8_to_fp16_bits(b_bits, params.input_format).astype(np.intp)
-    s, k = a_idx.shape
+def _emulated_fp8(a_kt, b_kt, c_bits, params: MMAParams) -> np.ndarray:
+    """FP8 mma.sync on the fp16 path: per instruction, interleaved groups from +0, then an IEEE add of c.
+
+    ``a_kt``, ``b_kt``: (K, S) fp8 bits.
+    """
+    a_idx = fp8_to_fp16_bits(a_kt, params.input_format)
+    b_idx = fp8_to_fp16_bits(b_kt, params.input_format)
+    k, s = a_idx.shape
     c_fmt = params.c_format
     period = params.period
     d = np.asarray(c_bits)
@@ -214,9 +280,8 @@ def _emulated_fp8(a_bits, b_bits, c_bits, params: MMAParams) -> np.ndarray:
         acc = np.zeros(s, dtype=get_format(c_fmt).container_dtype)  # each group chain starts from +0
         for group in params.interleave:
             sel = cols[np.isin((cols - i0) % period, group)]
-            acc = _chain_blocks(a_idx[:, sel], b_idx[:, sel], acc, params, "fp16", c_fmt)
-        d = add_round_bits(acc, d, params.output_format if params.output_format != "e8m13" else "fp32",
-                           params.c_add_rounding, params.overflow)
+            acc = _chain_blocks(a_idx[sel], b_idx[sel], acc, params, "fp16", c_fmt)
+        d = add_round_bits(acc, d, c_fmt, params.c_add_rounding, params.overflow)
     return d
 
 
@@ -244,10 +309,12 @@ def block_fma_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p
     out = np.empty(s, dtype=c_dtype)
     for r0 in range(0, s, _CHUNK):
         rs = slice(r0, r0 + _CHUNK)
+        a_kt = np.ascontiguousarray(a_bits[rs].T)  # (K, chunk): k-major, so block reductions are row ops
+        b_kt = np.ascontiguousarray(b_bits[rs].T)
         if params.interleave is not None:
-            out[rs] = _emulated_fp8(a_bits[rs], b_bits[rs], c_bits[rs], params)
+            out[rs] = _emulated_fp8(a_kt, b_kt, c_bits[rs], params)
         else:
-            a_idx = _index(a_bits[rs], params.input_format, params.tf32_truncate)
-            b_idx = _index(b_bits[rs], params.input_format, params.tf32_truncate)
+            a_idx = _index(a_kt, params.input_format, params.tf32_truncate)
+            b_idx = _index(b_kt, params.input_format, params.tf32_truncate)
             out[rs] = _chain_blocks(a_idx, b_idx, c_bits[rs], params, params.input_format, params.c_format)
     return out

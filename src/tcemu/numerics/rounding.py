@@ -68,12 +68,12 @@ def shift_round(mag: np.ndarray, shift: np.ndarray, negative: np.ndarray, mode: 
 
 
 def bit_length(mag: np.ndarray) -> np.ndarray:
-    """Vectorised ``int.bit_length`` for nonnegative int64 arrays (0 -> 0), by integer bisection."""
-    x = np.asarray(mag, dtype=np.int64).copy()
-    n = np.zeros(x.shape, dtype=np.int64)
-    for step in (32, 16, 8, 4, 2, 1):
-        t = x >> step
-        big = t > 0
-        n += np.where(big, step, 0)
-        x = np.where(big, t, x)
-    return n + (x > 0)
+    """Vectorised ``int.bit_length`` for nonnegative int64 arrays below 2**53 (0 -> 0).
+
+    Reads the exponent of the exact conversion to float64 (``frexp``): every integer below 2**53 is a
+    float64, so nothing is rounded; this is a query, not arithmetic. Larger values are refused.
+    """
+    x = np.asarray(mag, dtype=np.int64)
+    if x.size and int(x.max()) >= 1 << 53:
+        raise ValueError("bit_length: magnitude >= 2**53")
+    return np.frexp(x.astype(np.float64))[1].astype(np.int64)

@@ -1,0 +1,257 @@
+"""REFERENCE exact rational model of the Tensor Core block FMA, written from NUMERICS.md §3.
+
+Slow (about 10^3-10^4 dot products per second) and deliberately independent of the fast model:
+values are Python :class:`fractions.Fraction` obtained through ml_dtypes/NumPy float64 (exact for
+every format here), exponents come from ``floor(log2 |v|)``, truncation is ``math.floor`` of a
+rational, and rounding to the output format is done on rationals, then turned into bits through
+NumPy's exact conversion of a representable value. Tests compare :mod:`tcemu.numerics.model`
+against it bit for bit.
+
+Entry points: :func:`oracle_dot` (one dot product of any length, bits in, bits out) and
+:func:`oracle_bits` (rows of them).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import ml_dtypes
+import numpy as np
+
+from .params import MMAParams
+from .rounding import Rounding
+
+__all__ = ["oracle_dot", "oracle_bits", "value_of", "round_fraction", "Term", "OracleTrace"]
+
+# (emin, precision p, emax, has_inf) of each format, restated here rather than imported
+_SPEC = {
+    "fp32": (-126, 24, 127, True),
+    "fp16": (-14, 11, 15, True),
+    "bf16": (-126, 8, 127, True),
+    "tf32": (-126, 11, 127, True),
+    "e4m3": (-6, 4, 8, False),
+    "e5m2": (-14, 3, 15, True),
+    "e8m13": (-126, 14, 127, True),
+}
+_CANON_NAN = {"fp32": 0x7FFFFFFF, "e8m13": 0x7FFFFFFF, "fp16": 0x7FFF}
+_INF_BITS = {"fp32": 0x7F800000, "e8m13": 0x7F800000, "fp16": 0x7C00}
+_SIGN_BIT = {"fp32": 1 << 31, "e8m13": 1 << 31, "fp16": 1 << 15}
+
+
+def value_of(bits: int, fmt: str) -> float:
+    """The value of a bit pattern as a Python float (exact: float64 holds every format here)."""
+    bits = int(bits)
+    if fmt in ("fp32", "e8m13"):
+        return float(np.array([bits], np.uint32).view(np.float32)[0])
+    if fmt == "tf32":  # the hardware reads the top 19 bits only
+        return float(np.array([bits & ~0x1FFF], np.uint32).view(np.float32)[0])
+    dtype = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn,
+             "e5m2": ml_dtypes.float8_e5m2}[fmt]
+    container = np.uint8 if fmt in ("e4m3", "e5m2") else np.uint16
+    with np.errstate(invalid="ignore"):
+        return float(np.array([bits], container).view(dtype)[0].astype(np.float64))
+
+
+def _floor_log2(x: Fraction) -> int:
+    """floor(log2(x)) for a positive rational."""
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    if Fraction(2) ** e > x:
+        e -= 1
+    return e
+
+
+def _exponent(v: float, fmt: str) -> int:
+    """Unbiased exponent of a nonzero finite value as the format stores it (emin for subnormals)."""
+    return max(_floor_log2(abs(Fraction(v))), _SPEC[fmt][0])
+
+
+def round_fraction(x: Fraction, fmt: str, rnd: Rounding, overflow: str = "inf") -> int:
+    """Bits of the exact rational ``x`` rounded once to ``fmt`` (fp32, fp16 or e8m13 in an fp32 container)."""
+    emin, p, emax, _ = _SPEC[fmt]
+    if x == 0:
+        return 0
+    neg = x < 0
+    ax = abs(x)
+    e = max(_floor_log2(ax), emin)
+    quantum = Fraction(2) ** (e - p + 1)
+    n = ax / quantum
+    fl = math.floor(n)
+    frac = n - fl
+    if rnd is Rounding.RZ:
+        k = fl
+    elif rnd is Rounding.RNE:
+        k = fl + (1 if frac > Fraction(1, 2) or (frac == Fraction(1, 2) and fl % 2 == 1) else 0)
+    elif rnd is Rounding.RNA:
+        k = fl + (1 if frac >= Fraction(1, 2) else 0)
+    elif rnd is Rounding.RU:
+        k = fl + (1 if frac and not neg else 0)
+    elif rnd is Rounding.RD:
+        k = fl + (1 if frac and neg else 0)
+    else:  # RO
+        k = fl | (1 if frac else 0)
+    mag = k * quantum
+    max_finite = (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax
+    if mag > max_finite:
+        to_max = overflow == "ieee" and (rnd in (Rounding.RZ, Rounding.RO) or (rnd is Rounding.RU and neg)
+                                         or (rnd is Rounding.RD and not neg))
+        if not to_max:
+            return _INF_BITS[fmt] | (_SIGN_BIT[fmt] if neg else 0)
+        mag = max_finite
+    val = float(-mag if neg else mag)  # exact: representable
+    if fmt == "fp16":
+        return int(np.array([val], np.float16).view(np.uint16)[0])
+    return int(np.array([val], np.float32).view(np.uint32)[0])
+
+
+@dataclass
+class Term:
+    """One addend of a block as the oracle saw it (also used by the explain view)."""
+
+    kind: str  # "product k" or "c"
+    value: Fraction  # exact value
+    exponent: int | None  # alignment exponent (E_i or E_c)
+    aligned: int = 0  # truncated integer on the grid 2**(E_max - F), sign applied
+    lost: Fraction = Fraction(0)  # value - aligned * grid (what the truncation dropped)
+
+
+@dataclass
+class OracleTrace:
+    """Everything one block did: the terms, E_max, the exact sum and the rounded result."""
+
+    terms: list[Term]
+    e_max: int | None
+    frac_bits: int
+    total: int  # sum of the aligned integers
+    exact: Fraction  # the exact a.b + c of the block
+    result_bits: int
+    special: str = ""  # "nan"/"+inf"/"-inf" when decided by special values
+
+
+def _block(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, trace: list | None) -> int:
+    """One block FMA on values; returns output bits (of c_fmt's container)."""
+    cval = value_of(c_bits, c_fmt)
+    prods = []
+    nan = math.isnan(cval)
+    pos_inf = cval == math.inf
+    neg_inf = cval == -math.inf
+    for a, b in zip(avals, bvals):
+        if math.isnan(a) or math.isnan(b):
+            nan = True
+            continue
+        if math.isinf(a) or math.isinf(b):
+            if a == 0 or b == 0:
+                nan = True
+            elif (a < 0) != (b < 0):
+                neg_inf = True
+            else:
+                pos_inf = True
+            continue
+        prods.append((a, b))
+    if nan or (pos_inf and neg_inf):
+        res = _CANON_NAN[out_fmt]
+        special = "nan"
+    elif pos_inf or neg_inf:
+        res = _INF_BITS[out_fmt] | (_SIGN_BIT[out_fmt] if neg_inf else 0)
+        special = "-inf" if neg_inf else "+inf"
+    else:
+        special = ""
+    if special:
+        if trace is not None:
+            trace.append(OracleTrace([], None, prm.frac_bits, 0, Fraction(0), res, special))
+        return res
+    terms = []
+    for k, (a, b) in enumerate(prods):
+        if a == 0 or b == 0:
+            continue
+        terms.append(Term(f"product {k}", Fraction(a) * Fraction(b), _exponent(a, in_fmt) + _exponent(b, in_fmt)))
+    exps = [t.exponent for t in terms]
+    if cval != 0:
+        e_c = _floor_log2(abs(Fraction(cval)))
+        if prm.c_exp_floor is not None:
+            e_c = max(e_c, prm.c_exp_floor)
+        terms.append(Term("c", Fraction(cval), e_c))
+        exps.append(e_c)
+    elif prm.czero_floor is not None:
+        exps.append(prm.czero_floor)
+    exact = sum((t.value for t in terms), Fraction(0))
+    if not terms:
+        res = 0  # +0
+        if trace is not None:
+            trace.append(OracleTrace([], None, prm.frac_bits, 0, exact, res))
+        return res
+    e_max = max(exps)
+    grid = Fraction(2) ** (e_max - prm.frac_bits)
+    total = 0
+    for t in terms:
+        mag = math.floor(abs(t.value) / grid)  # truncation toward zero of the magnitude
+        t.aligned = -mag if t.value < 0 else mag
+        t.lost = t.value - t.aligned * grid
+        total += t.aligned
+    res = round_fraction(total * grid, out_fmt, prm.output_rounding, prm.overflow)
+    if trace is not None:
+        trace.append(OracleTrace(terms, e_max, prm.frac_bits, total, exact, res))
+    return res
+
+
+def _fp_add(x_bits: int, y_bits: int, fmt: str, rnd: Rounding, overflow: str) -> int:
+    """IEEE x + y rounded once, on bits of fmt (fp32 or fp16)."""
+    x, y = value_of(x_bits, fmt), value_of(y_bits, fmt)
+    if math.isnan(x) or math.isnan(y) or (math.isinf(x) and math.isinf(y) and x != y):
+        return _CANON_NAN[fmt]
+    if math.isinf(x) or math.isinf(y):
+        s = x if math.isinf(x) else y
+        return _INF_BITS[fmt] | (_SIGN_BIT[fmt] if s < 0 else 0)
+    total = Fraction(x) + Fraction(y)
+    if total == 0:
+        x_neg, y_neg = math.copysign(1, x) < 0, math.copysign(1, y) < 0
+        # IEEE 754 §6.3: an exact zero sum is +0, except -0 + -0 = -0, and -0 under RD unless both are +0
+        neg = (x_neg and y_neg) or (rnd is Rounding.RD and (x_neg or y_neg or x != 0))
+        return _SIGN_BIT[fmt] if neg else 0
+    return round_fraction(total, fmt, rnd, overflow)
+
+
+def oracle_dot(a_bits, b_bits, c_bits: int, params: MMAParams, trace: list | None = None) -> int:
+    """One dot product of any length K, exactly per ``params``; bits in, bits out.
+
+    Args:
+        a_bits, b_bits: sequences of K container bit patterns of ``params.input_format``.
+        c_bits: bit pattern of c in ``params.c_format``.
+        params: the model.
+        trace: if a list, one :class:`OracleTrace` per block is appended (for the explain view).
+
+    Returns:
+        Result bits (int) in ``params.c_format``'s container.
+    """
+    prm = params
+    fin = prm.input_format
+    c_fmt = prm.c_format
+    out_fmt = prm.output_format
+    avals = [value_of(x, fin) for x in a_bits]
+    bvals = [value_of(x, fin) for x in b_bits]
+    k = len(avals)
+    d = int(c_bits)
+    if prm.interleave is None:
+        for k0 in range(0, max(k, 1), prm.n_fma):
+            d = _block(avals[k0 : k0 + prm.n_fma], bvals[k0 : k0 + prm.n_fma], d, fin, c_fmt, out_fmt, prm, trace)
+        return d
+    # emulated FP8 mma.sync: values are exact in fp16, exponents as fp16 stores them
+    period = prm.period
+    for i0 in range(0, k, prm.k_instr):
+        acc = 0
+        for group in prm.interleave:
+            cols = [j for j in range(i0, min(i0 + prm.k_instr, k)) if (j - i0) % period in group]
+            ga, gb = [avals[j] for j in cols], [bvals[j] for j in cols]
+            for k0 in range(0, max(len(cols), 1), prm.n_fma):
+                acc = _block(ga[k0 : k0 + prm.n_fma], gb[k0 : k0 + prm.n_fma], acc, "fp16", c_fmt, out_fmt, prm, trace)
+        d = _fp_add(acc, d, c_fmt, prm.c_add_rounding, prm.overflow)
+    return d
+
+
+def oracle_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, params: MMAParams) -> np.ndarray:
+    """:func:`oracle_dot` over rows: ``(S, K), (S, K), (S,) -> (S,)`` bits, same contract as the fast model."""
+    out = [oracle_dot(a, b, c, params) for a, b, c in zip(np.asarray(a_bits).tolist(), np.asarray(b_bits).tolist(),
+                                                          np.asarray(c_bits).tolist())]
+    dtype = np.uint16 if params.c_format == "fp16" else np.uint32
+    return np.array(out, dtype=np.int64).astype(dtype)
