@@ -25,7 +25,7 @@ from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
 
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "pick_config", "piece_dtype",
-    "split_t", "split_t_reference", "emu_mm", "emu_mm_compile", "emu_mm_reference",
+    "split_t", "split_t_reference", "concat_pieces", "emu_mm", "emu_mm_compile", "emu_mm_reference",
 ]
 
 #: methods with a Triton kernel, and their kernel id
@@ -94,6 +94,21 @@ def split_t_reference(b: Tensor, method: str | MethodSpec) -> tuple[Tensor, ...]
     return pieces
 
 
+def concat_pieces(bt: tuple[Tensor, ...], method: str | MethodSpec) -> tuple[Tensor, Tensor | None]:
+    """B operands of the ``concat`` kernel from transposed pieces (..., N, K): one per correction level.
+
+    ``B1`` (..., N, 2K): column 2k + j is (b0, b1)[j] at k; ``B2`` (..., N, 4K, three-piece methods):
+    column 4k + j is (b1, b2, b0, 0)[j]. The kernel interleaves A's pieces to match.
+    """
+    spec = get_method(method)
+    b0, b1 = bt[0], bt[1]
+    B1 = torch.stack([b0, b1], -1).flatten(-2)
+    B2 = None
+    if spec.n_pieces == 3:
+        B2 = torch.stack([b1, bt[2], b0, torch.zeros_like(b0)], -1).flatten(-2)
+    return B1, B2
+
+
 # =====================================================================================================
 # GEMM: configurations
 # =====================================================================================================
@@ -109,6 +124,8 @@ class KernelConfig:
         mode: 0 "tile" (per-K-tile corrections fed as C of a0 b0), 1 "run" (running correction accumulators),
             2 and 3: 0 and 1 with each K-tile's FP32 add deferred past the next tile's MMAs.
         group_m: programs grouped along M so that neighbouring programs share B tiles in L2.
+        concat: one MMA per correction level (pieces interleaved along K; B from :func:`concat_pieces`).
+        fast_split: DIAGNOSTIC, not the spec: a cheap truncating/hardware split, to measure the split's cost.
     """
 
     bm: int
@@ -118,19 +135,23 @@ class KernelConfig:
     num_stages: int
     mode: int = 0
     group_m: int = 8
+    concat: bool = False
+    fast_split: bool = False
 
     def __str__(self) -> str:
-        return f"{self.bm}x{self.bn}x{self.bk}w{self.num_warps}s{self.num_stages}m{self.mode}"
+        return (f"{self.bm}x{self.bn}x{self.bk}w{self.num_warps}s{self.num_stages}m{self.mode}"
+                + ("c" if self.concat else "") + ("f" if self.fast_split else ""))
 
     @classmethod
     def parse(cls, text: str) -> KernelConfig:
-        """Inverse of ``str()``: ``"128x128x32w8s3m0"``."""
+        """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffix ``c`` = concat, ``f`` = fast (diagnostic) split."""
         import re  # noqa: PLC0415
 
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)", text.strip())
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(c?)(f?)", text.strip())
         if not m:
             raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0")
-        return cls(*map(int, m.groups()))
+        g = m.groups()
+        return cls(*map(int, g[:6]), concat=g[6] == "c", fast_split=g[7] == "f")
 
 
 # Shape buckets -> configuration, per method. Chosen from the sweep in docs/kernels.md (H200).
@@ -168,6 +189,7 @@ def emu_mm(
     *,
     out: Tensor | None = None,
     config: KernelConfig | None = None,
+    concat: tuple[Tensor, Tensor | None] | None = None,
 ) -> Tensor:
     """``a @ b + bias`` by emulation, with ``b`` given as transposed pieces.
 
@@ -179,6 +201,7 @@ def emu_mm(
         bias: float32 (N,) or None, added in FP32 after the product.
         out: optional float32 output of the result's shape (any strides).
         config: tiling; default :func:`pick_config`.
+        concat: for a ``concat`` configuration, :func:`concat_pieces` of ``bt`` (built here if not given).
 
     Returns:
         float32 (M, N) or (Z, M, N).
@@ -221,10 +244,21 @@ def emu_mm(
     cfg = config or pick_config(spec, M, N, K)
     p = bt3 + (bt3[0],) * (3 - len(bt3))
     sbz = 0 if Zb == 1 else p[0].stride(0)
+    cstrides = (0, 0, 0, 0)
+    if cfg.concat:
+        if spec.n_pieces == 3 and spec.name == "bf16x9":
+            raise ValueError("concat kernels exist for tf32x3, bf16x3 and bf16x6")
+        c1, c2 = concat if concat is not None else concat_pieces(bt3, spec)
+        c1 = c1.unsqueeze(0) if c1.dim() == 2 else c1
+        c2 = c1 if c2 is None else (c2.unsqueeze(0) if c2.dim() == 2 else c2)
+        if c1.stride(-1) != 1 or c2.stride(-1) != 1:
+            raise ValueError("concat operands must be K-contiguous")
+        p = (p[0], c1, c2)
+        cstrides = (0 if Zb == 1 else c1.stride(0), c1.stride(1), 0 if Zb == 1 else c2.stride(0), c2.stride(1))
     grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
     _emu_mm_kernel[grid](
         a3, p[0], p[1], p[2], bias if bias is not None else a3, out3, M, N, K,
-        *a3.stride(), sbz, p[0].stride(1), p[0].stride(2), *out3.stride(),
+        *a3.stride(), sbz, p[0].stride(1), p[0].stride(2), *out3.stride(), *cstrides,
         **_constexprs(spec, cfg, K, bias is not None),
     )
     return out3[0] if squeeze else out3
@@ -235,7 +269,7 @@ def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool) -> 
         FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, METHOD=KERNEL_METHODS[spec.name], MODE=cfg.mode,
         DOT_FMT=2 if (_fmt(spec) == FMT_BF16 and _interpreting()) else _fmt(spec),
         HAS_BIAS=has_bias, EVEN_K=K % cfg.bk == 0,
-        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m,
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, CONCAT=cfg.concat, FAST_SPLIT=cfg.fast_split,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 
@@ -257,6 +291,7 @@ def emu_mm_compile(
     return _emu_mm_kernel.warmup(
         f32, pd, pd, pd, f32, f32, M, N, K,
         M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1,
+        *((0, 2 * K, 0, 4 * K if spec.n_pieces == 3 else 2 * K) if cfg.concat else (0, 0, 0, 0)),
         grid=(1, 1), **_constexprs(spec, cfg, K, has_bias),
     )
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._split import split3
+from ._split import split3, split3_fast
 
 
 # FMT: 0 TF32 pieces in fp32 registers, 1 BF16 pieces. FMT 2 = BF16 pieces under TRITON_INTERPRET=1, whose
@@ -76,11 +76,15 @@ def _emu_mm_kernel(
     stride_az, stride_am, stride_ak,
     stride_bz, stride_bn, stride_bk,
     stride_cz, stride_cm, stride_cn,
+    # CONCAT layout: b1_ptr is the level-1 operand (z, n, 2K) and b2_ptr the level-2 one (z, n, 4K), K-interleaved
+    stride_b1z, stride_b1n, stride_b2z, stride_b2n,
     # method
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, METHOD: tl.constexpr, MODE: tl.constexpr,
     DOT_FMT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
     # tiling
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+    # variants: one MMA per level (see CONCAT below); a cheap non-spec split (diagnostic)
+    CONCAT: tl.constexpr, FAST_SPLIT: tl.constexpr,
 ):
     DOWN: tl.constexpr = 2.0 ** (-SHIFT)
     F: tl.constexpr = DOT_FMT  # operand handling of _mma (see above)
@@ -105,8 +109,18 @@ def _emu_mm_kernel(
     a_ptrs = a_ptr + z * stride_az + rows[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BM, BK)
     b_off = z * stride_bz + cols[None, :] * stride_bn + offs_k[:, None] * stride_bk  # (BK, BN), K-major
     b0_ptrs = b0_ptr + b_off
-    b1_ptrs = b1_ptr + b_off
-    b2_ptrs = b2_ptr + b_off
+    if CONCAT:
+        # one MMA per level: A' = pieces interleaved along K (in registers), B' pre-interleaved in memory
+        offs_k2 = tl.arange(0, 2 * BK)
+        b1_ptrs = b1_ptr + z * stride_b1z + cols[None, :] * stride_b1n + offs_k2[:, None]  # (2BK, BN)
+        if NP == 3:
+            offs_k4 = tl.arange(0, 4 * BK)
+            b2_ptrs = b2_ptr + z * stride_b2z + cols[None, :] * stride_b2n + offs_k4[:, None]  # (4BK, BN)
+        else:
+            b2_ptrs = b1_ptrs
+    else:
+        b1_ptrs = b1_ptr + b_off
+        b2_ptrs = b2_ptr + b_off
 
     RUN: tl.constexpr = (MODE % 2) == 1  # modes 1, 3: running correction accumulators
     DEFER: tl.constexpr = MODE >= 2  # modes 2, 3: add the previous K-tile's result while this one's MMAs run
@@ -120,7 +134,21 @@ def _emu_mm_kernel(
 
     # ---- main loop over K-tiles ----
     for kt in range(0, tl.cdiv(K, BK)):
-        if EVEN_K:
+        if CONCAT:
+            if EVEN_K:
+                a = tl.load(a_ptrs)
+                b0 = tl.load(b0_ptrs)
+                b1 = tl.load(b1_ptrs)
+                if NP >= 3:
+                    b2 = tl.load(b2_ptrs)
+            else:
+                k_left = K - kt * BK
+                a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+                b0 = tl.load(b0_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+                b1 = tl.load(b1_ptrs, mask=offs_k2[:, None] < 2 * k_left, other=0.0)
+                if NP >= 3:
+                    b2 = tl.load(b2_ptrs, mask=offs_k4[:, None] < 4 * k_left, other=0.0)
+        elif EVEN_K:
             a = tl.load(a_ptrs)
             b0 = tl.load(b0_ptrs)
             if NP >= 2:
@@ -136,9 +164,25 @@ def _emu_mm_kernel(
             if NP >= 3:
                 b2 = tl.load(b2_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
         # split A in registers (bit for bit as split())
-        a0, a1, a2 = split3(a, FMT, NP, SHIFT)
+        if FAST_SPLIT:
+            a0, a1, a2 = split3_fast(a, FMT, NP, SHIFT)
+        else:
+            a0, a1, a2 = split3(a, FMT, NP, SHIFT)
 
-        if not RUN:
+        if CONCAT:
+            # -- tile mode, one MMA per level. Column 2k+j of A1 is (a1, a0)[j] at k; row 2k+j of B1
+            #    is (b0, b1)[j]: level 1 = a1 b0 + a0 b1. Column 4k+j of A2 is (a1, a0, a2, 0)[j], B2 rows
+            #    (b1, b2, b0, 0)[j]: level 2 = a1 b1 + a0 b2 + a2 b0 (a zero quarter, 7/6 of the MMA work).
+            tl.static_assert(METHOD != 3, "CONCAT is implemented for tf32x3, bf16x3 and bf16x6")
+            A1 = tl.reshape(tl.join(a1, a0), (BM, 2 * BK))
+            if NP == 3:
+                A2 = tl.reshape(tl.join(tl.join(a1, a2), tl.join(a0, tl.zeros_like(a0))), (BM, 4 * BK))
+                t = _down(_mma0(A2, b2, F), DOWN)                                 # L2
+                t = _down(_mma(A1, b1, t, F), DOWN)                                # L1
+            else:
+                t = _down(_mma0(A1, b1, F), DOWN)                                  # L1
+            t = _mma(a0, b0, t, F)                                                 # L0
+        elif not RUN:
             # -- tile mode: corrections from zero, scaled into the C operand of a0 b0 --
             if METHOD == 3:  # bf16x9
                 t = _down(_mma0(a2, b2, F), DOWN)                           # L4
@@ -171,8 +215,12 @@ def _emu_mm_kernel(
 
         a_ptrs += BK * stride_ak
         b0_ptrs += BK * stride_bk
-        b1_ptrs += BK * stride_bk
-        b2_ptrs += BK * stride_bk
+        if CONCAT:
+            b1_ptrs += 2 * BK
+            b2_ptrs += 4 * BK
+        else:
+            b1_ptrs += BK * stride_bk
+            b2_ptrs += BK * stride_bk
 
     if DEFER:
         acc += t_prev

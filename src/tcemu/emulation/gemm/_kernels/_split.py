@@ -72,6 +72,31 @@ def split3(x, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr):
 
 
 @triton.jit
+def split3_fast(x, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr):
+    """DIAGNOSTIC ONLY (benchmark sweep): a cheap split that is NOT the spec.
+
+    TF32 high piece by truncation (one AND), low piece fed unrounded; BF16 pieces by the hardware
+    conversion (RNE, no saturation, no keep-nonzero). It measures what the exact split costs.
+    """
+    scale: tl.constexpr = 2.0**SHIFT
+    if FMT == 0:
+        f0 = (x.to(tl.int32, bitcast=True) & -8192).to(tl.float32, bitcast=True)
+        p0 = f0
+        r1 = (x - f0) * scale
+        p1 = r1
+        p2 = r1
+    else:
+        p0 = x.to(tl.bfloat16)
+        r1 = (x - p0.to(tl.float32)) * scale
+        p1 = r1.to(tl.bfloat16)
+        p2 = p1
+        if NP >= 3:
+            r2 = (r1 - p1.to(tl.float32)) * scale
+            p2 = r2.to(tl.bfloat16)
+    return p0, p1, p2
+
+
+@triton.jit
 def _split_t_kernel(
     # b: (R, C) FP32, any strides; pieces: (C, R) contiguous ("transposed"), dtype fp32 (TF32) or bf16
     b_ptr, p0_ptr, p1_ptr, p2_ptr,
