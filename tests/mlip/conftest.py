@@ -1,0 +1,35 @@
+"""tcemu.mlip tests need the mlip extra (ase, metatrain, torchani, chgnet); skip the folder without it."""
+
+import pytest
+
+for _mod in ("ase", "metatrain", "metatomic_ase", "torchani", "chgnet", "matplotlib"):
+    pytest.importorskip(_mod, reason=f"tcemu.mlip tests need the mlip extra ({_mod} missing)")
+
+
+@pytest.fixture(scope="session")
+def pet_tiny():
+    from tcemu.mlip.models import pet
+
+    return pet("tiny", seed=0)
+
+
+@pytest.fixture(scope="session")
+def ani():
+    from tcemu.mlip.models import ani1x
+
+    return ani1x()
+
+
+@pytest.fixture(scope="session")
+def water():
+    from tcemu.mlip.systems import water_box
+
+    return water_box()
+
+
+@pytest.fixture(scope="session")
+def small_water():
+    """4 water molecules (12 atoms) in vacuum: a system ANI-1x evaluates in milliseconds."""
+    from tcemu.mlip.systems import water_cluster
+
+    return water_cluster(4)
