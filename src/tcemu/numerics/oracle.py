@@ -92,6 +92,8 @@ def round_fraction(x: Fraction, fmt: str, rnd: Rounding, overflow: str = "inf") 
     else:  # RO
         k = fl | (1 if frac else 0)
     mag = k * quantum
+    if mag == 0:  # a nonzero value rounded to zero keeps its sign (IEEE 754)
+        return _SIGN_BIT[fmt] if neg else 0
     max_finite = (2 - Fraction(2) ** (1 - p)) * Fraction(2) ** emax
     if mag > max_finite:
         to_max = overflow == "ieee" and (rnd in (Rounding.RZ, Rounding.RO) or (rnd is Rounding.RU and neg)

@@ -60,8 +60,8 @@ class MMAParams:
             raise ValueError(f"output_format {self.output_format!r} not one of {_OUTPUTS}")
         if self.n_fma < 1 or self.k_instr < 1 or self.k_instr % self.n_fma and self.interleave is None:
             raise ValueError(f"need 1 <= n_fma dividing k_instr, got n_fma={self.n_fma}, k_instr={self.k_instr}")
-        if not 0 <= self.frac_bits <= 40:
-            raise ValueError(f"frac_bits must be in [0, 40], got {self.frac_bits}")
+        if not 0 <= self.frac_bits <= 29:  # the fast kernel keeps each aligned addend in int32
+            raise ValueError(f"frac_bits must be in [0, 29], got {self.frac_bits}")
         if not isinstance(self.output_rounding, Rounding):
             object.__setattr__(self, "output_rounding", Rounding(self.output_rounding))
         if self.c_add_rounding is not None and not isinstance(self.c_add_rounding, Rounding):
