@@ -1,0 +1,78 @@
+"""Validate the tcemu.numerics model against the GPU's Tensor Cores, bit for bit, on random inputs.
+
+Every case (mma.sync fp16, bf16, tf32, e4m3, e5m2 with fp32 output, the fp16-output variants, wgmma tf32,
+fp16, bf16, e4m3, e5m2) gets --samples outputs from each of the input families (normal, uniform, random bit
+patterns, exact cancellations, wide exponent spread, dominant c, zero c with tiny products). The GPU produces
+batches while a pool of CPU processes runs the model; every mismatch is saved with a shrunk reproducer.
+
+Writes OUT/h200_validation_summary.json, OUT/h200_validation_mismatches.npz, OUT/h200_validation_replay.npz.
+With several GPUs, --gpus N runs one process per GPU over a share of the cases and merges the results.
+
+Without a GPU: --replay NPZ checks the model against stored hardware samples (the replay set).
+
+Examples:
+  tcemu validate --samples 10000000 --out val-out
+  tcemu validate --smoke                      # SASS check and fragment-layout check only
+  tcemu validate --replay src/tcemu/numerics/hardware/data/h200_replay.npz
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", default="validate-out", help="output folder (default: validate-out)")
+    parser.add_argument("--cases", nargs="*", default=None, help="case names (default: the validation set)")
+    parser.add_argument("--samples", type=float, default=1e7, help="samples per case (default 1e7)")
+    parser.add_argument("--families", nargs="*", default=None, help="input families (default: all)")
+    parser.add_argument("--workers", type=int, default=0, help="model processes (default: CPU count - 1)")
+    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--gpus", type=int, default=1, help="shard the cases over this many GPUs (one process each)")
+    parser.add_argument("--smoke", action="store_true", help="only check SASS and fragment layouts")
+    parser.add_argument("--replay", default=None, metavar="NPZ", help="check the model against a replay set (CPU)")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import os
+
+    if args.replay:
+        from tcemu.numerics.hardware.replay import check_replay
+
+        res = check_replay(args.replay)
+        for key, r in res["groups"].items():
+            if r["mismatches"]:
+                print(f"{key:<40} {r['samples']:6d} samples {r['mismatches']:6d} mismatches")
+        print(f"replay: {res['samples']} samples, {res['mismatches']} mismatches in {len(res['groups'])} groups")
+        return 1 if res["mismatches"] else 0
+
+    from tcemu.numerics.hardware.cases import VALIDATION_CASES, get_case
+    from tcemu.numerics.hardware.families import FAMILIES
+    from tcemu.numerics.hardware.runner import Runner
+
+    os.makedirs(args.out, exist_ok=True)
+    cases = tuple(args.cases) if args.cases else tuple(c.name for c in VALIDATION_CASES)
+    if args.gpus > 1:
+        from tcemu.numerics.hardware.shard import run_sharded
+
+        return run_sharded(args, cases)
+    runner = Runner(verbose=True)
+    if args.smoke:
+        from tcemu.numerics.hardware.smoke import check_layouts
+
+        out = {"device": runner.device, "sass": runner.check_sass(), "layouts": check_layouts(runner)}
+        with open(os.path.join(args.out, "h200_smoke.json"), "w") as fh:
+            json.dump(out, fh, indent=1)
+        for name in out["sass"]:
+            s, lay = out["sass"][name], out["layouts"][name]
+            print(f"{name:<22} sass {'ok ' if s['ok'] else 'BAD'} {','.join(s['opcodes'])[:70]:<70} "
+                  f"layout {'ok' if lay['ok'] else 'BAD ' + json.dumps(lay)}")
+        return 0 if all(v["ok"] for v in out["sass"].values()) and all(v["ok"] for v in out["layouts"].values()) else 1
+    from tcemu.numerics.hardware.validate import ValidationConfig, run_validation
+
+    cfg = ValidationConfig(cases=cases, samples=int(args.samples), families=tuple(args.families or FAMILIES),
+                           workers=args.workers, seed=args.seed, progress=not args.no_progress)
+    summary = run_validation(runner, cfg, args.out)
+    return 1 if summary["total_mismatches"] else 0
