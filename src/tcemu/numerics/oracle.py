@@ -129,16 +129,28 @@ class OracleTrace:
     exact: Fraction  # the exact a.b + c of the block
     result_bits: int
     special: str = ""  # "nan"/"+inf"/"-inf" when decided by special values
+    note: str = ""  # which block: "k 0..15", "instr 0, group (0, 1), k [0, 1, 4, ...]", "c added (RNE)"
+    c_bits: int = 0  # the c this block received (bits of the c format)
 
 
-def _block(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, trace: list | None) -> int:
-    """One block FMA on values; returns output bits (of c_fmt's container)."""
+def _block(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, trace: list | None, note: str = "",
+           ks=None) -> int:
+    """One block FMA on values; returns output bits (of c_fmt's container). ``ks``: k of each entry (labels)."""
+    res = _block_inner(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm, trace, ks)
+    if trace is not None:
+        trace[-1].note = note
+        trace[-1].c_bits = int(c_bits)
+    return res
+
+
+def _block_inner(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, trace: list | None, ks=None) -> int:
+    ks = list(range(len(avals))) if ks is None else list(ks)
     cval = value_of(c_bits, c_fmt)
     prods = []
     nan = math.isnan(cval)
     pos_inf = cval == math.inf
     neg_inf = cval == -math.inf
-    for a, b in zip(avals, bvals):
+    for kk, a, b in zip(ks, avals, bvals):
         if math.isnan(a) or math.isnan(b):
             nan = True
             continue
@@ -150,7 +162,7 @@ def _block(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, trace: 
             else:
                 pos_inf = True
             continue
-        prods.append((a, b))
+        prods.append((kk, a, b))
     if nan or (pos_inf and neg_inf):
         res = _CANON_NAN[out_fmt]
         special = "nan"
@@ -164,10 +176,10 @@ def _block(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, trace: 
             trace.append(OracleTrace([], None, prm.frac_bits, 0, Fraction(0), res, special))
         return res
     terms = []
-    for k, (a, b) in enumerate(prods):
+    for k, a, b in prods:
         if a == 0 or b == 0:
             continue
-        terms.append(Term(f"product {k}", Fraction(a) * Fraction(b), _exponent(a, in_fmt) + _exponent(b, in_fmt)))
+        terms.append(Term(f"a*b k={k}", Fraction(a) * Fraction(b), _exponent(a, in_fmt) + _exponent(b, in_fmt)))
     exps = [t.exponent for t in terms]
     if cval != 0:
         e_c = _floor_log2(abs(Fraction(cval)))
@@ -236,7 +248,9 @@ def oracle_dot(a_bits, b_bits, c_bits: int, params: MMAParams, trace: list | Non
     d = int(c_bits)
     if prm.interleave is None:
         for k0 in range(0, max(k, 1), prm.n_fma):
-            d = _block(avals[k0 : k0 + prm.n_fma], bvals[k0 : k0 + prm.n_fma], d, fin, c_fmt, out_fmt, prm, trace)
+            note = f"k {k0}..{min(k0 + prm.n_fma, k) - 1}"
+            d = _block(avals[k0 : k0 + prm.n_fma], bvals[k0 : k0 + prm.n_fma], d, fin, c_fmt, out_fmt, prm, trace, note,
+                       range(k0, min(k0 + prm.n_fma, k)))
         return d
     # emulated FP8 mma.sync: values are exact in fp16, exponents as fp16 stores them
     period = prm.period
@@ -246,8 +260,18 @@ def oracle_dot(a_bits, b_bits, c_bits: int, params: MMAParams, trace: list | Non
             cols = [j for j in range(i0, min(i0 + prm.k_instr, k)) if (j - i0) % period in group]
             ga, gb = [avals[j] for j in cols], [bvals[j] for j in cols]
             for k0 in range(0, max(len(cols), 1), prm.n_fma):
-                acc = _block(ga[k0 : k0 + prm.n_fma], gb[k0 : k0 + prm.n_fma], acc, "fp16", c_fmt, out_fmt, prm, trace)
-        d = _fp_add(acc, d, c_fmt, prm.c_add_rounding, prm.overflow)
+                note = f"instruction at k {i0}, group {group} (k mod {period}), k {cols[k0 : k0 + prm.n_fma]}"
+                acc = _block(ga[k0 : k0 + prm.n_fma], gb[k0 : k0 + prm.n_fma], acc, "fp16", c_fmt, out_fmt, prm,
+                             trace, note, cols[k0 : k0 + prm.n_fma])
+        new_d = _fp_add(acc, d, c_fmt, prm.c_add_rounding, prm.overflow)
+        if trace is not None:
+            exact = Fraction(0)
+            x, y = value_of(acc, c_fmt), value_of(d, c_fmt)
+            if math.isfinite(x) and math.isfinite(y):
+                exact = Fraction(x) + Fraction(y)
+            trace.append(OracleTrace([], None, prm.frac_bits, 0, exact, new_d, "",
+                                     f"IEEE add of c, {prm.c_add_rounding.value.upper()}: groups {acc:#x} + c {d:#x}", d))
+        d = new_d
     return d
 
 

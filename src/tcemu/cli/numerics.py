@@ -1,0 +1,127 @@
+"""Bit-accurate Tensor Core arithmetic model: explain one dot product, list presets, check public data.
+
+Subcommands:
+
+  explain   step by step: each aligned addend, the bits truncated, the sum and the final rounding
+            tcemu numerics explain --arch a100 --a "2^-24,2^-24,2^-24" --b "1,0.5,0.5" --c 1
+            tcemu numerics explain --arch h100 --instruction wgmma --input-format e4m3 --a 0.5 --b 2^-7 --c 1
+  presets   the model parameters of every (arch, instruction, input, output), with sources
+  data      the model against the bundled public hardware data (Khattak & Mikaitis), per case
+
+Values: 1.5, -2^-24, 1.5*2^-3, 0x1.8p-3 (hex float), inf, nan, or raw bits 0x3C00 / bits:0x7E00.
+What-if: --frac-bits, --n-fma, --czero-floor (none or an exponent), --variant toolbox.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="numerics_command", metavar="SUBCOMMAND")
+    ex = sub.add_parser("explain", help="explain one dot product a.b + c, step by step")
+    ex.add_argument("--arch", required=True, help="v100, a100, ada, h100, h200, b200")
+    ex.add_argument("--instruction", default="mma.sync", help="mma.sync (default), wgmma, tcgen05")
+    ex.add_argument("--input-format", default="fp16", help="fp16 (default), bf16, tf32, e4m3, e5m2")
+    ex.add_argument("--output-format", default="fp32", help="fp32 (default) or fp16")
+    ex.add_argument("--a", required=True, help="comma-separated a values (k = 0, 1, ...)")
+    ex.add_argument("--b", required=True, help="comma-separated b values, as many as a")
+    ex.add_argument("--c", default="0", help="c (default 0)")
+    ex.add_argument("--variant", default="mmasim", help="mmasim (default) or toolbox: disputed c=0 / c exponent floors")
+    ex.add_argument("--frac-bits", type=int, help="what-if: F")
+    ex.add_argument("--n-fma", type=int, help="what-if: N (block size)")
+    ex.add_argument("--czero-floor", help="what-if: c = 0 floor exponent, or 'none'")
+    ex.add_argument("--pad", action="store_true", help="pad a and b with zeros to the instruction's K")
+    sub.add_parser("presets", help="list every preset with its parameters and sources")
+    da = sub.add_parser("data", help="check the model on the bundled public hardware data")
+    da.add_argument("--gpu", help="only this GPU folder (V100, A100, A2, Ada, L40S, H100, H200, B200)")
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from tcemu.numerics import get_preset
+    from tcemu.numerics.explain import explain, parse_values
+
+    p = get_preset(args.arch, args.instruction, args.input_format, args.output_format, variant=args.variant)
+    changes: dict = {}
+    if args.frac_bits is not None:
+        changes["frac_bits"] = args.frac_bits
+    if args.n_fma is not None:
+        changes["n_fma"] = args.n_fma
+        changes["k_instr"] = max(p.k_instr, args.n_fma) if p.k_instr % args.n_fma == 0 else args.n_fma
+    if args.czero_floor is not None:
+        changes["czero_floor"] = None if args.czero_floor.lower() == "none" else int(args.czero_floor)
+    if changes:
+        p = replace(p, label=p.label + " (what-if: " + ", ".join(f"{k}={v}" for k, v in changes.items()) + ")",
+                    **changes)
+    a = parse_values(args.a, p.input_format)
+    b = parse_values(args.b, p.input_format)
+    if len(a) != len(b):
+        raise ValueError(f"--a has {len(a)} values, --b has {len(b)}")
+    c = parse_values(args.c, p.c_format)
+    if len(c) != 1:
+        raise ValueError("--c takes one value")
+    if args.pad and len(a) % p.k_instr:
+        extra = p.k_instr - len(a) % p.k_instr
+        a, b = a + [0] * extra, b + [0] * extra
+    print(explain(a, b, c[0], p))
+    return 0
+
+
+def _presets() -> int:
+    from tcemu.numerics import get_preset, list_presets
+
+    print(f"{'arch':5s} {'instruction':9s} {'in':5s} {'out':5s} {'K':>3s} {'N':>3s} {'F':>3s} {'D format':8s} "
+          f"{'round':5s} {'c=0 floor':>9s} {'c exp floor':>11s}  notes")
+    for key in list_presets():
+        p = get_preset(*key)
+        tb = get_preset(*key, variant="toolbox")
+        czero = f"{p.czero_floor}" if p.czero_floor is not None else "none"
+        czero_tb = f"{tb.czero_floor}" if tb.czero_floor is not None else "none"
+        notes = "emulated: fp16 path, groups k mod 4 in {0,1},{2,3}, c added RNE" if p.interleave else ""
+        print(f"{key[0]:5s} {key[1]:9s} {key[2]:5s} {key[3]:5s} {p.k_instr:3d} {p.n_fma:3d} {p.frac_bits:3d} "
+              f"{p.output_format:8s} {p.output_rounding.value.upper():5s} {czero + '/' + czero_tb:>9s} "
+              f"{str(p.c_exp_floor):>11s}  {notes}")
+    print("\nc=0 floor: mmasim/toolbox variant (disputed, NUMERICS.md §4.1-4.2). Sources per preset: "
+          "tcemu.numerics.get_preset(...).sources")
+    return 0
+
+
+def _data(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from tcemu.numerics import block_fma_bits, get_preset
+    from tcemu.numerics.public_data import load_cases
+
+    worst = 1.0
+    for case in load_cases():
+        if args.gpu and case.gpu.lower() != args.gpu.lower():
+            continue
+        p = get_preset(case.arch, "mma.sync", case.input_format, case.output_format)
+        pad = -case.a.shape[1] % p.k_instr
+        a = np.pad(case.a, ((0, 0), (0, pad)))
+        b = np.pad(case.b, ((0, 0), (0, pad)))
+        match = (block_fma_bits(a, b, case.c, p) == case.d).mean()
+        line = f"{case.gpu:5s} {case.name:10s} {p.label:45s} {match:8.2%}"
+        if not case.c_applied:
+            w = get_preset(case.arch, "wgmma", case.input_format, case.output_format)
+            m0 = (block_fma_bits(a, b, np.zeros_like(case.c), w) == case.d).mean()
+            line += f"   d lacks c (data caveat): as wgmma with c = 0: {m0:.2%}"
+        else:
+            worst = min(worst, match)
+        print(line)
+    print(f"\nworst match over the consistent cases: {worst:.2%}")
+    return 0 if worst == 1.0 else 1
+
+
+def run(args: argparse.Namespace) -> int | None:
+    cmd = getattr(args, "numerics_command", None)
+    if cmd == "explain":
+        return _explain(args)
+    if cmd == "presets":
+        return _presets()
+    if cmd == "data":
+        return _data(args)
+    print(__doc__)
+    return 1
