@@ -87,11 +87,27 @@ def _index(bits: np.ndarray, fmt: str, tf32_truncate: bool) -> np.ndarray:
 
 
 def _c_fields(c_bits: np.ndarray, c_fmt: str, c_exp_floor: int | None):
-    """c decoded: (negative, sig, q, alignment exponent E_c, cls); value = sig * 2**q."""
+    """c decoded: (negative, sig, q, alignment exponent E_c, cls); value = sig * 2**q.
+
+    Same fields as :func:`tcemu.numerics.formats.decode` (fp32/fp16 containers only), written for speed:
+    the bit length (true exponent) is only computed where c is subnormal.
+    """
     f = get_format(c_fmt)
-    neg, sig, e, cls = decode(c_bits, f)
-    q = e - f.frac_bits
-    lead = bit_length(sig) - 1 + q  # the true exponent of c's leading bit
+    u = np.asarray(c_bits).astype(np.int64)
+    fb = f.frac_bits
+    top = (1 << f.exp_bits) - 1
+    neg = (u >> (f.width - 1)).astype(bool)
+    ef = (u >> fb) & top
+    frac = u & ((1 << fb) - 1)
+    normal = (ef != 0) & (ef != top)
+    sig = np.where(normal, frac | (1 << fb), np.where(ef == top, 0, frac))
+    e = np.maximum(ef, 1) - f.bias
+    q = e - fb
+    cls = np.where(ef == top, np.where(frac != 0, NAN, INF), np.where(sig != 0, FINITE, ZERO)).astype(np.uint8)
+    lead = e
+    sub = (ef == 0) & (frac != 0)
+    if np.any(sub):
+        lead = np.where(sub, bit_length(frac) - 1 + q, e)  # the true exponent of c's leading bit
     e_c = lead if c_exp_floor is None else np.maximum(lead, c_exp_floor)
     return neg, sig, q, e_c, cls
 
@@ -140,7 +156,7 @@ def _bfma_kernel(
         total = np.zeros(s, dtype=np.int64)
     # c: the same truncation on the grid 2**(E_max - F)
     c_sh = e_max - frac_bits - c_q
-    c_t = np.where(c_sh >= 0, c_sig >> np.clip(c_sh, 0, 62), c_sig << np.clip(-c_sh, 0, 62))
+    c_t = np.where(c_sh >= 0, c_sig >> np.minimum(np.maximum(c_sh, 0), 62), c_sig << np.minimum(np.maximum(-c_sh, 0), 62))
     c_t = np.where(c_nonzero, c_t, 0)
     total += np.where(c_neg, -c_t, c_t)
     negative = total < 0

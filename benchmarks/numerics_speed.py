@@ -1,0 +1,133 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["numpy>=1.26", "ml_dtypes>=0.4"]
+# ///
+"""Speed of the bit-accurate Tensor Core model (tcemu.numerics) on one CPU core: dot products per second.
+
+What is timed: ``block_fma_bits(a_bits (S, K), b_bits (S, K), c_bits (S,), preset)`` on S = 2^20 random
+N(0, 1) dot products (the distribution of the public hardware data), for the configurations below, each
+repeated ``--repeats`` times; reported as dot products per second (median, 20th and 80th percentiles).
+The exact rational oracle (tcemu.numerics.oracle) is timed on 2,000 rows for comparison.
+Threads are pinned to one (OMP/OpenBLAS/MKL env vars); NumPy's elementwise kernels are single-threaded.
+
+Reference points (not measured here, from NUMERICS.md §7): MMA-Sim about 1.4e4 outputs/s, a NumPy port of
+it about 1.2e6 outputs/s. The issue's target: at least 2e6 dot products of length 16 per second.
+
+Output: ``benchmarks/results/numerics_speed.csv``, long format, one row per measurement:
+name, provider, recipe, metric, unit, x_name, x_value, p20, p50, p80, gpu_name, driver, torch, triton,
+tcemu, git_sha, timestamp (``recipe`` names the preset, ``x_value`` is K, gpu_name holds the CPU model).
+
+Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]``
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import argparse  # noqa: E402
+import csv  # noqa: E402
+import platform  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from datetime import datetime, timezone  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from tcemu.numerics import block_fma_bits, get_preset  # noqa: E402
+from tcemu.numerics.inputs import make_operands  # noqa: E402
+from tcemu.numerics.oracle import oracle_bits  # noqa: E402
+
+CONFIGS = [  # (arch, instruction, input, output, K)
+    ("h100", "mma.sync", "fp16", "fp32", 16),
+    ("h100", "mma.sync", "bf16", "fp32", 16),
+    ("a100", "mma.sync", "fp16", "fp32", 16),
+    ("a100", "mma.sync", "fp16", "fp16", 16),
+    ("v100", "mma.sync", "fp16", "fp32", 16),
+    ("h100", "mma.sync", "tf32", "fp32", 16),
+    ("h100", "wgmma", "e4m3", "fp32", 32),
+    ("h100", "mma.sync", "e4m3", "fp32", 32),
+    ("h100", "mma.sync", "fp16", "fp32", 256),
+]
+
+
+def _cpu_name() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _git_sha() -> str:
+    try:
+        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def _time(fn, repeats: int) -> np.ndarray:
+    fn()  # warm-up: tables, allocations
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return np.array(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1 << 20, help="dot products per timed call (default 2^20)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="2^17 rows, 3 repeats, no oracle")
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "numerics_speed.csv"))
+    args = ap.parse_args(argv)
+    rows, repeats = (1 << 17, 3) if args.quick else (args.rows, args.repeats)
+    rng = np.random.default_rng(0)
+    common = dict(gpu_name=f"CPU: {_cpu_name()} (1 core)", driver="", torch="", triton="", tcemu=_git_sha(),
+                  git_sha=_git_sha(), timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    out_rows = []
+    for arch, instr, fin, fout, k in CONFIGS:
+        p = get_preset(arch, instr, fin, fout)
+        a, b, c = make_operands(p, rows, k, "normal", rng)
+        t = _time(lambda: block_fma_bits(a, b, c, p), repeats)
+        rate = rows / t
+        p20, p50, p80 = np.percentile(rate, [20, 50, 80])
+        recipe = f"{arch} {instr} {fin}->{fout}"
+        print(f"{recipe:32s} K={k:<4d} {p50:10.3g} dot products/s  (p20 {p20:.3g}, p80 {p80:.3g})")
+        out_rows.append(dict(name="numerics_model", provider="tcemu.numerics.block_fma_bits", recipe=recipe,
+                             metric="dot_products_per_s", unit="1/s", x_name="K", x_value=k, p20=f"{p20:.4g}",
+                             p50=f"{p50:.4g}", p80=f"{p80:.4g}", **common))
+    if not args.quick:
+        p = get_preset("h100", "mma.sync", "fp16", "fp32")
+        a, b, c = make_operands(p, 2000, 16, "normal", rng)
+        t = _time(lambda: oracle_bits(a, b, c, p), 2)
+        rate = 2000 / t
+        p20, p50, p80 = np.percentile(rate, [20, 50, 80])
+        print(f"{'oracle h100 mma.sync fp16->fp32':32s} K=16   {p50:10.3g} dot products/s")
+        out_rows.append(dict(name="numerics_oracle", provider="tcemu.numerics.oracle.oracle_bits",
+                             recipe="h100 mma.sync fp16->fp32", metric="dot_products_per_s", unit="1/s", x_name="K",
+                             x_value=16, p20=f"{p20:.4g}", p50=f"{p50:.4g}", p80=f"{p80:.4g}", **common))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(out_rows[0]))
+        w.writeheader()
+        w.writerows(out_rows)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
