@@ -21,9 +21,12 @@ triton = pytest.importorskip("triton", reason="needs the 'triton' extra")
 
 from tcemu.emulation.gemm import (  # noqa: E402
     KERNEL_METHODS,
+    KernelConfig,
     TritonBackend,
+    config_candidates,
     emu_mm,
     emu_mm_reference,
+    hw_split_exact,
     split_t,
     split_t_reference,
 )
@@ -134,6 +137,22 @@ def test_split_bits_gpu(method):
     _check_split(method, DEVICE)
 
 
+@gpu
+def test_hw_split_gpu():
+    """The BF16 hardware-conversion split is used only where it gives split()'s bits; check it here too."""
+    exact = hw_split_exact(DEVICE)
+    print(f"hw_split_exact({DEVICE}) = {exact}")
+    if not exact:
+        pytest.skip("the GPU's cvt.rn.bf16 split differs from split(): the kernels use the integer split")
+    gen = torch.Generator().manual_seed(11)
+    b = _special_matrix(90, 70, gen).to(DEVICE)
+    for method in ("bf16x3", "bf16x6", "bf16x9"):
+        for g, w in zip(split_t(b, method, hw=True), split_t_reference(b, method)):
+            nan = torch.isnan(w.float())
+            assert torch.equal(torch.isnan(g.float()), nan)
+            assert torch.equal(_bits(g)[~nan], _bits(w)[~nan])
+
+
 
 # ---------------------------------------------------------------------------------------------------
 # emu_mm vs the reference (interpret) and FP64 (gpu)
@@ -169,6 +188,36 @@ def test_emu_mm_matches_reference_interpret(method, shape):
     assert err <= 8 * a.shape[-1] * U_FP32, f"{method} {shape}: {err:.3g}"
     assert_close_to_fp64(out, a, b, method, bias)
 
+
+
+@interpret
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("mode", [0, 1, 4])
+def test_accumulation_modes_interpret(method, mode):
+    """Tile (0), running (1) and hybrid (4) correction levels: same products, same spec."""
+    a, b, bias, _ = _run_mm_case(method, (1, 37, 45, 29), noncontig=False, with_bias=True, device="cpu", seed=8)
+    a[3, 5] = float("inf")
+    a[6, 7] = float("nan")
+    out = emu_mm(a, split_t(b, method), method, bias, config=KernelConfig(32, 32, 16, 4, 1, mode, 4))
+    want = a.double() @ b.double() + bias.double()
+    assert torch.equal(torch.isnan(out), torch.isnan(want)) and torch.equal(torch.isinf(out), torch.isinf(want))
+    fin = torch.isfinite(want).all(dim=1)
+    assert_close_to_fp64(out[fin], a[fin], b, method, bias)
+
+
+@gpu
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("bucket_m", [2000, 300], ids=["large", "small"])
+def test_every_candidate_config_gpu(method, bucket_m):
+    """Autotuning may pick any candidate: each one must be right (ragged shape, bias, Inf)."""
+    gen = torch.Generator().manual_seed(9)
+    a = torch.randn(bucket_m, 333, generator=gen).to(DEVICE)
+    b = torch.randn(333, 257, generator=gen).to(DEVICE)
+    bias = torch.randn(257, generator=gen).to(DEVICE)
+    pieces = split_t(b, method)
+    for cfg in config_candidates(get_method(method), bucket_m):
+        out = emu_mm(a, pieces, method, bias, config=cfg)
+        assert_close_to_fp64(out, a, b, method, bias)
 
 
 @gpu

@@ -10,7 +10,12 @@ Switches (read at call time):
 * ``SMALL_SHAPE_FALLBACK`` (env ``TCEMU_SMALL_SHAPE_FALLBACK``, default on): GEMMs with 2 M N K below
   ``SMALL_SHAPE_MIN_FLOPS`` (env ``TCEMU_SMALL_SHAPE_MIN_FLOPS``) run as cuBLAS SGEMM (FP32 accuracy kept),
   counted in :func:`fallback_stats` and logged once per shape.
+* ``AUTOTUNE`` (env ``TCEMU_GEMM_AUTOTUNE=1``, default off): time a few candidate configurations per
+  (method, M bucket, N, K) at the first product and keep the fastest that agrees with the first
+  (:func:`tuned_configs`); off, a static table measured on an H200 is used.
 * ``TCEMU_GEMM_CONFIG=128x128x32w8s3m0`` (env): force one kernel configuration (experiments).
+* ``TCEMU_HW_SPLIT=0`` (env): split with integer operations even where the GPU's conversion instructions
+  were checked to give the same bits (:func:`hw_split_exact`).
 """
 
 from __future__ import annotations
@@ -18,14 +23,26 @@ from __future__ import annotations
 import os as _os
 
 from .backend import PreparedWeight, TritonBackend, fallback_stats
-from .emu_mm import KERNEL_METHODS, KernelConfig, emu_mm, emu_mm_reference, pick_config, split_t, split_t_reference
+from .emu_mm import (
+    KERNEL_METHODS,
+    KernelConfig,
+    config_candidates,
+    emu_mm,
+    emu_mm_reference,
+    hw_split_exact,
+    pick_config,
+    split_t,
+    split_t_reference,
+    tuned_configs,
+)
 
 SMALL_SHAPE_FALLBACK: bool = _os.environ.get("TCEMU_SMALL_SHAPE_FALLBACK", "1").strip().lower() not in (
     "0", "false", "no", "off", "")
 SMALL_SHAPE_MIN_FLOPS: float = float(_os.environ.get("TCEMU_SMALL_SHAPE_MIN_FLOPS", "2e9"))
+AUTOTUNE: bool = _os.environ.get("TCEMU_GEMM_AUTOTUNE", "0").strip().lower() in ("1", "true", "yes", "on")
 
 __all__ = [
-    "KERNEL_METHODS", "KernelConfig", "PreparedWeight", "SMALL_SHAPE_FALLBACK", "SMALL_SHAPE_MIN_FLOPS",
-    "TritonBackend", "emu_mm", "emu_mm_reference", "fallback_stats", "pick_config", "split_t",
-    "split_t_reference",
+    "AUTOTUNE", "KERNEL_METHODS", "KernelConfig", "PreparedWeight", "SMALL_SHAPE_FALLBACK", "SMALL_SHAPE_MIN_FLOPS",
+    "TritonBackend", "config_candidates", "emu_mm", "emu_mm_reference", "fallback_stats", "hw_split_exact",
+    "pick_config", "split_t", "split_t_reference", "tuned_configs",
 ]

@@ -6,12 +6,24 @@
   given transposed (``bt`` pieces (Zb, N, K), Zb in {1, Z}).
 
 The launchers check, allocate, pick a configuration and launch; the kernels are in ``_kernels/``.
+
+Configuration: a static table per method and shape bucket (measured on an H200, docs/kernels.md). With
+``tcemu.emulation.gemm.AUTOTUNE = True`` (env ``TCEMU_GEMM_AUTOTUNE=1``) the first product of each
+(method, M bucket, N, K) times the bucket's few candidates on the real operands, keeps only candidates
+whose result agrees with the first one, and caches the fastest (compile time is user time: off by default).
+
+Split: on a GPU whose conversion instructions give the spec's bits (checked once per device by
+:func:`hw_split_exact`), A is split with them (fewer instructions); otherwise, and under
+``TRITON_INTERPRET=1``, on the integer bit patterns. Env ``TCEMU_HW_SPLIT=0`` forces the integer split.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import os
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, replace
 
 import torch
 import triton
@@ -24,9 +36,11 @@ from ._kernels._emu_mm import _emu_mm_kernel
 from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
 
 __all__ = [
-    "KERNEL_METHODS", "KernelConfig", "pick_config", "piece_dtype",
-    "split_t", "split_t_reference", "concat_pieces", "emu_mm", "emu_mm_compile", "emu_mm_reference",
+    "KERNEL_METHODS", "KernelConfig", "pick_config", "config_candidates", "tuned_configs", "piece_dtype",
+    "hw_split_exact", "split_t", "split_t_reference", "emu_mm", "emu_mm_compile", "emu_mm_reference",
 ]
+
+log = logging.getLogger("tcemu.emulation.gemm")
 
 #: methods with a Triton kernel, and their kernel id
 KERNEL_METHODS: dict[str, int] = {"tf32x3": 0, "bf16x3": 1, "bf16x6": 2, "bf16x9": 3}
@@ -50,17 +64,22 @@ def _check_kernel_method(spec: MethodSpec) -> None:
         raise ValueError(f"method {spec.name} has no Triton kernel (have: {', '.join(KERNEL_METHODS)})")
 
 
+def _bits(t: Tensor) -> Tensor:
+    return t.view(torch.int16) if t.dtype == torch.bfloat16 else t.view(torch.int32)
+
+
 # =====================================================================================================
 # split: FAST
 # =====================================================================================================
 
 
-def split_t(b: Tensor, method: str | MethodSpec) -> tuple[Tensor, ...]:
+def split_t(b: Tensor, method: str | MethodSpec, *, hw: bool | None = None) -> tuple[Tensor, ...]:
     """Pieces of FP32 ``b`` (R, C), each returned transposed and contiguous, (C, R).
 
     ``split_t(w.T, m)`` gives an nn.Linear weight's pieces in its own (N, K) layout, and
     ``split_t(w, m)`` the pieces of ``w.T`` (K, N) for the input gradient ``dy @ w``.
-    Pieces are float32 (TF32 values) or bfloat16 (:func:`piece_dtype`).
+    Pieces are float32 (TF32 values) or bfloat16 (:func:`piece_dtype`). ``hw``: split with the GPU's
+    conversion instructions (default: where :func:`hw_split_exact`).
     """
     spec = get_method(method)
     _check_kernel_method(spec)
@@ -70,14 +89,72 @@ def split_t(b: Tensor, method: str | MethodSpec) -> tuple[Tensor, ...]:
     pieces = tuple(torch.empty((C, R), dtype=piece_dtype(spec), device=b.device) for _ in range(spec.n_pieces))
     if b.numel() == 0:
         return pieces
+    if hw is None:
+        hw = hw_split_exact(b.device)
     p = pieces + (pieces[0],) * (3 - len(pieces))
     BR, BC = 64, 64
     grid = (triton.cdiv(R, BR), triton.cdiv(C, BC))
     _split_t_kernel[grid](
         b, p[0], p[1], p[2], R, C, b.stride(0), b.stride(1),
-        FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=BR, BC=BC, num_warps=4,
+        FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=BR, BC=BC, HW=bool(hw), num_warps=4,
     )
     return pieces
+
+
+def _hw_check_input() -> Tensor:
+    """Every FP32 class the split must get right: random bit patterns (all exponents, subnormals,
+    NaN payloads), ties of both roundings, the saturation and keep-nonzero edges."""
+    gen = torch.Generator().manual_seed(12345)
+    rnd = torch.randint(-(2**31), 2**31 - 1, (192, 256), generator=gen, dtype=torch.int64).to(torch.int32)
+    edges = []
+    for base in (0x3F800000, 0x00000000, 0x00800000, 0x7F7F0000, 0x7F7FE000, 0x00010000, 0x00002000, 0x33000000):
+        for d in (0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x3000, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x18000):
+            edges += [base + d, base - d]
+    e = torch.tensor([v for v in edges if 0 <= v <= 0x7FFFFFFF], dtype=torch.int64)
+    e = torch.cat([e, e | 0x80000000]).to(torch.int64)
+    e = torch.where(e >= 2**31, e - 2**32, e).to(torch.int32)
+    flat = rnd.view(-1)
+    flat[: e.numel()] = e
+    x = rnd.view(torch.float32).clone()
+    x.view(-1)[-4:] = torch.tensor([float("inf"), float("-inf"), float("nan"), torch.finfo(torch.float32).max])
+    return x
+
+
+@functools.cache
+def _hw_split_exact(device: torch.device) -> bool:
+    x = _hw_check_input().to(device)
+    for method in ("bf16x6",):  # the hardware path exists for BF16 pieces (three pieces)
+        try:
+            got = split_t(x, method, hw=True)
+        except Exception as exc:  # noqa: BLE001 - e.g. a Triton that cannot compile it: use the integer split
+            log.warning("tcemu: the hardware-conversion split failed to run on %s (%s); using the integer split",
+                        device, exc)
+            return False
+        want = split_t_reference(x, method)
+        for g, w in zip(got, want):
+            nan = torch.isnan(w.float())
+            if not torch.equal(torch.isnan(g.float()), nan) or not torch.equal(_bits(g)[~nan], _bits(w)[~nan]):
+                log.warning("tcemu: the hardware-conversion split differs from split() on %s; using the "
+                            "integer split", device)
+                return False
+    return True
+
+
+def hw_split_exact(device: torch.device | str) -> bool:
+    """Whether the GPU's conversion instructions split exactly as :func:`~tcemu.emulation.split.split`.
+
+    Checked once per device on a matrix of random bit patterns and edge cases (NaN payloads aside);
+    False on the CPU interpreter, during CUDA graph capture before the first check, and with
+    ``TCEMU_HW_SPLIT=0``.
+    """
+    device = torch.device(device)
+    if device.type != "cuda" or _interpreting() or os.environ.get("TCEMU_HW_SPLIT", "1") == "0":
+        return False
+    if device.index is None:
+        device = torch.device("cuda", torch.cuda.current_device())
+    if torch.cuda.is_current_stream_capturing() and _hw_split_exact.cache_info().currsize == 0:
+        return False
+    return _hw_split_exact(device)
 
 
 # =====================================================================================================
@@ -94,21 +171,6 @@ def split_t_reference(b: Tensor, method: str | MethodSpec) -> tuple[Tensor, ...]
     return pieces
 
 
-def concat_pieces(bt: tuple[Tensor, ...], method: str | MethodSpec) -> tuple[Tensor, Tensor | None]:
-    """B operands of the ``concat`` kernel from transposed pieces (..., N, K): one per correction level.
-
-    ``B1`` (..., N, 2K): column 2k + j is (b0, b1)[j] at k; ``B2`` (..., N, 4K, three-piece methods):
-    column 4k + j is (b1, b2, b0, 0)[j]. The kernel interleaves A's pieces to match.
-    """
-    spec = get_method(method)
-    b0, b1 = bt[0], bt[1]
-    B1 = torch.stack([b0, b1], -1).flatten(-2)
-    B2 = None
-    if spec.n_pieces == 3:
-        B2 = torch.stack([b1, bt[2], b0, torch.zeros_like(b0)], -1).flatten(-2)
-    return B1, B2
-
-
 # =====================================================================================================
 # GEMM: configurations
 # =====================================================================================================
@@ -116,15 +178,14 @@ def concat_pieces(bt: tuple[Tensor, ...], method: str | MethodSpec) -> tuple[Ten
 
 @dataclass(frozen=True)
 class KernelConfig:
-    """Tiling of the GEMM kernel (one per shape bucket; no autotuning at run time).
+    """Tiling of the GEMM kernel.
 
     Attributes:
         bm, bn, bk: tile of C and K-tile.
         num_warps, num_stages: Triton launch settings (warps per program, software-pipeline depth).
-        mode: 0 "tile" (per-K-tile corrections fed as C of a0 b0), 1 "run" (running correction accumulators),
-            2 and 3: 0 and 1 with each K-tile's FP32 add deferred past the next tile's MMAs.
+        mode: correction levels per K-tile (0), on running Tensor Core accumulators (1), or level 2
+            running and level 1 per tile (4); see ``_kernels/_emu_mm.py``.
         group_m: programs grouped along M so that neighbouring programs share B tiles in L2.
-        concat: one MMA per correction level (pieces interleaved along K; B from :func:`concat_pieces`).
         fast_split: DIAGNOSTIC, not the spec: a cheap truncating/hardware split, to measure the split's cost.
     """
 
@@ -135,45 +196,104 @@ class KernelConfig:
     num_stages: int
     mode: int = 0
     group_m: int = 8
-    concat: bool = False
     fast_split: bool = False
 
     def __str__(self) -> str:
         return (f"{self.bm}x{self.bn}x{self.bk}w{self.num_warps}s{self.num_stages}m{self.mode}"
-                + ("c" if self.concat else "") + ("f" if self.fast_split else ""))
+                + ("f" if self.fast_split else ""))
 
     @classmethod
     def parse(cls, text: str) -> KernelConfig:
-        """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffix ``c`` = concat, ``f`` = fast (diagnostic) split."""
+        """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffix ``f`` = fast (diagnostic) split."""
         import re  # noqa: PLC0415
 
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(c?)(f?)", text.strip())
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)", text.strip())
         if not m:
             raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0")
         g = m.groups()
-        return cls(*map(int, g[:6]), concat=g[6] == "c", fast_split=g[7] == "f")
+        return cls(*map(int, g[:6]), fast_split=g[6] == "f")
 
 
-# Shape buckets -> configuration, per method. Chosen from the sweep in docs/kernels.md (H200).
-# Keys: "large" (M >= 1024), "small" (M < 1024: the node layers of small systems).
-_CONFIGS: dict[str, dict[str, KernelConfig]] = {
-    "tf32x3": {"large": KernelConfig(128, 128, 32, 8, 3, 0), "small": KernelConfig(64, 128, 32, 4, 3, 0)},
-    "bf16x3": {"large": KernelConfig(128, 128, 64, 8, 3, 0), "small": KernelConfig(64, 128, 64, 4, 3, 0)},
-    "bf16x6": {"large": KernelConfig(128, 128, 64, 8, 3, 0), "small": KernelConfig(64, 128, 64, 4, 3, 0)},
-    "bf16x9": {"large": KernelConfig(128, 128, 64, 8, 3, 0), "small": KernelConfig(64, 128, 64, 4, 3, 0)},
+_C = KernelConfig.parse
+# Shape buckets -> candidate configurations, per method, best measured first (docs/kernels.md, H200).
+# "large": M >= 1024; "small": M < 1024 (node layers of small systems; usually the SGEMM fallback).
+_CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
+    "tf32x3": {"large": [_C("128x128x32w8s3m1"), _C("128x128x32w8s4m1"), _C("64x128x32w4s3m0")],
+               "small": [_C("64x128x32w4s3m0"), _C("128x128x32w8s3m1")]},
+    "bf16x3": {"large": [_C("128x128x64w8s3m1"), _C("128x128x32w8s4m1"), _C("64x128x64w4s2m0")],
+               "small": [_C("64x128x64w4s2m0"), _C("128x128x32w8s4m1")]},
+    "bf16x6": {"large": [_C("64x128x64w4s2m0"), _C("128x128x64w8s3m0"), _C("128x128x32w8s4m4")],
+               "small": [_C("64x128x64w4s2m0"), _C("64x128x32w4s3m4")]},
+    "bf16x9": {"large": [_C("64x128x64w4s2m0"), _C("128x128x64w8s3m0")],
+               "small": [_C("64x128x64w4s2m0"), _C("64x128x32w4s3m0")]},
 }
 # Small tiles for the CPU interpreter (TRITON_INTERPRET=1), where tile size is only run time.
 _INTERPRET_CONFIG = KernelConfig(32, 32, 16, 4, 1, 0, 4)
+_TUNED: dict[tuple, KernelConfig] = {}
+
+
+def _bucket(M: int) -> str:
+    return "large" if M >= 1024 else "small"
+
+
+def config_candidates(spec: MethodSpec, M: int) -> list[KernelConfig]:
+    """The candidate configurations for a method and M (first: the static choice)."""
+    return list(_CANDIDATES[spec.name][_bucket(M)])
 
 
 def pick_config(spec: MethodSpec, M: int, N: int, K: int) -> KernelConfig:
-    """The configuration for a shape; ``TCEMU_GEMM_CONFIG=128x128x32w8s3m0`` overrides it (experiments)."""
+    """The configuration used without autotuning; ``TCEMU_GEMM_CONFIG=128x128x32w8s3m0`` overrides it."""
     override = os.environ.get("TCEMU_GEMM_CONFIG")
     if override:
         return KernelConfig.parse(override)
     if _interpreting():
         return _INTERPRET_CONFIG
-    return _CONFIGS[spec.name]["large" if M >= 1024 else "small"]
+    tuned = _TUNED.get(_tune_key(spec, M, N, K))
+    return tuned if tuned is not None else config_candidates(spec, M)[0]
+
+
+def tuned_configs() -> dict[tuple, str]:
+    """What autotuning chose so far: (method, M bucket, N, K, bias) -> configuration."""
+    return {k: str(v) for k, v in _TUNED.items()}
+
+
+def _tune_key(spec: MethodSpec, M: int, N: int, K: int, has_bias: bool = False) -> tuple:
+    return (spec.name, _bucket(M), N, K)
+
+
+def _autotune_enabled() -> bool:
+    pkg = sys.modules.get(__package__)
+    return bool(getattr(pkg, "AUTOTUNE", False)) and not _interpreting() and not os.environ.get("TCEMU_GEMM_CONFIG")
+
+
+def _autotune(spec: MethodSpec, key: tuple, launch, out: Tensor) -> KernelConfig:
+    """Time the bucket's candidates on the real operands; keep those that agree with the first."""
+    cands = config_candidates(spec, 1024 if key[1] == "large" else 1)
+    ref = None
+    best, best_t = None, float("inf")
+    for cfg in cands:
+        try:
+            launch(cfg)
+            res = out.clone()
+        except Exception as exc:  # noqa: BLE001 - e.g. out of shared memory on a smaller GPU
+            log.info("tcemu autotune: %s %s failed: %s", spec.name, cfg, exc)
+            continue
+        if ref is None:
+            ref = res
+        else:  # same products, another tiling: results agree to rounding
+            fin = torch.isfinite(ref)
+            scale = ref[fin].abs().max().clamp_min(1e-30) if fin.any() else torch.tensor(1.0, device=ref.device)
+            if not (torch.equal(fin, torch.isfinite(res)) and ((res[fin] - ref[fin]).abs().max() <= 1e-4 * scale)):
+                log.warning("tcemu autotune: %s %s disagrees with %s; skipped", spec.name, cfg, cands[0])
+                continue
+        t = triton.testing.do_bench(lambda cfg=cfg: launch(cfg), warmup=3, rep=15)
+        if t < best_t:
+            best, best_t = cfg, t
+    if best is None:
+        raise RuntimeError(f"no kernel configuration ran for {spec.name} {key}")
+    _TUNED[key] = best
+    log.info("tcemu autotune: %s %s -> %s (%.3f ms)", spec.name, key, best, best_t)
+    return best
 
 
 # =====================================================================================================
@@ -189,7 +309,6 @@ def emu_mm(
     *,
     out: Tensor | None = None,
     config: KernelConfig | None = None,
-    concat: tuple[Tensor, Tensor | None] | None = None,
 ) -> Tensor:
     """``a @ b + bias`` by emulation, with ``b`` given as transposed pieces.
 
@@ -200,8 +319,7 @@ def emu_mm(
         method: tf32x3, bf16x3, bf16x6 or bf16x9.
         bias: float32 (N,) or None, added in FP32 after the product.
         out: optional float32 output of the result's shape (any strides).
-        config: tiling; default :func:`pick_config`.
-        concat: for a ``concat`` configuration, :func:`concat_pieces` of ``bt`` (built here if not given).
+        config: tiling; default :func:`pick_config` (or autotuning, when enabled).
 
     Returns:
         float32 (M, N) or (Z, M, N).
@@ -241,58 +359,60 @@ def emu_mm(
             out3 += bias
         return out3[0] if squeeze else out3
 
-    cfg = config or pick_config(spec, M, N, K)
     p = bt3 + (bt3[0],) * (3 - len(bt3))
     sbz = 0 if Zb == 1 else p[0].stride(0)
-    cstrides = (0, 0, 0, 0)
-    if cfg.concat:
-        if spec.n_pieces == 3 and spec.name == "bf16x9":
-            raise ValueError("concat kernels exist for tf32x3, bf16x3 and bf16x6")
-        c1, c2 = concat if concat is not None else concat_pieces(bt3, spec)
-        c1 = c1.unsqueeze(0) if c1.dim() == 2 else c1
-        c2 = c1 if c2 is None else (c2.unsqueeze(0) if c2.dim() == 2 else c2)
-        if c1.stride(-1) != 1 or c2.stride(-1) != 1:
-            raise ValueError("concat operands must be K-contiguous")
-        p = (p[0], c1, c2)
-        cstrides = (0 if Zb == 1 else c1.stride(0), c1.stride(1), 0 if Zb == 1 else c2.stride(0), c2.stride(1))
-    grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
-    _emu_mm_kernel[grid](
-        a3, p[0], p[1], p[2], bias if bias is not None else a3, out3, M, N, K,
-        *a3.stride(), sbz, p[0].stride(1), p[0].stride(2), *out3.stride(), *cstrides,
-        **_constexprs(spec, cfg, K, bias is not None),
-    )
+    hw = hw_split_exact(a.device)
+
+    def launch(cfg: KernelConfig) -> None:
+        grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
+        _emu_mm_kernel[grid](
+            a3, p[0], p[1], p[2], bias if bias is not None else a3, out3, M, N, K,
+            *a3.stride(), sbz, p[0].stride(1), p[0].stride(2), *out3.stride(),
+            **_constexprs(spec, cfg, K, bias is not None, hw),
+        )
+
+    cfg = config
+    if cfg is None:
+        key = _tune_key(spec, M, N, K)
+        if key not in _TUNED and _autotune_enabled() and not torch.cuda.is_current_stream_capturing():
+            cfg = _autotune(spec, key, launch, out3)
+        else:
+            cfg = pick_config(spec, M, N, K)
+    launch(cfg)
     return out3[0] if squeeze else out3
 
 
-def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool) -> dict:
+def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw: bool) -> dict:
+    mode = cfg.mode
+    if spec.name == "bf16x9" or (mode == 4 and spec.n_pieces == 2):
+        mode = 0 if spec.name == "bf16x9" else 1  # bf16x9 has the tile mode only; 4 means 1 for two pieces
     return dict(
-        FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, METHOD=KERNEL_METHODS[spec.name], MODE=cfg.mode,
+        FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, METHOD=KERNEL_METHODS[spec.name], MODE=mode,
         DOT_FMT=2 if (_fmt(spec) == FMT_BF16 and _interpreting()) else _fmt(spec),
         HAS_BIAS=has_bias, EVEN_K=K % cfg.bk == 0,
-        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, CONCAT=cfg.concat, FAST_SPLIT=cfg.fast_split,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, HW_SPLIT=bool(hw) and spec.piece_format == "bf16" and not cfg.fast_split,
+        FAST_SPLIT=cfg.fast_split, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 
 
 def emu_mm_compile(
     method: str | MethodSpec, M: int, N: int, K: int, *, has_bias: bool = False,
-    config: KernelConfig | None = None, a_strides: tuple[int, int] | None = None,
+    config: KernelConfig | None = None, a_strides: tuple[int, int] | None = None, hw: bool = False,
 ):
     """Compile (without running) the kernel :func:`emu_mm` launches for a 2-D contiguous-output product.
 
-    ``a_strides`` defaults to a contiguous (M, K) ``a``; the pieces are contiguous (N, K). Returns
-    Triton's compiled kernel (``.asm["ptx"]``, ``.n_regs``, ``.n_spills``); the on-disk cache then serves
-    the real launch, so a pool of processes can compile a benchmark's kernels in parallel.
+    ``a_strides`` defaults to a contiguous (M, K) ``a``; the pieces are contiguous (N, K); ``hw`` as
+    :func:`hw_split_exact` answers on the device. Returns Triton's compiled kernel (``.asm["ptx"]``);
+    the on-disk cache then serves the real launch, so a pool of processes can compile in parallel.
     """
     spec = get_method(method)
-    cfg = config or pick_config(spec, M, N, K)
+    cfg = replace(config or pick_config(spec, M, N, K))
     sa = a_strides or (K, 1)
     f32, pd = torch.float32, piece_dtype(spec)
     return _emu_mm_kernel.warmup(
         f32, pd, pd, pd, f32, f32, M, N, K,
         M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1,
-        *((0, 2 * K, 0, 4 * K if spec.n_pieces == 3 else 2 * K) if cfg.concat else (0, 0, 0, 0)),
-        grid=(1, 1), **_constexprs(spec, cfg, K, has_bias),
+        grid=(1, 1), **_constexprs(spec, cfg, K, has_bias, hw),
     )
 
 

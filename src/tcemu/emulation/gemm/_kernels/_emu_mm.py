@@ -11,18 +11,22 @@ Products (``MethodSpec.products``; a_i b_j carries the scale 2^-s(i+j), level i+
     bf16x6:         L2 = a1 b1 + a2 b0 + a0 b2,         L1, L0
     bf16x9:         L4 = a2 b2, L3 = a2 b1 + a1 b2,     L2, L1, L0
 
-Accumulation (MODE)
+The high level L0 = a0 b0 is always summed per K-tile on the Tensor Core from zero and added to
+the FP32 register accumulator ``acc`` outside it (round to nearest): the Tensor Core truncates its
+accumulator input, so a running L0 accumulator inside it loses accuracy linearly in K
+(EMULATION.md section 8). Triton rewrites ``acc + dot(a, b, 0)`` into ``dot(a, b, acc)``
+(CombineDotAddFPattern); a nonzero ``max_num_imprecise_acc``, which only fp8 dots read, blocks that.
+
+Correction levels (MODE)
     0 "tile": per K-tile, the correction levels are summed on the Tensor Core from zero, smallest
       first; between levels the tile is scaled by 2^-s in registers with non-finite values set to
-      0; it is then the C operand of the tile's a0 b0 product, and the tile result is added to
-      the FP32 register accumulator ``acc`` outside the Tensor Core (round to nearest).
-    2, 3: modes 0, 1 with the FP32 add of each K-tile's result deferred to the next iteration, after
-      that iteration's MMAs are issued (one more register tile; same arithmetic, same result).
-    1 "run": each correction level is accumulated on the Tensor Core over all of K (its own
-      running accumulator: its truncation error is 2^-s smaller than the result's); only a0 b0 is
-      summed per K-tile from zero and added to ``acc``; the levels are combined once at the end,
-      as in the reference (NaN/Inf in a correction level -> 0). Fewer FP32 operations per tile,
-      one more register tile per correction level.
+      0, and it is the C operand of the tile's a0 b0 product. Two register tiles; per output
+      element and K-tile 3 FP32 operations per correction level plus the add.
+    1 "run": each correction level has its own running accumulator on the Tensor Core over all
+      of K, from zero, as in the spec (its truncation error is 2^-s below the result's); the levels
+      are combined once at the end (non-finite -> 0, scale 2^-s, smallest first). One FP32 add per
+      element and K-tile; one register tile more per correction level.
+    4 "hybrid" (three-piece methods): level 2 running as in mode 1, level 1 per tile as in mode 0.
 """
 
 from __future__ import annotations
@@ -32,8 +36,7 @@ import triton.language as tl
 
 from ._split import split3, split3_fast
 
-
-# FMT: 0 TF32 pieces in fp32 registers, 1 BF16 pieces. FMT 2 = BF16 pieces under TRITON_INTERPRET=1, whose
+# DOT_FMT: 0 TF32 pieces in fp32 registers, 1 BF16 pieces. 2 = BF16 pieces under TRITON_INTERPRET=1, whose
 # NumPy dot multiplies bf16 as raw uint16 (Triton 3.9): there the exact pieces are widened to fp32 first.
 
 
@@ -49,6 +52,17 @@ def _mma0(a, b, FMT: tl.constexpr):
 
 
 @triton.jit
+def _mma0_keep(a, b, FMT: tl.constexpr):
+    """a @ b from zero, never merged into a following FP32 add (see the module docstring)."""
+    if FMT == 0:
+        return tl.dot(a, b, input_precision="tf32", max_num_imprecise_acc=1)
+    elif FMT == 1:
+        return tl.dot(a, b, max_num_imprecise_acc=1)
+    else:
+        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee", max_num_imprecise_acc=1)
+
+
+@triton.jit
 def _mma(a, b, c, FMT: tl.constexpr):
     """c + a @ b on the Tensor Core (c is the MMA's C operand)."""
     if FMT == 0:
@@ -60,10 +74,15 @@ def _mma(a, b, c, FMT: tl.constexpr):
 
 
 @triton.jit
-def _down(c, DOWN: tl.constexpr):
-    """c * 2^-s, with Inf/NaN set to 0 (correction levels only)."""
-    c = c * DOWN
+def _fz(c):
+    """Non-finite values (Inf, NaN) -> 0 (correction levels only)."""
     return tl.where(tl.abs(c) < float("inf"), c, 0.0)
+
+
+@triton.jit
+def _down(c, DOWN: tl.constexpr):
+    """c * 2^-s, with Inf/NaN set to 0."""
+    return _fz(c * DOWN)
 
 
 @triton.jit
@@ -76,18 +95,22 @@ def _emu_mm_kernel(
     stride_az, stride_am, stride_ak,
     stride_bz, stride_bn, stride_bk,
     stride_cz, stride_cm, stride_cn,
-    # CONCAT layout: b1_ptr is the level-1 operand (z, n, 2K) and b2_ptr the level-2 one (z, n, 4K), K-interleaved
-    stride_b1z, stride_b1n, stride_b2z, stride_b2n,
     # method
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, METHOD: tl.constexpr, MODE: tl.constexpr,
     DOT_FMT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
     # tiling
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-    # variants: one MMA per level (see CONCAT below); a cheap non-spec split (diagnostic)
-    CONCAT: tl.constexpr, FAST_SPLIT: tl.constexpr,
+    # split A with the GPU's conversion instructions (_split.split3; where hw_split_exact()), or a
+    # cheap split that is NOT the spec (FAST_SPLIT, diagnostic: measures the exact split's cost)
+    HW_SPLIT: tl.constexpr, FAST_SPLIT: tl.constexpr,
 ):
     DOWN: tl.constexpr = 2.0 ** (-SHIFT)
     F: tl.constexpr = DOT_FMT  # operand handling of _mma (see above)
+    RUN1: tl.constexpr = MODE == 1  # level 1 on a running accumulator
+    RUN2: tl.constexpr = (MODE == 1 or MODE == 4) and NP == 3  # level 2 on a running accumulator
+    tl.static_assert(METHOD != 3 or MODE == 0, "bf16x9 has the tile mode only")
+    tl.static_assert(MODE == 0 or MODE == 1 or MODE == 4, "MODE is 0, 1 or 4")
+
     # ---- tile of C owned by this program (grouped order for L2 reuse of B) ----
     pid = tl.program_id(0)
     z = tl.program_id(1).to(tl.int64)
@@ -109,46 +132,18 @@ def _emu_mm_kernel(
     a_ptrs = a_ptr + z * stride_az + rows[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BM, BK)
     b_off = z * stride_bz + cols[None, :] * stride_bn + offs_k[:, None] * stride_bk  # (BK, BN), K-major
     b0_ptrs = b0_ptr + b_off
-    if CONCAT:
-        # one MMA per level: A' = pieces interleaved along K (in registers), B' pre-interleaved in memory
-        offs_k2 = tl.arange(0, 2 * BK)
-        b1_ptrs = b1_ptr + z * stride_b1z + cols[None, :] * stride_b1n + offs_k2[:, None]  # (2BK, BN)
-        if NP == 3:
-            offs_k4 = tl.arange(0, 4 * BK)
-            b2_ptrs = b2_ptr + z * stride_b2z + cols[None, :] * stride_b2n + offs_k4[:, None]  # (4BK, BN)
-        else:
-            b2_ptrs = b1_ptrs
-    else:
-        b1_ptrs = b1_ptr + b_off
-        b2_ptrs = b2_ptr + b_off
+    b1_ptrs = b1_ptr + b_off
+    b2_ptrs = b2_ptr + b_off
 
-    RUN: tl.constexpr = (MODE % 2) == 1  # modes 1, 3: running correction accumulators
-    DEFER: tl.constexpr = MODE >= 2  # modes 2, 3: add the previous K-tile's result while this one's MMAs run
     acc = tl.zeros((BM, BN), dtype=tl.float32)  # FP32 register accumulator, round to nearest
-    if RUN:
+    if RUN1:
         c1 = tl.zeros((BM, BN), dtype=tl.float32)  # running level-1 accumulator on the Tensor Core
-        if NP == 3:
-            c2 = tl.zeros((BM, BN), dtype=tl.float32)  # running level >= 2 accumulator
-    if DEFER:
-        t_prev = tl.zeros((BM, BN), dtype=tl.float32)
+    if RUN2:
+        c2 = tl.zeros((BM, BN), dtype=tl.float32)  # running level-2 accumulator on the Tensor Core
 
     # ---- main loop over K-tiles ----
     for kt in range(0, tl.cdiv(K, BK)):
-        if CONCAT:
-            if EVEN_K:
-                a = tl.load(a_ptrs)
-                b0 = tl.load(b0_ptrs)
-                b1 = tl.load(b1_ptrs)
-                if NP >= 3:
-                    b2 = tl.load(b2_ptrs)
-            else:
-                k_left = K - kt * BK
-                a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-                b0 = tl.load(b0_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-                b1 = tl.load(b1_ptrs, mask=offs_k2[:, None] < 2 * k_left, other=0.0)
-                if NP >= 3:
-                    b2 = tl.load(b2_ptrs, mask=offs_k4[:, None] < 4 * k_left, other=0.0)
-        elif EVEN_K:
+        if EVEN_K:
             a = tl.load(a_ptrs)
             b0 = tl.load(b0_ptrs)
             if NP >= 2:
@@ -167,67 +162,45 @@ def _emu_mm_kernel(
         if FAST_SPLIT:
             a0, a1, a2 = split3_fast(a, FMT, NP, SHIFT)
         else:
-            a0, a1, a2 = split3(a, FMT, NP, SHIFT)
+            a0, a1, a2 = split3(a, FMT, NP, SHIFT, HW_SPLIT)
 
-        if CONCAT:
-            # -- tile mode, one MMA per level. Column 2k+j of A1 is (a1, a0)[j] at k; row 2k+j of B1
-            #    is (b0, b1)[j]: level 1 = a1 b0 + a0 b1. Column 4k+j of A2 is (a1, a0, a2, 0)[j], B2 rows
-            #    (b1, b2, b0, 0)[j]: level 2 = a1 b1 + a0 b2 + a2 b0 (a zero quarter, 7/6 of the MMA work).
-            tl.static_assert(METHOD != 3, "CONCAT is implemented for tf32x3, bf16x3 and bf16x6")
-            A1 = tl.reshape(tl.join(a1, a0), (BM, 2 * BK))
+        if METHOD == 3:  # bf16x9, tile mode: L4, L3, L2, L1 from zero, each scaled into the next
+            t = _down(_mma0(a2, b2, F), DOWN)                              # L4
+            t = _down(_mma(a1, b2, _mma(a2, b1, t, F), F), DOWN)          # L3
+            t = _mma(a2, b0, _mma(a1, b1, t, F), F)                       # L2
+            t = _down(_mma(a0, b2, t, F), DOWN)
+            t = _down(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN)          # L1
+            t = _mma(a0, b0, t, F)                                        # L0 last
+        else:
             if NP == 3:
-                A2 = tl.reshape(tl.join(tl.join(a1, a2), tl.join(a0, tl.zeros_like(a0))), (BM, 4 * BK))
-                t = _down(_mma0(A2, b2, F), DOWN)                                 # L2
-                t = _down(_mma(A1, b1, t, F), DOWN)                                # L1
+                if RUN2:
+                    c2 = _mma(a0, b2, _mma(a2, b0, _mma(a1, b1, c2, F), F), F)   # L2, running
+                else:
+                    t = _down(_mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, F), F), F), DOWN)  # L2 tile
+            if RUN1:
+                c1 = _mma(a0, b1, _mma(a1, b0, c1, F), F)                 # L1, running
+                t = _mma0_keep(a0, b0, F)                                  # L0 tile from zero
             else:
-                t = _down(_mma0(A1, b1, F), DOWN)                                  # L1
-            t = _mma(a0, b0, t, F)                                                 # L0
-        elif not RUN:
-            # -- tile mode: corrections from zero, scaled into the C operand of a0 b0 --
-            if METHOD == 3:  # bf16x9
-                t = _down(_mma0(a2, b2, F), DOWN)                           # L4
-                t = _down(_mma(a1, b2, _mma(a2, b1, t, F), F), DOWN)       # L3
-                t = _mma(a2, b0, _mma(a1, b1, t, F), F)                    # L2
-                t = _down(_mma(a0, b2, t, F), DOWN)
-                t = _down(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN)       # L1
-            elif METHOD == 2:  # bf16x6
-                t = _mma(a2, b0, _mma0(a1, b1, F), F)                      # L2
-                t = _down(_mma(a0, b2, t, F), DOWN)
-                t = _down(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN)       # L1
-            else:  # tf32x3, bf16x3
-                t = _down(_mma(a0, b1, _mma0(a1, b0, F), F), DOWN)         # L1
-            t = _mma(a0, b0, t, F)                                           # L0 last
-        else:
-            # -- run mode: corrections on running TC accumulators, a0 b0 per tile --
-            tl.static_assert(METHOD != 3, "run mode is not implemented for bf16x9 (levels 3 and 4)")
-            if NP == 3:
-                c2 = _mma(a1, b1, c2, F)
-                c2 = _mma(a2, b0, c2, F)
-                c2 = _mma(a0, b2, c2, F)
-            c1 = _mma(a1, b0, c1, F)
-            c1 = _mma(a0, b1, c1, F)
-            t = _mma0(a0, b0, F)
-        if DEFER:
-            acc += t_prev
-            t_prev = t
-        else:
-            acc += t
+                if NP == 3 and not RUN2:
+                    t = _down(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN)   # L1 onto the L2 tile
+                else:
+                    t = _down(_mma(a0, b1, _mma0(a1, b0, F), F), DOWN)     # L1 tile
+                t = _mma(a0, b0, t, F)                                     # L0 last
+        acc += t  # outside the Tensor Core, round to nearest
 
         a_ptrs += BK * stride_ak
         b0_ptrs += BK * stride_bk
-        if CONCAT:
-            b1_ptrs += 2 * BK
-            b2_ptrs += 4 * BK
-        else:
-            b1_ptrs += BK * stride_bk
-            b2_ptrs += BK * stride_bk
+        b1_ptrs += BK * stride_bk
+        b2_ptrs += BK * stride_bk
 
-    if DEFER:
-        acc += t_prev
-    if RUN:
-        if NP == 3:
-            c1 = tl.where(tl.abs(c1) < float("inf"), c1, 0.0) + _down(c2, DOWN)
-        acc += _down(c1, DOWN)
+    # ---- combine the running levels (smallest first), as the reference ----
+    if RUN1:
+        corr = _fz(c1)
+        if RUN2:
+            corr += _fz(c2) * DOWN
+        acc += corr * DOWN
+    elif RUN2:
+        acc += _fz(c2) * (DOWN * DOWN)
 
     # ---- epilogue: bias, store ----
     if HAS_BIAS:
