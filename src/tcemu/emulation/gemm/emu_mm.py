@@ -218,14 +218,14 @@ _C = KernelConfig.parse
 # Shape buckets -> candidate configurations, per method, best measured first (docs/kernels.md, H200).
 # "large": M >= 1024; "small": M < 1024 (node layers of small systems; usually the SGEMM fallback).
 _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
-    "tf32x3": {"large": [_C("128x128x32w8s3m1"), _C("128x128x32w8s4m1"), _C("64x128x32w4s3m0")],
-               "small": [_C("64x128x32w4s3m0"), _C("128x128x32w8s3m1")]},
-    "bf16x3": {"large": [_C("128x128x64w8s3m1"), _C("128x128x32w8s4m1"), _C("64x128x64w4s2m0")],
-               "small": [_C("64x128x64w4s2m0"), _C("128x128x32w8s4m1")]},
-    "bf16x6": {"large": [_C("64x128x64w4s2m0"), _C("128x128x64w8s3m0"), _C("128x128x32w8s4m4")],
-               "small": [_C("64x128x64w4s2m0"), _C("64x128x32w4s3m4")]},
-    "bf16x9": {"large": [_C("64x128x64w4s2m0"), _C("128x128x64w8s3m0")],
-               "small": [_C("64x128x64w4s2m0"), _C("64x128x32w4s3m0")]},
+    "tf32x3": {"large": [_C("128x128x32w8s3m1"), _C("64x128x32w4s3m0"), _C("128x64x32w8s4m1")],
+               "small": [_C("64x128x32w4s3m0"), _C("128x64x32w8s4m1")]},
+    "bf16x3": {"large": [_C("128x128x64w8s3m1"), _C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")],
+               "small": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m1")]},
+    "bf16x6": {"large": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m1"), _C("128x128x64w8s3m0")],
+               "small": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m1")]},
+    "bf16x9": {"large": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m0")],
+               "small": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m0")]},
 }
 # Small tiles for the CPU interpreter (TRITON_INTERPRET=1), where tile size is only run time.
 _INTERPRET_CONFIG = KernelConfig(32, 32, 16, 4, 1, 0, 4)
