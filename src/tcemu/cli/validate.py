@@ -13,7 +13,7 @@ Without a GPU: --replay NPZ checks the model against stored hardware samples (th
 Examples:
   tcemu validate --samples 10000000 --out val-out
   tcemu validate --smoke                      # SASS check and fragment-layout check only
-  tcemu validate --replay src/tcemu/numerics/hardware/data/h200_replay.npz
+  tcemu validate --replay src/tcemu/numerics/hardware/data/h200_replay.npz [--measured]
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=int, default=1, help="shard the cases over this many GPUs (one process each)")
     parser.add_argument("--smoke", action="store_true", help="only check SASS and fragment layouts")
     parser.add_argument("--replay", default=None, metavar="NPZ", help="check the model against a replay set (CPU)")
+    parser.add_argument("--measured", action="store_true",
+                        help="with --replay: check the presets corrected by the H200 probe (data/h200_measured.json)")
     parser.add_argument("--no-progress", action="store_true")
 
 
@@ -39,9 +41,9 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     if args.replay:
-        from tcemu.numerics.hardware.replay import check_replay
+        from tcemu.numerics.hardware.replay import check_replay, measured_table
 
-        res = check_replay(args.replay)
+        res = check_replay(args.replay, table=measured_table() if args.measured else None)
         for key, r in res["groups"].items():
             if r["mismatches"]:
                 print(f"{key:<40} {r['samples']:6d} samples {r['mismatches']:6d} mismatches")

@@ -301,10 +301,12 @@ def _instruction(prods, cval, blocks, base, h: Hyp, fo: Fmt, fc: Fmt, nan: int) 
     inf_bits = (((1 << fo.exp_bits) - 1) << fo.frac_bits) << fo.shift
     if sp == "nan":
         return nan
-    if sp is not None:
+    if sp is not None and (not fo.ieee or (len(blocks) == 1 and h.c_where == "first")):
         if not fo.ieee:
             return nan
         return (fo.sign_bit if sp[1] else 0) | inf_bits
+    # several blocks (or c added last) with an Inf somewhere: Infs propagate block by block, and an Inf from an
+    # earlier block (or an overflow) can meet an Inf of the other sign later (-> NaN)
     c_zero = mc == 0
     if not c_zero:
         Ec_al = _lead(mc, xc) if h.c_exp_floor is None else max(_lead(mc, xc), h.c_exp_floor)
@@ -314,6 +316,17 @@ def _instruction(prods, cval, blocks, base, h: Hyp, fo: Fmt, fc: Fmt, nan: int) 
     cur_bits = None
     first = True
     for blk in blocks:
+        infs = {prods[k][1] for k in blk if prods[k][0] == "inf"}
+        if first and h.c_where == "first" and sc == "inf":
+            infs.add(cneg)
+        if cur_bits is not None and decode(cur_bits, fo)[0] == "inf":
+            infs.add(bool(decode(cur_bits, fo)[1]))
+        if len(infs) == 2:
+            return nan
+        if infs:
+            cur_bits = (fo.sign_bit if infs.pop() else 0) | inf_bits
+            first = False
+            continue
         adds = []
         negzero = True
         for k in blk:
@@ -351,8 +364,12 @@ def _instruction(prods, cval, blocks, base, h: Hyp, fo: Fmt, fc: Fmt, nan: int) 
     d_bits = cur_bits
     if h.c_where == "last":
         st, n, s_, x_, _ = decode(d_bits, fo)
+        if sc == "inf" and st == "inf" and bool(n) != cneg:
+            return nan
         if st != "num":
             return d_bits if fo.ieee else nan
+        if sc == "inf":
+            return (fc.sign_bit if cneg else 0) | ((((1 << fc.exp_bits) - 1) << fc.frac_bits) << fc.shift)
         tot = []
         if s_:
             tot.append((bool(n), s_, x_))
@@ -367,3 +384,21 @@ def _instruction(prods, cval, blocks, base, h: Hyp, fo: Fmt, fc: Fmt, nan: int) 
         return round_bits(v < 0, abs(v), g, fc, h.c_add_rnd, h.overflow, h.ftz_out, h.underflow_sign == "plus")
     # convert fo container to the c/d container (e8m13 lives in fp32 bits already)
     return d_bits
+
+
+def hyp_from_params(p, k_instr: int | None = None) -> Hyp:
+    """The hypothesis equivalent to a :class:`tcemu.numerics.params.MMAParams` (for cross-checks)."""
+    K = k_instr or p.k_instr
+    if p.interleave is not None:
+        period = sum(len(g) for g in p.interleave)
+        blocks = tuple(tuple(k for k in range(K) if k % period in g) for g in p.interleave)
+        c_where, prod_exp = "last", "true"
+    else:
+        n = min(p.n_fma, K)
+        blocks = tuple(tuple(range(s, s + n)) for s in range(0, K, n))
+        c_where, prod_exp = "first", "field"
+    rnd = lambda r: None if r is None else str(getattr(r, "value", r))  # noqa: E731
+    return Hyp(K, blocks=blocks, c_where=c_where, frac_bits=p.frac_bits, out_fmt=p.output_format,
+               out_rnd=rnd(p.output_rounding), c_add_rnd=rnd(p.c_add_rounding) or "rne", czero_floor=p.czero_floor,
+               c_exp_floor=p.c_exp_floor, prod_exp=prod_exp, overflow=p.overflow,
+               tf32_conv="trunc" if p.tf32_truncate else "rne")

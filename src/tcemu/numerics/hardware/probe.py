@@ -275,7 +275,7 @@ def infer(e: dict, case: Case, log=print) -> dict:
                     break
                 best = best or f
             if best:
-                ev.append(_evidence(best[0], best[1], case) | {"rejects": f"{k}={val}"})
+                ev.append(_evidence(best[0], best[1], case) | {"rejects": f"{k}={val}", "rejected": {k: val}})
         P[_NAMES.get(k, k)] = {"inferred": vals or None, "candidates": grid[k], "evidence": ev[:6],
                                "vectors": len(vecs2)}
     if ok2:
@@ -373,16 +373,34 @@ def _count_by(ev):
 
 
 def _stage(P, name, base, grid, vecs, case):
+    # a value chosen by earlier evidence is tried first, so it is kept unless these vectors contradict it
+    grid = {k: ([getattr(base, k)] if getattr(base, k) in v else []) + [x for x in v if x != getattr(base, k)]
+            for k, v in grid.items()}
     ok, rej, keys = _search(base, grid, vecs, case)
     ev = []
-    for combo, (it, pred) in rej.items():
-        d = dict(zip(keys, combo))
-        ev.append(_evidence(it, pred, case) | {"rejects": ", ".join(f"{k}={_fmt(v)}" for k, v in d.items())})
+    acc = {k: v for k, v in ok[0].items() if not k.startswith("_")} if ok else {}
+    for k in keys:  # per rejected value: its rejection with the other parameters at an accepted value if possible
+        for val in grid[k]:
+            if any(o.get(k) == val for o in ok):
+                continue
+            best = None
+            for combo, f in rej.items():
+                d = dict(zip(keys, combo))
+                if d[k] != val:
+                    continue
+                if all(d[o] == acc.get(o) for o in keys if o != k):
+                    best = (d, f)
+                    break
+                best = best or (d, f)
+            if best:
+                d, (it, pred) = best
+                ev.append(_evidence(it, pred, case) | {"rejects": ", ".join(f"{kk}={_fmt(v)}" for kk, v in d.items()),
+                                                       "rejected": {k: _fmt(val)}})
     inferred = [{k: _fmt(v) for k, v in o.items()} for o in ok]
     if ok and "_best_fit" in ok[0]:
         P.setdefault("_notes", []).append(f"{name}: no candidate fits every vector; best fit {ok[0]['_best_fit']}")
     P[name] = {"inferred": inferred or None, "candidates": {k: [_fmt(v) for v in vals] for k, vals in grid.items()},
-               "evidence": ev[:8], "vectors": len(vecs), "_ok": ok}
+               "evidence": ev[:60], "vectors": len(vecs), "_ok": ok}
 
 
 def _fmt(v):

@@ -74,6 +74,19 @@ class ValidationConfig:
     progress: bool = True
 
 
+# Alternative models compared in the same pass: name -> {case name: (MMAParams, zero_plus)}. Set before the pool
+# forks (``run_validation(..., variants=...)``); "zero_plus" maps every zero result to +0 after the model.
+_VARIANTS: dict[str, dict] = {}
+
+
+def variant_bits(case: Case, a_rows, b_cols, c, params, zero_plus: bool) -> np.ndarray:
+    d = model_bits(case, a_rows, b_cols, c, params)
+    if zero_plus:
+        mag = np.uint64(0x7FFFFFFF if case.output_format == "fp32" else 0x7FFF)
+        d = np.where((d.astype(np.uint64) & mag) == 0, np.zeros_like(d), d)
+    return d
+
+
 def _check(job):
     """Worker: run the model on one batch, compare, return counts, mismatches and the replay sample."""
     (cname, family, bidx, a, b, c, d, replay_n, max_saved) = job
@@ -90,9 +103,23 @@ def _check(job):
     dt = time.perf_counter() - t0
     bad = np.nonzero(d_model.astype(np.uint64) != d_hw.astype(np.uint64))[0]
     keep = bad[:max_saved]
+    var = {}
+    for vname, table in _VARIANTS.items():
+        if cname not in table:
+            continue
+        params, zero_plus = table[cname]
+        try:
+            dv = variant_bits(case, a_rows, b_cols, c_flat, params, zero_plus)
+            vb = np.nonzero(dv.astype(np.uint64) != d_hw.astype(np.uint64))[0]
+            k2 = vb[:200]
+            var[vname] = (int(vb.size), (a_rows[k2].copy(), b_cols[k2].copy(), c_flat[k2].copy(), d_hw[k2].copy(),
+                                         dv[k2].copy()))
+        except Exception as exc:  # noqa: BLE001
+            var[vname] = (-1, None)
+            err = (err or "") + f" variant {vname}: {type(exc).__name__}: {exc}"
     out = {
         "case": cname, "family": family, "batch": bidx, "samples": int(d_hw.size), "mismatches": int(bad.size),
-        "model_seconds": dt, "error": err,
+        "model_seconds": dt, "error": err, "variants": var,
         "mm": (a_rows[keep].copy(), b_cols[keep].copy(), c_flat[keep].copy(), d_hw[keep].copy(), d_model[keep].copy()),
     }
     if replay_n:
@@ -148,8 +175,12 @@ def minimize(runner, case: Case, a_rows, b_cols, c, params=None, max_rounds: int
     return a_rows, b_cols, c, d_h, d_m
 
 
-def run_validation(runner, cfg: ValidationConfig, out_dir: str, log=print) -> dict:
-    """Run every case of ``cfg``; write the summary JSON, mismatches and replay npz under ``out_dir``."""
+def run_validation(runner, cfg: ValidationConfig, out_dir: str, log=print, variants: dict | None = None) -> dict:
+    """Run every case of ``cfg``; write the summary JSON, mismatches and replay npz under ``out_dir``.
+
+    ``variants``: other models to count mismatches for in the same pass (see ``_VARIANTS``)."""
+    global _VARIANTS
+    _VARIANTS = variants or {}
     os.makedirs(out_dir, exist_ok=True)
     cases = [get_case(n) for n in cfg.cases]
     workers = cfg.workers or max(1, (os.cpu_count() or 2) - 1)
@@ -159,6 +190,7 @@ def run_validation(runner, cfg: ValidationConfig, out_dir: str, log=print) -> di
     results: dict[str, dict] = {}
     mismatch_store: dict[str, list] = {}
     replay_store: dict[str, tuple] = {}
+    variant_store: dict[str, list] = {}
     t_start = time.perf_counter()
     total = cfg.samples * len(cases)
     try:
@@ -202,6 +234,14 @@ def run_validation(runner, cfg: ValidationConfig, out_dir: str, log=print) -> di
             f = rc["families"].setdefault(fam, {"samples": 0, "mismatches": 0})
             f["samples"] += r["samples"]
             f["mismatches"] += r["mismatches"]
+            for vname, (nbad, mm) in r.get("variants", {}).items():
+                vr = rc.setdefault("variants", {}).setdefault(vname, {"mismatches": 0, "families": {}})
+                vr["mismatches"] += nbad
+                vr["families"][fam] = vr["families"].get(fam, 0) + nbad
+                if nbad > 0 and mm is not None:
+                    lst = variant_store.setdefault(f"{cname}__{vname}", [])
+                    if sum(len(x[0][3]) for x in lst) < 500:
+                        lst.append((mm, fam))
             if r["error"] and len(rc["errors"]) < 5:
                 rc["errors"].append(r["error"])
             if r["mismatches"]:
@@ -234,10 +274,12 @@ def run_validation(runner, cfg: ValidationConfig, out_dir: str, log=print) -> di
     summary = _summary(cases, results, elapsed, runner, cfg, workers)
     with open(os.path.join(out_dir, "h200_validation_summary.json"), "w") as fh:
         json.dump(summary, fh, indent=1)
-    _save_mismatches(os.path.join(out_dir, "h200_validation_mismatches.npz"), mismatch_store, reproducers)
+    _save_mismatches(os.path.join(out_dir, "h200_validation_mismatches.npz"), {**mismatch_store, **variant_store},
+                     reproducers)
     _save_replay(os.path.join(out_dir, "h200_validation_replay.npz"), replay_store)
     for c in summary["cases"]:
-        log(f"{c['case']:<22} {c['samples']:>11,d} samples  {c['mismatches']:>9,d} mismatches"
+        vs = "  ".join(f"{k}: {v['mismatches']:,d}" for k, v in c.get("variants", {}).items())
+        log(f"{c['case']:<22} {c['samples']:>11,d} samples  {c['mismatches']:>9,d} mismatches  {vs}"
             f"  ({c['model_samples_per_s']:,.0f} model samples/s per worker)")
     log(f"total {summary['total_samples']:,d} samples, {summary['total_mismatches']:,d} mismatches, "
         f"{elapsed:.1f} s ({summary['total_samples'] / elapsed:,.0f} samples/s)")
@@ -255,7 +297,7 @@ def _summary(cases, results, elapsed, runner, cfg, workers) -> dict:
             "model_output_format": params.output_format, "preset": params.label,
             "samples": r["samples"], "mismatches": r["mismatches"], "families": r["families"],
             "model_samples_per_s": r["samples"] / r["model_seconds"] if r["model_seconds"] else 0.0,
-            "errors": r["errors"],
+            "errors": r["errors"], "variants": r.get("variants", {}),
         })
     return {
         "device": runner.device, "arch_preset": ARCH, "families": list(cfg.families),

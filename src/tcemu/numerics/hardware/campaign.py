@@ -1,0 +1,186 @@
+"""One GPU session, start to finish: build, smoke checks, probe, inference, validation (preset and measured).
+
+    python -m tcemu.numerics.hardware.campaign --out OUT --samples 1e7
+
+Steps (each logged, each failure reported without stopping the next step):
+
+1. build the kernels once, read the device (GPU name, driver, CUDA, nvcc, torch versions);
+2. smoke: SASS opcodes of every kernel, fragment layouts on small integers  -> ``h200_smoke.json``;
+3. probe: every vector family on every case                                -> ``h200_probe_raw.npz``;
+4. inference on all CPU cores, preset comparison                           -> ``h200-probe.json``, ``h200-probe.md``;
+5. a "measured" model per case: the preset with the probe's answers where they differ (``measured_params``);
+6. validation of the preset and, in the same pass, of the measured model   -> ``h200_validation_*``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+from dataclasses import replace
+
+__all__ = ["measured_params", "main"]
+
+
+def _consistent_czero(rep_case: dict):
+    inf = rep_case["parameters"].get("czero_floor", {}).get("inferred")
+    if not isinstance(inf, list):
+        return None
+    return {d["czero_floor"] for d in inf}
+
+
+def _zero_plus(rc: dict) -> bool:
+    """Zero results are +0 unless a probe vector contradicts it (exact zero sums and underflows alike)."""
+    P = rc["parameters"]
+    for stage in ("czero_floor", "nan"):
+        inf = P.get(stage, {}).get("inferred")
+        if isinstance(inf, list) and inf and "underflow_sign" in inf[0]:
+            if not any(d.get("underflow_sign") == "plus" for d in inf):
+                return False
+    inf = P.get("nan", {}).get("inferred")
+    if isinstance(inf, list) and inf and not any(d.get("zero_sign") == "plus" for d in inf):
+        return False
+    return True
+
+
+def measured_params(report: dict) -> tuple[dict, dict]:
+    """case name -> (MMAParams, zero_plus): the preset with every field the probe decided otherwise replaced.
+
+    A field is changed only where the preset's value does not fit the probe vectors; it then takes the probe's
+    adopted value. Returns the table and a record of the changes."""
+    from tcemu.numerics.rounding import Rounding
+
+    from .cases import get_case
+    from .validate import model_params
+
+    table, changes = {}, {}
+    for rc in report["cases"]:
+        case = get_case(rc["case"])
+        p = model_params(case)
+        cmp = rc.get("preset_comparison", {})
+        h = rc["final"]["hypothesis"]
+        kw = {}
+        if "error" not in cmp:
+            for field in ("frac_bits", "c_exp_floor"):
+                row = cmp.get(field)
+                if row and not row["agree"]:
+                    kw[field] = row["inferred"]
+            row = cmp.get("output_rounding")
+            if row and not row["agree"]:
+                kw["output_rounding"] = Rounding(row["inferred"])
+            row = cmp.get("overflow")
+            if row and not row["agree"]:
+                kw["overflow"] = row["inferred"]
+            cz = _consistent_czero(rc)
+            if cz is not None and p.czero_floor not in cz:
+                kw["czero_floor"] = h["czero_floor"]  # the probe's adopted value (unique where the vectors decide)
+        zero_plus = _zero_plus(rc)
+        try:
+            q = replace(p, **kw) if kw else p
+        except Exception as exc:  # noqa: BLE001
+            changes[case.name] = {"error": f"{type(exc).__name__}: {exc}", "wanted": {k: str(v) for k, v in kw.items()}}
+            q = p
+        table[case.name] = (q, zero_plus)
+        changes[case.name] = {**{k: str(v) for k, v in kw.items()}, "zero_result_plus": zero_plus}
+    return table, changes
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--samples", type=float, default=1e7)
+    ap.add_argument("--workers", type=int, default=0)
+    ap.add_argument("--skip-validation", action="store_true")
+    ap.add_argument("--fake", default=None, metavar="JSON",
+                    help="CPU test: the 'hardware' is the model with these preset overrides, e.g. '{}'")
+    ap.add_argument("--cases", nargs="*", default=None)
+    args = ap.parse_args(argv)
+    os.makedirs(args.out, exist_ok=True)
+    logf = open(os.path.join(args.out, "campaign.log"), "a")
+
+    def log(*a):
+        msg = " ".join(str(x) for x in a)
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+
+    def step(name, fn):
+        t0 = time.perf_counter()
+        try:
+            r = fn()
+            log(f"[{name}] done in {time.perf_counter() - t0:.1f} s")
+            return r
+        except Exception:  # noqa: BLE001 - every step is attempted; failures go to the log
+            log(f"[{name}] FAILED after {time.perf_counter() - t0:.1f} s\n{traceback.format_exc()}")
+            return None
+
+    from .cases import CASES, VALIDATION_CASES
+    from .probe import collect, probe_report, save_raw
+    from .report import probe_markdown, validation_markdown
+    from .runner import Runner
+    from .smoke import check_layouts
+    from .validate import ValidationConfig, run_validation
+
+    if args.fake is not None:
+        from .fake import ModelRunner
+
+        runner = ModelRunner(json.loads(args.fake))
+        runner.check_sass = lambda: {c.name: {"ok": True, "opcodes": []} for c in CASES}
+    else:
+        runner = step("build", lambda: Runner(verbose=True))
+    if runner is None:
+        return 2
+    device = step("device", lambda: runner.device) or {}
+    log(json.dumps(device))
+
+    def smoke():
+        sass = runner.check_sass()
+        lay = check_layouts(runner)
+        with open(os.path.join(args.out, "h200_smoke.json"), "w") as fh:
+            json.dump({"device": device, "sass": sass, "layouts": lay}, fh, indent=1)
+        for n in sass:
+            log(f"  {n:<22} sass {'ok' if sass[n]['ok'] else 'BAD'} {','.join(sass[n]['opcodes'])[:80]} "
+                f"layout {'ok' if lay[n]['ok'] else 'BAD'}")
+
+    step("smoke", smoke)
+    from .cases import get_case
+
+    cases = [get_case(n) for n in args.cases] if args.cases else list(CASES)
+    raw = step("probe-collect", lambda: collect(runner, cases, log=log))
+    if raw is not None:
+        step("probe-save", lambda: save_raw(os.path.join(args.out, "h200_probe_raw.npz"), raw, device))
+    rep = None
+    if raw is not None:
+        rep = step("probe-infer", lambda: probe_report(raw, device, log=log, workers=os.cpu_count() or 1))
+    if rep is not None:
+        def write_probe():
+            with open(os.path.join(args.out, "h200-probe.json"), "w") as fh:
+                json.dump(rep, fh, indent=1, default=str)
+            with open(os.path.join(args.out, "h200-probe.md"), "w") as fh:
+                fh.write(probe_markdown(rep))
+
+        step("probe-write", write_probe)
+    variants = {}
+    if rep is not None:
+        mp = step("measured-params", lambda: measured_params(rep))
+        if mp is not None:
+            variants["measured"] = mp[0]
+            log("measured model changes: " + json.dumps(mp[1]))
+            with open(os.path.join(args.out, "campaign.log"), "a") as fh:
+                fh.write(json.dumps({"measured_changes": mp[1]}) + "\n")
+    if not args.skip_validation:
+        vcases = tuple(c.name for c in VALIDATION_CASES if c in cases)
+        cfg = ValidationConfig(cases=vcases, samples=int(args.samples),
+                               workers=args.workers, progress=True)
+        summary = step("validation", lambda: run_validation(runner, cfg, args.out, log=log, variants=variants))
+        if summary is not None:
+            log(validation_markdown(summary))
+    logf.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
