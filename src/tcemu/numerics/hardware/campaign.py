@@ -97,6 +97,9 @@ def main(argv=None) -> int:
     ap.add_argument("--fake", default=None, metavar="JSON",
                     help="CPU test: the 'hardware' is the model with these preset overrides, e.g. '{}'")
     ap.add_argument("--cases", nargs="*", default=None)
+    ap.add_argument("--skip-probe", action="store_true",
+                    help="validate only; the corrected model comes from data/h200_measured.json")
+    ap.add_argument("--skip-smoke", action="store_true")
     args = ap.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     logf = open(os.path.join(args.out, "campaign.log"), "a")
@@ -145,11 +148,12 @@ def main(argv=None) -> int:
             log(f"  {n:<22} sass {'ok' if sass[n]['ok'] else 'BAD'} {','.join(sass[n]['opcodes'])[:80]} "
                 f"layout {'ok' if lay[n]['ok'] else 'BAD'}")
 
-    step("smoke", smoke)
+    if not args.skip_smoke:
+        step("smoke", smoke)
     from .cases import get_case
 
     cases = [get_case(n) for n in args.cases] if args.cases else list(CASES)
-    raw = step("probe-collect", lambda: collect(runner, cases, log=log))
+    raw = None if args.skip_probe else step("probe-collect", lambda: collect(runner, cases, log=log))
     if raw is not None:
         step("probe-save", lambda: save_raw(os.path.join(args.out, "h200_probe_raw.npz"), raw, device))
     rep = None
@@ -171,6 +175,10 @@ def main(argv=None) -> int:
             log("measured model changes: " + json.dumps(mp[1]))
             with open(os.path.join(args.out, "campaign.log"), "a") as fh:
                 fh.write(json.dumps({"measured_changes": mp[1]}) + "\n")
+    if args.skip_probe:
+        from .replay import measured_table
+
+        variants["measured"] = step("measured-params", measured_table) or {}
     if not args.skip_validation:
         vcases = tuple(c.name for c in VALIDATION_CASES if c in cases)
         cfg = ValidationConfig(cases=vcases, samples=int(args.samples),
