@@ -7,6 +7,7 @@ device), infers each parameter with no prior knowledge of the GPU, and writes:
 
   OUT/h200_probe_raw.npz   the hardware bits of every vector (rerun the inference with --from-raw on any CPU)
   OUT/h200-probe.json      per case and parameter: inferred value, preset value, the deciding vectors
+  OUT/h200_probe_report_full.json   every stage, candidate grid and rejection
   OUT/h200-probe.md        a readable summary
 
 Examples:
@@ -52,9 +53,15 @@ def run(args: argparse.Namespace) -> int:
         save_raw(os.path.join(args.out, "h200_probe_raw.npz"), raw, device)
         if args.collect_only:
             return 0
+    from tcemu.numerics.hardware.campaign import measured_params
+    from tcemu.numerics.hardware.report import compact_probe
+
     rep = probe_report(raw, device, cases=args.cases or None, workers=os.cpu_count() or 1)
-    with open(os.path.join(args.out, "h200-probe.json"), "w") as fh:
+    with open(os.path.join(args.out, "h200_probe_report_full.json"), "w") as fh:
         json.dump(rep, fh, indent=1, default=str)
+    _, changes = measured_params(rep)
+    with open(os.path.join(args.out, "h200-probe.json"), "w") as fh:
+        json.dump(compact_probe(rep, changes), fh, indent=1, default=str)
     with open(os.path.join(args.out, "h200-probe.md"), "w") as fh:
         fh.write(probe_markdown(rep))
     bad = [c["case"] for c in rep["cases"] if c["final"]["mismatches"]]

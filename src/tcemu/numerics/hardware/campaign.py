@@ -161,8 +161,10 @@ def main(argv=None) -> int:
         rep = step("probe-infer", lambda: probe_report(raw, device, log=log, workers=os.cpu_count() or 1))
     if rep is not None:
         def write_probe():
+            from .report import compact_probe
+
             with open(os.path.join(args.out, "h200-probe.json"), "w") as fh:
-                json.dump(rep, fh, indent=1, default=str)
+                json.dump(compact_probe(rep, measured_params(rep)[1]), fh, indent=1, default=str)
             with open(os.path.join(args.out, "h200-probe.md"), "w") as fh:
                 fh.write(probe_markdown(rep))
 
