@@ -69,7 +69,7 @@ class ValidationConfig:
     workers: int = 0  # 0: cpu_count - 1
     seed: int = 2026
     replay_per_family: int = 256
-    max_saved: int = 2000
+    max_saved: int = 50_000  # mismatches kept per case (each a one-sample reproducer)
     minimize: int = 16  # mismatches per case to shrink on the hardware
     progress: bool = True
 
