@@ -111,7 +111,7 @@ def _check(job):
         try:
             dv = variant_bits(case, a_rows, b_cols, c_flat, params, zero_plus)
             vb = np.nonzero(dv.astype(np.uint64) != d_hw.astype(np.uint64))[0]
-            k2 = vb[:200]
+            k2 = vb[:5000]
             var[vname] = (int(vb.size), (a_rows[k2].copy(), b_cols[k2].copy(), c_flat[k2].copy(), d_hw[k2].copy(),
                                          dv[k2].copy()))
         except Exception as exc:  # noqa: BLE001
@@ -240,7 +240,7 @@ def run_validation(runner, cfg: ValidationConfig, out_dir: str, log=print, varia
                 vr["families"][fam] = vr["families"].get(fam, 0) + nbad
                 if nbad > 0 and mm is not None:
                     lst = variant_store.setdefault(f"{cname}__{vname}", [])
-                    if sum(len(x[0][3]) for x in lst) < 500:
+                    if sum(len(x[0][3]) for x in lst) < 5000:
                         lst.append((mm, fam))
             if r["error"] and len(rc["errors"]) < 5:
                 rc["errors"].append(r["error"])
