@@ -154,10 +154,12 @@ def _bfma_kernel(
         total = np.add.reduce(t, axis=0, dtype=np.int64 if wide else np.int32).astype(np.int64)
     else:
         total = np.zeros(s, dtype=np.int64)
-    # c: the same truncation on the grid 2**(E_max - F)
-    c_sh = e_max - frac_bits - c_q
-    c_t = np.where(c_sh >= 0, c_sig >> np.minimum(np.maximum(c_sh, 0), 62), c_sig << np.minimum(np.maximum(-c_sh, 0), 62))
-    c_t = np.where(c_nonzero, c_t, 0)
+    # c: the same truncation on the grid 2**(E_max - F). Pre-shifted left by F, the shift is never negative
+    # (c's significand has at most E_c - q_c + 1 <= E_max - q_c + 1 bits); zero, Inf and NaN have sig 0
+    c_sh = e_max - c_q
+    np.maximum(c_sh, 0, out=c_sh)  # only a zero c (sig 0) with an empty block can go below 0
+    np.minimum(c_sh, 62, out=c_sh)
+    c_t = (c_sig << frac_bits) >> c_sh
     total += np.where(c_neg, -c_t, c_t)
     negative = total < 0
     out = encode(negative, np.abs(total), e_max - frac_bits, output_format, rounding, overflow)
