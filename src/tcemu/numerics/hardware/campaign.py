@@ -78,13 +78,16 @@ def measured_params(report: dict) -> tuple[dict, dict]:
             if cz is not None and p.czero_floor not in cz:
                 kw["czero_floor"] = h["czero_floor"]  # the probe's adopted value (unique where the vectors decide)
         zero_plus = _zero_plus(rc)
+        if kw:
+            what = ", ".join(f"{k}={v}" for k, v in kw.items())
+            kw["sources"] = f"{p.sources}; {what}: measured by tcemu probe (docs/hardware/h200-probe.json)"
         try:
             q = replace(p, **kw) if kw else p
         except Exception as exc:  # noqa: BLE001
             changes[case.name] = {"error": f"{type(exc).__name__}: {exc}", "wanted": {k: str(v) for k, v in kw.items()}}
             q = p
         table[case.name] = (q, zero_plus)
-        changes[case.name] = {**{k: str(v) for k, v in kw.items()}, "zero_result_plus": zero_plus}
+        changes[case.name] = {**{k: str(v) for k, v in kw.items() if k != "sources"}, "zero_result_plus": zero_plus}
     return table, changes
 
 

@@ -23,7 +23,7 @@ from .cases import CASES, Case, get_case
 from .hypothesis import FMTS, Hyp, evaluate
 from .probe_vectors import FAMILIES, Vector, build_vectors, pack_diagonal
 
-__all__ = ["collect", "save_raw", "load_raw", "infer", "compare_with_preset", "probe_report"]
+__all__ = ["collect", "save_raw", "load_raw", "infer", "compare_with_preset", "probe_report", "probe_mma"]
 
 KMAX = 64
 
@@ -539,3 +539,21 @@ def probe_report(raw: dict, device: dict, cases=None, log=print, workers: int = 
                               "differ_by_family": diff_f})
     rep["mma_sync_vs_wgmma"] = pairs
     return rep
+
+
+def probe_mma(case: str | Case, runner=None):
+    """Run the probe of one instruction on this GPU and return what it measured, as model parameters.
+
+    ``probe_mma("mma.k8.tf32.fp32")`` -> :class:`tcemu.numerics.params.MMAParams`: the H200 preset with every
+    field the vectors decided otherwise replaced (``campaign.measured_params``). The full report (every stage,
+    the deciding vectors, whether zero results are +0) is ``infer(collect(runner, [case])[name], case)``."""
+    from .campaign import measured_params
+
+    case = get_case(case) if not isinstance(case, Case) else case
+    if runner is None:
+        from .runner import Runner
+
+        runner = Runner()
+    raw = collect(runner, [case], log=lambda *a: None)
+    rep = {"cases": [_infer_job((raw[case.name], case.name))]}
+    return measured_params(rep)[0][case.name][0]

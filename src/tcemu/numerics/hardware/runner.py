@@ -171,25 +171,27 @@ def _run_text(cmd: list[str]) -> str:
 
 
 def _tool_versions() -> dict:
+    """Versions next to the runner's own reading: tcemu._hw (the project's one device module) where it imports,
+    plus the nvcc that built the kernels."""
     info = {}
-    smi = _run_text(["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"])
-    if smi.strip():
-        parts = [p.strip() for p in smi.splitlines()[0].split(",")]
-        info["driver"] = parts[1] if len(parts) > 1 else ""
-        info["memory_total"] = parts[2] if len(parts) > 2 else ""
+    try:
+        from tcemu._hw import versions
+
+        v = versions()
+        info.update({"driver": v.get("driver"), "torch": v.get("torch"), "torch_cuda": v.get("cuda"),
+                     "numpy": v.get("numpy"), "tcemu": v.get("tcemu"), "python": v.get("python")})
+    except Exception:  # noqa: BLE001 - torch missing: fall back to nvidia-smi
+        smi = _run_text(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"])
+        if smi.strip():
+            info["driver"] = smi.splitlines()[0].strip()
     nv = _run_text([shutil.which("nvcc") or "nvcc", "--version"])
     m = re.search(r"release ([\d.]+), V([\d.]+)", nv)
     if m:
         info["nvcc"] = m.group(2)
-    for mod in ("torch", "numpy", "ml_dtypes"):
-        try:
-            info[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - optional
-            pass
     try:
-        import torch
+        import ml_dtypes
 
-        info["torch_cuda"] = torch.version.cuda
-    except Exception:  # noqa: BLE001
+        info["ml_dtypes"] = ml_dtypes.__version__
+    except ImportError:  # pragma: no cover
         pass
-    return info
+    return {k: v for k, v in info.items() if v is not None}
