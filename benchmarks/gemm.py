@@ -16,10 +16,15 @@ these implementations (``impl``, ``method``):
   beforehand; conversion not timed). The last two are the single-pass rates that bound the emulations.
 * ``triton-builtin``: one plain Triton matmul kernel (128x128x32 tiles, 8 warps, 3 stages) with
   ``tl.dot(input_precision=...)`` in ``ieee``, ``tf32``, ``tf32x3``, ``bf16x3``, ``bf16x6``.
-* ``xla``: ``jax.lax.dot_general`` with ``precision=DotAlgorithmPreset.<method>`` (jit, XLA's autotuner on).
+* ``xla``: ``jax.lax.dot_general`` with ``precision=DotAlgorithmPreset.<method>`` (jit, XLA's autotuner on),
+  presets TF32_TF32_F32_X3, BF16_BF16_F32_X3, BF16_BF16_F32_X6, on the goal shapes only (8192^3 and the
+  17,280-atom edge shapes; ``--xla-all`` for all): each compile takes seconds. BF16_BF16_F32_X9 and
+  F32_F32_F32 are left out (X9 returned single-pass TF32 accuracy on this H200, EMULATION.md 8.3; F32 is SGEMM).
 * ``tcemu``: ``tf32x3``, ``bf16x3``, ``bf16x6``, ``bf16x9`` through ``TritonBackend.linear`` /
-  ``linear_input_grad`` (the torch custom op, small-shape fallback OFF: the kernel is what is timed). The
-  weight is split once beforehand, as ``EmulatedLinear`` caches it; that split's time is printed.
+  ``linear_input_grad`` (the torch custom op, small-shape fallback OFF: the kernel is what is timed), with
+  autotuning on (``--no-autotune``: the static table); the ``config`` column gives the configuration and
+  the first call's time (compile from the cache plus autotuning). The weight is split once beforehand, as
+  ``EmulatedLinear`` caches it; that split's time is printed.
 
 Timing: torch and Triton with ``triton.testing.do_bench`` (CUDA events, L2 flushed between repeats), median
 and the 20th/80th percentiles; XLA with a host clock around batches of calls ended by
@@ -31,7 +36,8 @@ median_ms, tflops, err_norm, err_max, gpu, driver, torch, triton, then p20_ms, p
 ``<out>/gemm_h200.png``. ``--sweep`` instead times tile configurations of the tcemu kernels (and checks
 their PTX for ``wgmma.mma_async``) and writes ``<out>/gemm_sweep.csv``.
 
-Usage: ``PYTHONPATH=src python3 benchmarks/gemm.py --out benchmarks/results [--quick] [--sweep]``
+Usage: ``PYTHONPATH=src python3 benchmarks/gemm.py --out benchmarks/results [--quick] [--sweep]``;
+``--plot-only benchmarks/results/gemm_h200.csv`` redraws the figure (and the summary) from the CSV alone.
 """
 
 from __future__ import annotations
@@ -449,6 +455,8 @@ def plot(rows: list[dict], path: str) -> None:
         if s not in shapes:
             shapes.append(s)
     fig, axes = plt.subplots(2, 2, figsize=(18, 10), sharex=True)
+    cmap = plt.get_cmap("tab20")
+    colors = {s: cmap(i % 20) for i, s in enumerate(series)}
     for col, direction in enumerate(("fwd", "bwd_input")):
         for impl, meth in series:
             ys_t, ys_e = [], []
@@ -457,8 +465,9 @@ def plot(rows: list[dict], path: str) -> None:
                           and (int(r["M"]), int(r["K"]), int(r["N"])) == s), None)
                 ys_t.append(float(r["tflops"]) if r else math.nan)
                 ys_e.append(float(r["err_norm"]) if r else math.nan)
-            style = dict(marker="o" if impl == "tcemu" else ".", lw=2.2 if impl == "tcemu" else 0.9,
-                         ls="-" if impl in ("tcemu", "cublas") else "--")
+            style = dict(marker="o" if impl == "tcemu" else ".", lw=2.4 if impl == "tcemu" else 1.0,
+                         ls={"tcemu": "-", "cublas": "-", "triton-builtin": "--", "xla": ":"}.get(impl, "-"),
+                         color=colors[(impl, meth)])
             axes[0, col].plot(range(len(shapes)), ys_t, label=f"{impl} {meth}", **style)
             axes[1, col].plot(range(len(shapes)), ys_e, label=f"{impl} {meth}", **style)
         axes[0, col].set_title(f"{direction}: throughput")

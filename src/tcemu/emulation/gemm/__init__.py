@@ -14,8 +14,8 @@ Switches (read at call time):
   (method, M bucket, N, K) at the first product and keep the fastest that agrees with the first
   (:func:`tuned_configs`); off, a static table measured on an H200 is used.
 * ``TCEMU_GEMM_CONFIG=128x128x32w8s3m0`` (env): force one kernel configuration (experiments).
-* ``TCEMU_HW_SPLIT=0`` (env): split with integer operations even where the GPU's conversion instructions
-  were checked to give the same bits (:func:`hw_split_exact`).
+* ``TCEMU_HW_SPLIT=1`` (env, opt-in): BF16 pieces by the GPU's conversion instruction where
+  :func:`hw_split_exact` finds split()'s bits (did not compile under Triton 3.6; off by default).
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ from .emu_mm import (
 
 SMALL_SHAPE_FALLBACK: bool = _os.environ.get("TCEMU_SMALL_SHAPE_FALLBACK", "1").strip().lower() not in (
     "0", "false", "no", "off", "")
-SMALL_SHAPE_MIN_FLOPS: float = float(_os.environ.get("TCEMU_SMALL_SHAPE_MIN_FLOPS", "2e9"))
+# 4 GFLOP: on the H200 every measured shape below 2.7 GFLOP ran slower emulated than as SGEMM, 3.5 GFLOP
+# was mixed, 17 GFLOP and up always faster (benchmarks/results/gemm_h200.csv; docs/kernels.md)
+SMALL_SHAPE_MIN_FLOPS: float = float(_os.environ.get("TCEMU_SMALL_SHAPE_MIN_FLOPS", "4e9"))
 AUTOTUNE: bool = _os.environ.get("TCEMU_GEMM_AUTOTUNE", "0").strip().lower() in ("1", "true", "yes", "on")
 
 __all__ = [

@@ -38,7 +38,7 @@ log = logging.getLogger("tcemu.emulation.gemm")
 def _settings() -> tuple[bool, float]:
     """The package-level switches, read at call time (``tcemu.emulation.gemm.SMALL_SHAPE_*``)."""
     pkg = sys.modules[__package__]
-    return bool(getattr(pkg, "SMALL_SHAPE_FALLBACK", True)), float(getattr(pkg, "SMALL_SHAPE_MIN_FLOPS", 2.0e9))
+    return bool(getattr(pkg, "SMALL_SHAPE_FALLBACK", True)), float(getattr(pkg, "SMALL_SHAPE_MIN_FLOPS", 4.0e9))
 
 
 _FALLBACKS: collections.Counter = collections.Counter()

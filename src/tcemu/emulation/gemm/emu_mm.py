@@ -12,9 +12,9 @@ Configuration: a static table per method and shape bucket (measured on an H200, 
 (method, M bucket, N, K) times the bucket's few candidates on the real operands, keeps only candidates
 whose result agrees with the first one, and caches the fastest (compile time is user time: off by default).
 
-Split: on a GPU whose conversion instructions give the spec's bits (checked once per device by
-:func:`hw_split_exact`), A is split with them (fewer instructions); otherwise, and under
-``TRITON_INTERPRET=1``, on the integer bit patterns. Env ``TCEMU_HW_SPLIT=0`` forces the integer split.
+Split: A is split on the integer bit patterns (exact on every device and under ``TRITON_INTERPRET=1``).
+``TCEMU_HW_SPLIT=1`` opts in to BF16 pieces by the GPU's conversion instruction, used only where
+:func:`hw_split_exact` finds the same bits (it did not compile under Triton 3.6; docs/kernels.md).
 """
 
 from __future__ import annotations
@@ -143,12 +143,13 @@ def _hw_split_exact(device: torch.device) -> bool:
 def hw_split_exact(device: torch.device | str) -> bool:
     """Whether the GPU's conversion instructions split exactly as :func:`~tcemu.emulation.split.split`.
 
-    Checked once per device on a matrix of random bit patterns and edge cases (NaN payloads aside);
-    False on the CPU interpreter, during CUDA graph capture before the first check, and with
-    ``TCEMU_HW_SPLIT=0``.
+    Opt-in (env ``TCEMU_HW_SPLIT=1``): the BF16 path did not compile under Triton 3.6 on the H200, so by
+    default the integer split is used. When enabled, checked once per device on a matrix of random bit
+    patterns and edge cases (NaN payloads aside) before any kernel uses it; False on the CPU interpreter
+    and during CUDA graph capture before the first check.
     """
     device = torch.device(device)
-    if device.type != "cuda" or _interpreting() or os.environ.get("TCEMU_HW_SPLIT", "1") == "0":
+    if device.type != "cuda" or _interpreting() or os.environ.get("TCEMU_HW_SPLIT", "0") != "1":
         return False
     if device.index is None:
         device = torch.device("cuda", torch.cuda.current_device())
@@ -215,17 +216,18 @@ class KernelConfig:
 
 
 _C = KernelConfig.parse
-# Shape buckets -> candidate configurations, per method, best measured first (docs/kernels.md, H200).
+# Shape buckets -> candidate configurations, per method; the first is what autotuning chose on every shape
+# of the bucket in benchmarks/results/gemm_h200.csv (H200, Triton 3.6), and is used without autotuning.
 # "large": M >= 1024; "small": M < 1024 (node layers of small systems; usually the SGEMM fallback).
 _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
     "tf32x3": {"large": [_C("128x128x32w8s3m1"), _C("64x128x32w4s3m0"), _C("128x64x32w8s4m1")],
-               "small": [_C("64x128x32w4s3m0"), _C("128x64x32w8s4m1")]},
+               "small": [_C("128x64x32w8s4m1"), _C("64x128x32w4s3m0")]},
     "bf16x3": {"large": [_C("128x128x64w8s3m1"), _C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")],
-               "small": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m1")]},
+               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
     "bf16x6": {"large": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m1"), _C("128x128x64w8s3m0")],
-               "small": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m1")]},
+               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
     "bf16x9": {"large": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m0")],
-               "small": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m0")]},
+               "small": [_C("128x64x64w8s3m0"), _C("64x128x64w4s2m0")]},
 }
 # Small tiles for the CPU interpreter (TRITON_INTERPRET=1), where tile size is only run time.
 _INTERPRET_CONFIG = KernelConfig(32, 32, 16, 4, 1, 0, 4)
