@@ -1,0 +1,64 @@
+"""The suite end to end at a tiny size: files, verdicts.csv columns, and TF32 judged not safe."""
+
+import csv
+
+import pytest
+
+from tcemu.mlip.report import SuiteConfig, Verdict, method_verdicts, run_suite
+
+
+@pytest.fixture(scope="module")
+def suite(tmp_path_factory):
+    out = tmp_path_factory.mktemp("report")
+    cfg = SuiteConfig.quick(
+        methods=("tf32", "tf32x3"),
+        single_point=(("pet-tiny", "water_cluster_6"),),
+        curve_potentials=("pet-tiny",),
+        curve_points=6,
+        nve_system="water_cluster_6",
+        nve_ps=0.01,
+        relax_system="water_cluster_6",
+        relax_max_steps=10,
+        relax_fmax_eV_per_A=1e-3,
+    )
+    res = run_suite(cfg, out, show_progress=False, log=lambda s: None)
+    return res, out
+
+
+def test_files(suite):
+    _, out = suite
+    for name in ("mlip_single_point.csv", "mlip_energy_curve.csv", "mlip_nve.csv", "mlip_relax.csv",
+                 "verdicts.csv", "report.md", "single_point_pet-tiny_water_cluster_6.png", "energy_curve_pet-tiny.png",
+                 "nve_ani1x_water_cluster_6.png", "relax_ani1x_water_cluster_6.png"):
+        assert (out / name).stat().st_size > 0, name
+
+
+def test_verdicts_csv(suite):
+    res, out = suite
+    with (out / "verdicts.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == ["method", "check", "value", "threshold", "verdict"]
+    assert {r["method"] for r in rows} == {"fp32", "tf32", "tf32x3"}
+    assert {r["check"].split(":")[0] for r in rows} == {"single_point", "energy_curve", "nve", "relax"}
+    assert {r["verdict"] for r in rows} <= {"pass", "fail"}
+    for r in rows:
+        passed = float(r["value"]) <= float(r["threshold"])
+        if r["verdict"] == "pass":
+            assert passed
+
+
+def test_tf32_is_not_safe_and_tf32x3_passes_single_point(suite):
+    res, out = suite
+    mv = method_verdicts(res.verdicts, ["fp32", "tf32", "tf32x3"])
+    assert mv["tf32"][0] is False
+    assert any(v.check.startswith("single_point:force") for v in mv["tf32"][1])
+    sp = [v for v in res.verdicts if v.method == "tf32x3" and v.check.startswith("single_point")]
+    assert sp and all(v.passed for v in sp)
+    text = (out / "report.md").read_text()
+    assert "Single-pass TF32" in text and "not safe" in text
+    assert "| tf32 | **not safe**" in text
+
+
+def test_verdict_row():
+    v = Verdict("tf32", "x", 2.0, 1.0, "eV", False)
+    assert v.row() == {"method": "tf32", "check": "x", "value": "2", "threshold": "1", "verdict": "fail"}
