@@ -101,3 +101,30 @@ def test_comparison_can_fail(key):
         ta, tb, tc = make_operands(p, 300, p.k_instr, "tiny", rng)
         gt = block_fma_bits(ta, tb, tc, p)
         assert np.any(oracle_bits(ta, tb, tc, replace(p, czero_floor=-133)) != gt)
+
+
+try:
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover - hypothesis is a dev dependency
+    given = None
+
+if given is not None:
+    _HYP_KEYS = [("v100", "mma.sync", "fp16", "fp16"), ("a100", "mma.sync", "bf16", "fp32"),
+                 ("h100", "mma.sync", "tf32", "fp32"), ("h100", "mma.sync", "e5m2", "fp32"),
+                 ("h100", "wgmma", "e4m3", "fp32"), ("b200", "tcgen05", "e4m3", "fp16")]
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
+    @given(data=st.data(), key=st.sampled_from(_HYP_KEYS))
+    def test_hypothesis_bit_patterns(data, key):
+        """Arbitrary bit patterns (hypothesis shrinks any counterexample to a minimal one)."""
+        p = PRESETS[key]
+        from tcemu.numerics.formats import get_format
+
+        fin, fc = get_format(p.input_format), get_format(p.c_format)
+        k = p.k_instr
+        word = st.integers(0, (1 << fin.width) - 1).map(lambda x: x << fin.container_shift)
+        a = np.array([data.draw(st.lists(word, min_size=k, max_size=k))], dtype=fin.container_dtype)
+        b = np.array([data.draw(st.lists(word, min_size=k, max_size=k))], dtype=fin.container_dtype)
+        c = np.array([data.draw(st.integers(0, (1 << fc.width) - 1))], dtype=fc.container_dtype)
+        _compare(p, a, b, c, f"hypothesis {key}")

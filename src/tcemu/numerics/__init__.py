@@ -13,11 +13,15 @@ Public API:
 - :func:`add_round_bits`: an IEEE addition rounded once, on bits.
 - :mod:`~tcemu.numerics.formats`: exact decode/encode of fp32, fp16, bf16, tf32, e4m3, e5m2, e8m13.
 - :mod:`~tcemu.numerics.oracle`: the exact rational reference model (slow, for tests).
+- :func:`explain` ``(a_bits, b_bits, c_bits, params) -> str``: one dot product step by step
+  (also ``tcemu numerics explain``).
+- :func:`~tcemu.numerics.public_data.load_cases`: the bundled public hardware data.
 
 The model and the disputed points are described in docs/numerics.md and NUMERICS.md.
 """
 
 from .api import infer_input_format, mma
+from .explain import explain
 from .formats import FORMATS, FloatFormat, decode, encode, from_bits, get_format, to_bits
 from .model import add_round_bits, block_fma_bits
 from .params import MMAParams
@@ -26,6 +30,7 @@ from .rounding import Rounding
 
 __all__ = [
     "mma",
+    "explain",
     "MMAParams",
     "get_preset",
     "list_presets",

@@ -199,7 +199,9 @@ def bfma_block_bits(
     )
 
 
-def _special_rows(a_idx, b_idx, c_bits, product_format: str, c_format: str, output_format: str) -> np.ndarray:
+def _special_rows(
+    a_idx: np.ndarray, b_idx: np.ndarray, c_bits: np.ndarray, product_format: str, c_format: str, output_format: str
+) -> np.ndarray:
     """NaN / Inf results of rows that hold an Inf or NaN (NUMERICS.md §3 step 0, §4.5)."""
     _, _, _, cls_t = decode_table(product_format)
     neg_t = decode_table(product_format)[0]
@@ -220,7 +222,9 @@ def _special_rows(a_idx, b_idx, c_bits, product_format: str, c_format: str, outp
     return out.astype(f.container_dtype)
 
 
-def add_round_bits(x_bits: np.ndarray, y_bits: np.ndarray, fmt: str, rounding: Rounding, overflow: str = "inf"):
+def add_round_bits(
+    x_bits: np.ndarray, y_bits: np.ndarray, fmt: str, rounding: Rounding, overflow: str = "inf"
+) -> np.ndarray:
     """``x + y`` for two arrays of ``fmt`` bits, computed exactly and rounded once (IEEE addition).
 
     A zero result is +0 except for RD (-0), or when both operands are -0. NaN results are canonical.

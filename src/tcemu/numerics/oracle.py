@@ -14,6 +14,7 @@ Entry points: :func:`oracle_dot` (one dot product of any length, bits in, bits o
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -226,7 +227,9 @@ def _fp_add(x_bits: int, y_bits: int, fmt: str, rnd: Rounding, overflow: str) ->
     return round_fraction(total, fmt, rnd, overflow)
 
 
-def oracle_dot(a_bits, b_bits, c_bits: int, params: MMAParams, trace: list | None = None) -> int:
+def oracle_dot(
+    a_bits: Sequence[int], b_bits: Sequence[int], c_bits: int, params: MMAParams, trace: list | None = None
+) -> int:
     """One dot product of any length K, exactly per ``params``; bits in, bits out.
 
     Args:
