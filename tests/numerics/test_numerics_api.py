@@ -127,3 +127,19 @@ def test_every_preset_runs_and_has_sources():
         assert p.sources and p.label
         a, b, c = make_operands(p, 8, p.k_instr, "normal", rng)
         assert block_fma_bits(a, b, c, p).shape == (8,)
+
+
+def test_shorter_mma_shapes_chain_as_separate_instructions():
+    """h100 m16n8k8: K=16 runs as two chained 8-product instructions (two RZ roundings), m16n8k16 as one
+    block; the T4-style vector tells them apart (a[k] = 2^-23 at k = 9 survives only in one block)."""
+    p8 = get_preset("h100", "mma.sync.m16n8k8", "fp16", "fp32")
+    p16 = get_preset("h100", "mma.sync", "fp16", "fp32")
+    assert (p8.k_instr, p8.n_fma, p16.k_instr, p16.n_fma) == (8, 8, 16, 16)
+    a = np.zeros((1, 16), np.float16)
+    a[0, 0], a[0, 9] = 1.0, 2.0**-23
+    b = np.ones((16, 1), np.float16)
+    c = np.array([[1 + 2.0**-23]], np.float32)
+    assert mma(a, b, c, arch="h100").view(np.uint32)[0, 0] == 0x40000001
+    assert mma(a, b, c, arch="h100", instruction="mma.sync.m16n8k8").view(np.uint32)[0, 0] == 0x40000000
+    with pytest.raises(ValueError, match="valid K"):
+        get_preset("h100", "mma.sync.m16n8k4", "fp16", "fp32")

@@ -22,6 +22,7 @@ Instructions: ``mma.sync`` (also ``mma``, ``wmma``), ``wgmma`` (sm_90), ``tcgen0
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from .params import MMAParams
@@ -112,14 +113,24 @@ def _table() -> dict[tuple[str, str, str, str], MMAParams]:
 PRESETS: dict[tuple[str, str, str, str], MMAParams] = _table()
 
 
-def _canon(arch: str, instruction: str) -> tuple[str, str]:
+# shapes of mma.sync that a preset's default shape may be replaced by (PTX ISA, mma shapes per type)
+_MMA_SYNC_K = {"fp16": (8, 16), "bf16": (8, 16), "tf32": (4, 8), "e4m3": (32,), "e5m2": (32,)}
+_SHAPE = re.compile(r"^(?P<base>[a-z0-9_.]+?)(?:\.?(?P<shape>m\d+n\w*k(?P<k>\d+)))?$")
+
+
+def _canon(arch: str, instruction: str) -> tuple[str, str, int | None]:
+    """(arch, instruction, K of an explicit shape or None); e.g. "mma.sync.m16n8k8" -> ("mma.sync", 8)."""
     a = _ARCH_ALIASES.get(str(arch).lower(), str(arch).lower())
     if a not in ARCHS:
         raise ValueError(f"unknown arch {arch!r}; valid: {list(ARCHS)}")
-    i = _INSTR_ALIASES.get(str(instruction).lower(), str(instruction).lower())
+    m = _SHAPE.match(str(instruction).lower())
+    base = m.group("base") if m else str(instruction).lower()
+    k = int(m.group("k")) if m and m.group("k") else None
+    i = _INSTR_ALIASES.get(base, base)
     if i not in INSTRUCTIONS:
-        raise ValueError(f"unknown instruction {instruction!r}; valid: {list(INSTRUCTIONS)}")
-    return a, i
+        raise ValueError(f"unknown instruction {instruction!r}; valid: {list(INSTRUCTIONS)}, optionally with a "
+                         f"shape, e.g. mma.sync.m16n8k8")
+    return a, i, k
 
 
 def get_preset(
@@ -134,7 +145,9 @@ def get_preset(
 
     Args:
         arch: ``v100``, ``a100``, ``ada``, ``h100``, ``h200`` (= h100) or ``b200``.
-        instruction: ``mma.sync``, ``wgmma`` (h100/h200) or ``tcgen05`` (b200).
+        instruction: ``mma.sync``, ``wgmma`` (h100/h200) or ``tcgen05`` (b200). ``mma.sync`` may carry a
+            shorter PTX shape, e.g. ``mma.sync.m16n8k8`` (fp16/bf16) or ``mma.sync.m16n8k4`` (tf32): one
+            instruction then holds K products in blocks of ``min(N, K)``, and a longer K chains them.
         input_format: ``fp16``, ``bf16``, ``tf32``, ``e4m3``, ``e5m2`` (ml_dtypes names accepted).
         output_format: ``fp32`` or ``fp16`` (fp32 output of FP8 on Ada and Hopper ``wgmma`` is e8m13).
         variant: ``mmasim`` or ``toolbox``: whose choice to take for the disputed c = 0 floor and
@@ -146,7 +159,7 @@ def get_preset(
     """
     from .formats import get_format
 
-    a, i = _canon(arch, instruction)
+    a, i, k_shape = _canon(arch, instruction)
     key_arch = "h100" if a == "h200" else a
     fin = get_format(input_format).name
     fout = get_format(output_format).name
@@ -159,6 +172,14 @@ def get_preset(
             f"{a} has instructions {instrs}" + (f"; {i} supports {valid}" if valid else "")
         )
     prm = PRESETS[key]
+    if k_shape is not None and k_shape != prm.k_instr:
+        allowed = (4,) if key_arch == "v100" else _MMA_SYNC_K[fin]
+        if i != "mma.sync" or k_shape not in allowed or prm.interleave is not None:
+            raise ValueError(f"no {fin} shape with K={k_shape} for {a} {i}; valid K: "
+                             f"{allowed if i == 'mma.sync' else (prm.k_instr,)}")
+        # a shorter instruction: one block of at most k_shape products per instruction
+        prm = replace(prm, k_instr=k_shape, n_fma=min(prm.n_fma, k_shape),
+                      label=f"{key_arch} mma.sync m16n8k{k_shape} {fin}->{fout}")
     if a == "h200":
         prm = replace(prm, label=prm.label.replace("h100", "h200"))
     if variant == "toolbox":
