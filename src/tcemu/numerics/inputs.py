@@ -11,6 +11,9 @@
 - ``tiny``: exponents near the bottom of the range (subnormal products, c = 0 or subnormal c):
   the regime of the disputed c = 0 floor.
 - ``special``: ``wide`` with zeros, signed zeros, Inf and NaN injected.
+- ``ties``: c in a random binade, one product equal to half (or 1 or 3 halves) of the output format's
+  ulp there, so the exact sum is a rounding tie or a grid point, plus an optional tiny product 2^-d below
+  it that the alignment truncation keeps or drops: ties and one unit either side of them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from .params import MMAParams
 
 __all__ = ["KINDS", "make_operands", "compose_bits"]
 
-KINDS = ("normal", "bits", "wide", "cancel", "tiny", "special")
+KINDS = ("normal", "bits", "wide", "cancel", "tiny", "special", "ties")
 
 
 def compose_bits(f: FloatFormat, negative: np.ndarray, efield: np.ndarray, frac: np.ndarray) -> np.ndarray:
@@ -116,4 +119,63 @@ def make_operands(params: MMAParams, s: int, k: int, kind: str, rng: np.random.G
         c = _field_bits(fc, (s,), rng, 0, 3)
         c = np.where(rng.random(s) < 0.6, 0, c).astype(fc.container_dtype)
         return a, b, c
+    if kind == "ties":
+        return _ties(params, s, k, rng)
     raise ValueError(f"unknown kind {kind!r}; valid: {KINDS}")
+
+
+def _pow2_bits(f: FloatFormat, exps: np.ndarray, negative: np.ndarray) -> np.ndarray:
+    """Bits of +-2**exps in f (exponents must be representable, subnormal ones included)."""
+    efield = np.clip(exps + f.bias, 0, None)
+    frac = np.where(efield == 0, np.left_shift(1, np.clip(exps - (f.emin - f.frac_bits), 0, 62)), 0)
+    return compose_bits(f, negative, efield, frac)
+
+
+def _ties(params: MMAParams, s: int, k: int, rng: np.random.Generator):
+    fin = get_format(params.input_format if params.interleave is None else "fp16")
+    fin_real = get_format(params.input_format)
+    fc = get_format(params.c_format)
+    fo = get_format(params.output_format)
+    lo_in = fin_real.emin - fin_real.frac_bits  # smallest power of two of the input format
+    hi_in = fin_real.emax
+    # product 2**t = 2**ea * 2**eb with both factors representable; c's binade e_c = t + p_out (+1 for 3 halves)
+    t = rng.integers(max(2 * lo_in, fc.emin - fc.frac_bits - fo.precision + 2),
+                     min(2 * hi_in, fc.emax - fo.precision) + 1, s)
+    ea = np.clip(t // 2 + rng.integers(-2, 3, s), lo_in, hi_in)
+    eb = np.clip(t - ea, lo_in, hi_in)
+    ea = t - eb
+    ok = (ea >= lo_in) & (ea <= hi_in)
+    mult = rng.choice([1, 1, 2, 3], s)  # 1 or 3 halves: ties; 2 halves: one ulp
+    e_c = t + fo.precision
+    neg_c = rng.random(s) < 0.5
+    c_frac = rng.integers(0, 1 << fc.frac_bits, s) & ~((1 << max(fc.frac_bits - fo.frac_bits, 0)) - 1)
+    c = compose_bits(fc, neg_c, np.clip(e_c + fc.bias, 1, (1 << fc.exp_bits) - 2), c_frac)
+    a = np.zeros((s, k), dtype=fin_real.container_dtype)
+    b = np.zeros((s, k), dtype=fin_real.container_dtype)
+    pos = rng.integers(0, k, s)
+    same = rng.random(s) < 0.5  # the product has c's sign or the opposite one
+    neg_p = np.where(same, neg_c, ~neg_c)
+    rows = np.arange(s)
+    a[rows, pos] = np.where(ok, _pow2_bits(fin_real, np.where(ok, ea, 0), neg_p), 0)
+    b_bits = _pow2_bits(fin_real, np.where(ok, eb, 0), np.zeros(s, bool))
+    # 3 halves: b = 1.5 * 2**eb where the format allows it
+    if fin_real.frac_bits >= 1:
+        three = (mult == 3) & ok & (eb + fin_real.bias >= 1)
+        b_bits = np.where(three, b_bits | (1 << (fin_real.frac_bits - 1)) << fin_real.container_shift, b_bits)
+        e_one = (mult == 2) & ok
+        b_bits = np.where(e_one, _pow2_bits(fin_real, np.clip(eb + 1, lo_in, hi_in), np.zeros(s, bool)), b_bits)
+    b[rows, pos] = b_bits
+    # an optional tiny product 2**(t - d), either sign, at another k
+    # mostly right at the alignment grid (2**(E_max - F) with E_max ~ e_c), where F decides its fate
+    near = np.clip(params.frac_bits - fo.precision + rng.integers(-3, 4, s), 1, 60)
+    d = np.where(rng.random(s) < 0.7, near, rng.integers(1, 45, s))
+    tiny = (rng.random(s) < 0.7) & (k > 1)
+    pos2 = (pos + 1 + rng.integers(0, max(k - 1, 1), s)) % k
+    e2 = t - d
+    ea2 = np.clip(e2 // 2, lo_in, hi_in)
+    eb2 = e2 - ea2
+    fits = tiny & (eb2 >= lo_in) & (eb2 <= hi_in)
+    a[rows[fits], pos2[fits]] = _pow2_bits(fin_real, ea2[fits], rng.random(int(fits.sum())) < 0.5)
+    b[rows[fits], pos2[fits]] = _pow2_bits(fin_real, eb2[fits], np.zeros(int(fits.sum()), bool))
+    del fin
+    return a, b, c.astype(fc.container_dtype)
