@@ -317,8 +317,10 @@ def to_bits(x: np.ndarray, fmt: str | FloatFormat, *, check: bool = True) -> np.
         if check and f.name == "e8m13" and np.any(bits & ((1 << 10) - 1), where=~np.isnan(x32)):
             raise ValueError("values not representable in e8m13 (13 fraction bits)")
         return bits
-    if x.dtype.kind != "f" and x.dtype not in (np.dtype(ml_dtypes.bfloat16),):
-        raise ValueError(f"expected a float array for format {f.name}, got dtype {x.dtype}")
+    if x.dtype.kind != "f" and not type(x.dtype).__module__.startswith("ml_dtypes") \
+            and not x.dtype.type.__module__.startswith("ml_dtypes"):
+        raise ValueError(f"expected float values for format {f.name}, got dtype {x.dtype} "
+                         "(raw bit patterns go to block_fma_bits)")
     y = x.astype(f.numpy_dtype)
     if check:
         back = y.astype(np.float64)
