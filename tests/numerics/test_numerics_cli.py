@@ -29,6 +29,6 @@ def test_explain_refuses_unrepresentable(capsys):
 def test_presets_and_data(capsys):
     assert main(["numerics", "presets"]) == 0
     out = capsys.readouterr().out
-    assert "h200  wgmma" in out and "-126/-133" in out
+    assert "h200  wgmma" in out and "-126/-133" in out and "measured" in out
     assert main(["numerics", "data", "--gpu", "V100"]) == 0
     assert "worst match over the consistent cases: 100.00%" in capsys.readouterr().out

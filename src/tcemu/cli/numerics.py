@@ -9,7 +9,7 @@ Subcommands:
   data      the model against the bundled public hardware data (Khattak & Mikaitis), per case
 
 Values: 1.5, -2^-24, 1.5*2^-3, 0x1.8p-3 (hex float), inf, nan, or raw bits 0x3C00 / bits:0x7E00.
-What-if: --frac-bits, --n-fma, --czero-floor (none or an exponent), --variant toolbox.
+What-if: --frac-bits, --n-fma, --czero-floor (none or an exponent), --variant mmasim|toolbox.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--a", required=True, help="comma-separated a values (k = 0, 1, ...)")
     ex.add_argument("--b", required=True, help="comma-separated b values, as many as a")
     ex.add_argument("--c", default="0", help="c (default 0)")
-    ex.add_argument("--variant", default="mmasim", help="mmasim (default) or toolbox: disputed c=0 / c exponent floors")
+    ex.add_argument("--variant", default="measured",
+                    help="measured (default: what the H200 answered), mmasim or toolbox: c=0 / c exponent floors")
     ex.add_argument("--frac-bits", type=int, help="what-if: F")
     ex.add_argument("--n-fma", type=int, help="what-if: N (block size)")
     ex.add_argument("--czero-floor", help="what-if: c = 0 floor exponent, or 'none'")
@@ -72,19 +73,21 @@ def _explain(args: argparse.Namespace) -> int:
 def _presets() -> int:
     from tcemu.numerics import get_preset, list_presets
 
+    def floor(x):
+        return "none" if x is None else str(x)
+
     print(f"{'arch':5s} {'instruction':9s} {'in':5s} {'out':5s} {'K':>3s} {'N':>3s} {'F':>3s} {'D format':8s} "
-          f"{'round':5s} {'c=0 floor':>9s} {'c exp floor':>11s}  notes")
+          f"{'round':5s} {'c=0 floor':>9s} {'(mmasim/toolbox)':>16s} {'c exp floor':>11s}  notes")
     for key in list_presets():
         p = get_preset(*key)
+        ms = get_preset(*key, variant="mmasim")
         tb = get_preset(*key, variant="toolbox")
-        czero = f"{p.czero_floor}" if p.czero_floor is not None else "none"
-        czero_tb = f"{tb.czero_floor}" if tb.czero_floor is not None else "none"
         notes = "emulated: fp16 path, groups k mod 4 in {0,1},{2,3}, c added RNE" if p.interleave else ""
         print(f"{key[0]:5s} {key[1]:9s} {key[2]:5s} {key[3]:5s} {p.k_instr:3d} {p.n_fma:3d} {p.frac_bits:3d} "
-              f"{p.output_format:8s} {p.output_rounding.value.upper():5s} {czero + '/' + czero_tb:>9s} "
-              f"{str(p.c_exp_floor):>11s}  {notes}")
-    print("\nc=0 floor: mmasim/toolbox variant (disputed, NUMERICS.md §4.1-4.2). Sources per preset: "
-          "tcemu.numerics.get_preset(...).sources")
+              f"{p.output_format:8s} {p.output_rounding.value.upper():5s} {floor(p.czero_floor):>9s} "
+              f"{floor(ms.czero_floor) + '/' + floor(tb.czero_floor):>16s} {floor(p.c_exp_floor):>11s}  {notes}")
+    print("\nc=0 floor and c exponent floor: the 'measured' variant (what the H200 answered, docs/hardware/h200.md); "
+          "the literature's mmasim/toolbox choices in brackets. Sources: tcemu.numerics.get_preset(...).sources")
     return 0
 
 

@@ -125,6 +125,7 @@ def _bfma_kernel(
     czero_floor: int | None,
     c_exp_floor: int | None,
     overflow: str = "inf",
+    underflow_sign: str = "positive",
 ) -> np.ndarray:
     """One block FMA on table indices laid out (n, S) (k-major: reductions run over contiguous rows)."""
     fmt = get_format(product_format)
@@ -163,6 +164,8 @@ def _bfma_kernel(
     total += np.where(c_neg, -c_t, c_t)
     negative = total < 0
     out = encode(negative, np.abs(total), e_max - frac_bits, output_format, rounding, overflow)
+    if underflow_sign == "positive":  # the hardware gives +0 for every zero result, also a negative sum rounded to 0
+        out = _positive_zero(out, output_format)
     # rows with Inf/NaN anywhere: decided on exact classes
     special = (e_max_p > _SPECIAL_LIMIT) | (c_cls >= INF)
     if np.any(special):
@@ -187,6 +190,7 @@ def bfma_block_bits(
     czero_floor: int | None,
     c_exp_floor: int | None,
     overflow: str = "inf",
+    underflow_sign: str = "positive",
 ) -> np.ndarray:
     """One block FMA on table indices of a and b ``(S, n)`` and c bits ``(S,)``; returns output bits ``(S,)``.
 
@@ -195,7 +199,7 @@ def bfma_block_bits(
     return _bfma_kernel(
         np.ascontiguousarray(np.asarray(a_idx).T), np.ascontiguousarray(np.asarray(b_idx).T), np.asarray(c_bits),
         product_format=product_format, c_format=c_format, output_format=output_format, frac_bits=frac_bits,
-        rounding=rounding, czero_floor=czero_floor, c_exp_floor=c_exp_floor, overflow=overflow,
+        rounding=rounding, czero_floor=czero_floor, c_exp_floor=c_exp_floor, overflow=overflow, underflow_sign=underflow_sign,
     )
 
 
@@ -223,11 +227,14 @@ def _special_rows(
 
 
 def add_round_bits(
-    x_bits: np.ndarray, y_bits: np.ndarray, fmt: str, rounding: Rounding, overflow: str = "inf"
+    x_bits: np.ndarray, y_bits: np.ndarray, fmt: str, rounding: Rounding, overflow: str = "inf",
+    *, positive_zero: bool = False,
 ) -> np.ndarray:
     """``x + y`` for two arrays of ``fmt`` bits, computed exactly and rounded once (IEEE addition).
 
-    A zero result is +0 except for RD (-0), or when both operands are -0. NaN results are canonical.
+    A zero result is +0 except for RD (-0), or when both operands are -0 (IEEE 754 §6.3); with
+    ``positive_zero`` every zero result is +0 (the H200's final add of emulated FP8 ``mma.sync``).
+    NaN results are canonical.
     """
     f = get_format(fmt)
     xn, xs, xe, xc = decode(x_bits, f)
@@ -262,7 +269,16 @@ def add_round_bits(
         sp = np.where(neg_inf, inf_bits | sign_bit, inf_bits)
         sp = np.where(nan, f.canonical_nan, sp).astype(out.dtype)
         out = np.where(special, sp, out)
+    if positive_zero:
+        out = _positive_zero(out, fmt)
     return out.astype(f.container_dtype)
+
+
+def _positive_zero(out: np.ndarray, fmt: str) -> np.ndarray:
+    """Clear the sign bit of zero results (bits of ``fmt``'s container)."""
+    f = get_format(fmt)
+    sign_bit = out.dtype.type(1 << (f.container_bits or f.width) - 1)
+    return np.where((out & ~sign_bit) == 0, out.dtype.type(0), out)
 
 
 def _chain_blocks(a_idx, b_idx, d, params: MMAParams, product_format: str, c_format: str) -> np.ndarray:
@@ -282,6 +298,7 @@ def _chain_blocks(a_idx, b_idx, d, params: MMAParams, product_format: str, c_for
             czero_floor=params.czero_floor,
             c_exp_floor=params.c_exp_floor,
             overflow=params.overflow,
+            underflow_sign=params.underflow_sign,
         )
     return d
 
@@ -303,7 +320,8 @@ def _emulated_fp8(a_kt, b_kt, c_bits, params: MMAParams) -> np.ndarray:
         for group in params.interleave:
             sel = cols[np.isin((cols - i0) % period, group)]
             acc = _chain_blocks(a_idx[sel], b_idx[sel], acc, params, "fp16", c_fmt)
-        d = add_round_bits(acc, d, c_fmt, params.c_add_rounding, params.overflow)
+        d = add_round_bits(acc, d, c_fmt, params.c_add_rounding, params.overflow,
+                           positive_zero=params.underflow_sign == "positive")
     return d
 
 

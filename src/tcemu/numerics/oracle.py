@@ -205,13 +205,20 @@ def _block_inner(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, t
         t.lost = t.value - t.aligned * grid
         total += t.aligned
     res = round_fraction(total * grid, out_fmt, prm.output_rounding, prm.overflow)
+    if prm.underflow_sign == "positive" and res == _SIGN_BIT[out_fmt]:
+        res = 0  # measured on H200: a zero result is +0, also when a negative sum rounds to zero
     if trace is not None:
         trace.append(OracleTrace(terms, e_max, prm.frac_bits, total, exact, res))
     return res
 
 
-def _fp_add(x_bits: int, y_bits: int, fmt: str, rnd: Rounding, overflow: str) -> int:
-    """IEEE x + y rounded once, on bits of fmt (fp32 or fp16)."""
+def _fp_add(x_bits: int, y_bits: int, fmt: str, rnd: Rounding, overflow: str, positive_zero: bool = False) -> int:
+    """IEEE x + y rounded once, on bits of fmt (fp32 or fp16); with ``positive_zero`` a zero result is +0."""
+    res = _fp_add_ieee(x_bits, y_bits, fmt, rnd, overflow)
+    return 0 if positive_zero and res == _SIGN_BIT[fmt] else res
+
+
+def _fp_add_ieee(x_bits: int, y_bits: int, fmt: str, rnd: Rounding, overflow: str) -> int:
     x, y = value_of(x_bits, fmt), value_of(y_bits, fmt)
     if math.isnan(x) or math.isnan(y) or (math.isinf(x) and math.isinf(y) and x != y):
         return _CANON_NAN[fmt]
@@ -266,7 +273,7 @@ def oracle_dot(
                 note = f"instruction at k {i0}, group {group} (k mod {period}), k {cols[k0 : k0 + prm.n_fma]}"
                 acc = _block(ga[k0 : k0 + prm.n_fma], gb[k0 : k0 + prm.n_fma], acc, "fp16", c_fmt, out_fmt, prm,
                              trace, note, cols[k0 : k0 + prm.n_fma])
-        new_d = _fp_add(acc, d, c_fmt, prm.c_add_rounding, prm.overflow)
+        new_d = _fp_add(acc, d, c_fmt, prm.c_add_rounding, prm.overflow, prm.underflow_sign == "positive")
         if trace is not None:
             exact = Fraction(0)
             x, y = value_of(acc, c_fmt), value_of(d, c_fmt)

@@ -50,6 +50,7 @@ class MMAParams:
     interleave: tuple[tuple[int, ...], ...] | None = None  # FP8 emulation: groups of k mod period, in order
     c_add_rounding: Rounding | None = None  # with interleave: c added last by an IEEE add with this rounding
     overflow: str = "inf"  # "inf": overflow gives Inf even under RZ (both models); "ieee": RZ stops at max finite
+    underflow_sign: str = "positive"  # nonzero sum rounded to 0: "positive" (+0, measured on H200) or "keep" (IEEE)
     label: str = ""  # e.g. "h100 mma.sync m16n8k16 fp16->fp32"
     sources: str = field(default="", compare=False)  # citations for the values
 
@@ -68,6 +69,8 @@ class MMAParams:
             object.__setattr__(self, "c_add_rounding", Rounding(self.c_add_rounding))
         if self.overflow not in ("inf", "ieee"):
             raise ValueError(f"overflow must be 'inf' or 'ieee', got {self.overflow!r}")
+        if self.underflow_sign not in ("positive", "keep"):
+            raise ValueError(f"underflow_sign must be 'positive' or 'keep', got {self.underflow_sign!r}")
         if self.interleave is not None:
             if self.input_format not in ("e4m3", "e5m2"):
                 raise ValueError("interleave (emulated FP8 mma.sync) needs an e4m3 or e5m2 input format")
@@ -100,7 +103,7 @@ class MMAParams:
         s = (
             f"{self.label or fin}: K={self.k_instr}, N={self.n_fma}, F={self.frac_bits}, "
             f"out {self.output_format} {self.output_rounding.value.upper()}, c=0 floor {czero}, "
-            f"c exponent floor {cexp}, overflow {self.overflow}"
+            f"c exponent floor {cexp}, overflow {self.overflow}, underflow to zero {self.underflow_sign}"
         )
         if self.interleave is not None:
             s += f", fp16-path groups {self.interleave} then c added with {self.c_add_rounding.value.upper()}"

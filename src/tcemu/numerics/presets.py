@@ -9,11 +9,15 @@ Values are NUMERICS.md §2 (which cites each one); the short tags in ``sources``
 - ``refit``: tcemu's re-fit of the toolbox's published hardware data (NUMERICS.md §7; tests/numerics).
 - ``cutlass#1986``, ``DeepGEMM#37``: FP8 ``mma.sync`` on sm_90 is emulated on the fp16 path and keeps c.
 
-Two fields are disputed until the hardware probe settles them (NUMERICS.md §4.1, §4.2):
-``czero_floor`` and ``c_exp_floor``. ``variant="mmasim"`` (default) takes MMA-Sim's choice
-(c = 0 takes part with exponent -126 for fp32 output, nothing for fp16 output; c aligned with
-at least its format's emin); ``variant="toolbox"`` takes the toolbox's (c = 0 clamp L per
-architecture; c's true exponent).
+Two fields were disputed in the literature (NUMERICS.md §4.1, §4.2): ``czero_floor`` and
+``c_exp_floor``. The H200 settled them (``tcemu probe``, docs/hardware/h200-probe.json): with c = 0
+the block exponent is floored at the toolbox's L (-133 for fp32 output, -21 for fp16 output), and a
+subnormal fp16 c is aligned at fp16's emin (-14), MMA-Sim's choice. ``variant="measured"`` (default)
+takes that combination, with each architecture's toolbox L (measured on the H200 only; the other
+architectures' L are the toolbox's). ``variant="mmasim"`` and ``variant="toolbox"`` keep each
+source's own choices as what-if models. Every preset gives +0 for every zero result: an exact zero
+sum is +0 (NUMERICS.md §3), and so is a nonzero sum that rounds to zero (``underflow_sign="positive"``)
+and the final add of emulated FP8 ``mma.sync``, as the H200 does (it never returned -0).
 
 Architectures: ``v100`` (sm_70), ``a100`` (sm_80), ``ada`` (sm_89; not in the issue's list, added
 for the public Ada/L40S data), ``h100`` = ``h200`` (sm_90), ``b200`` (sm_100).
@@ -139,7 +143,7 @@ def get_preset(
     input_format: str = "fp16",
     output_format: str = "fp32",
     *,
-    variant: str = "mmasim",
+    variant: str = "measured",
 ) -> MMAParams:
     """The model parameters of one hardware configuration.
 
@@ -150,8 +154,8 @@ def get_preset(
             instruction then holds K products in blocks of ``min(N, K)``, and a longer K chains them.
         input_format: ``fp16``, ``bf16``, ``tf32``, ``e4m3``, ``e5m2`` (ml_dtypes names accepted).
         output_format: ``fp32`` or ``fp16`` (fp32 output of FP8 on Ada and Hopper ``wgmma`` is e8m13).
-        variant: ``mmasim`` or ``toolbox``: whose choice to take for the disputed c = 0 floor and
-            c exponent floor (NUMERICS.md §4.1-4.2).
+        variant: ``measured`` (what the H200 answered), ``mmasim`` or ``toolbox``: whose choice to take
+            for the c = 0 floor and c exponent floor that the literature disputes (NUMERICS.md §4.1-4.2).
 
     Raises:
         ValueError: unknown names or a combination the sources do not cover; the message lists the
@@ -182,12 +186,19 @@ def get_preset(
                       label=f"{key_arch} mma.sync m16n8k{k_shape} {fin}->{fout}")
     if a == "h200":
         prm = replace(prm, label=prm.label.replace("h100", "h200"))
-    if variant == "toolbox":
-        fp16_out = prm.output_format == "fp16"
-        prm = replace(prm, czero_floor=_TOOLBOX_CZERO[key_arch, "fp16" if fp16_out else "fp32"], c_exp_floor=-126)
+    fp16_out = prm.output_format == "fp16"
+    toolbox_floor = _TOOLBOX_CZERO[key_arch, "fp16" if fp16_out else "fp32"]
+    if variant == "measured":
+        prm = replace(prm, czero_floor=toolbox_floor, sources=prm.sources + "; " + _MEASURED_SRC)
+    elif variant == "toolbox":
+        prm = replace(prm, czero_floor=toolbox_floor, c_exp_floor=-126)
     elif variant != "mmasim":
-        raise ValueError(f"variant must be 'mmasim' or 'toolbox', got {variant!r}")
+        raise ValueError(f"variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
     return prm
+
+
+_MEASURED_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin, MMA-Sim): measured on H200, "
+                 "docs/hardware/h200-probe.json (T24, T24b, T25, T25b, T26)")
 
 
 def list_presets() -> list[tuple[str, str, str, str]]:

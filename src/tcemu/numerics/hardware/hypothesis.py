@@ -401,4 +401,5 @@ def hyp_from_params(p, k_instr: int | None = None) -> Hyp:
     return Hyp(K, blocks=blocks, c_where=c_where, frac_bits=p.frac_bits, out_fmt=p.output_format,
                out_rnd=rnd(p.output_rounding), c_add_rnd=rnd(p.c_add_rounding) or "rne", czero_floor=p.czero_floor,
                c_exp_floor=p.c_exp_floor, prod_exp=prod_exp, overflow=p.overflow,
-               tf32_conv="trunc" if p.tf32_truncate else "rne")
+               tf32_conv="trunc" if p.tf32_truncate else "rne",
+               underflow_sign="plus" if getattr(p, "underflow_sign", "keep") == "positive" else "keep")
