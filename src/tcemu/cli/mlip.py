@@ -33,6 +33,13 @@ def _common(p: argparse.ArgumentParser, potential: str, system: str | None) -> N
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--out", default="mlip-out", help="output directory for CSV and PNG (default mlip-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _threads(p)
+
+
+def _threads(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default 1 on the CPU: these models are small, and with more threads "
+                        "OpenMP overhead on a shared machine made ANI-1x up to 100x slower)")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,6 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--relax-max-steps", type=int, default=None, help="override the relaxation step limit")
     p.add_argument("--curve-points", type=int, default=None, help="override the number of curve heights")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    _threads(p)
 
 
 def _device(arg: str | None) -> str:
@@ -114,6 +122,10 @@ def run(args: argparse.Namespace) -> int | None:
 
     show = not args.no_progress
     device = _device(args.device)
+    if args.threads is not None or device == "cpu":
+        import torch
+
+        torch.set_num_threads(args.threads or 1)
     methods = _methods(args.methods)
     out = Path(args.out)
     if cmd == "report":

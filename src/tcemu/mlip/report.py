@@ -78,17 +78,18 @@ class SuiteConfig:
 
     @classmethod
     def quick(cls, **kw) -> SuiteConfig:
-        """CPU-sized: PET XS and ANI-1x on the water box, a 30-point PET XS curve, ANI-1x NVE and relaxation
-        of an 8-molecule water cluster (0.05 ps; to 1e-3 eV/A in at most 300 steps, one repeat)."""
+        """CPU-sized: PET XS and ANI-1x on the water box, a 20-point curve with a tiny PET, 0.1 ps of ANI-1x NVE
+        of an 8-molecule water cluster, and ANI-1x relaxation of a water dimer (to 1e-3 eV/A in at most 300
+        steps, one repeat: the CPU backend is deterministic)."""
         base = cls(
             single_point=(("pet-xs", "water_192"), ("ani1x", "water_192")),
-            curve_potentials=("pet-xs",),
-            curve_points=30,
+            curve_potentials=("pet-tiny",),
+            curve_points=20,
             nve_potential="ani1x",
             nve_system="water_cluster_24",
-            nve_ps=0.05,
+            nve_ps=0.1,
             relax_potential="ani1x",
-            relax_system="water_cluster_24",
+            relax_system="water_cluster_6",
             relax_repeats=1,
             relax_max_steps=300,
             name="quick",
