@@ -18,6 +18,7 @@ which cannot run the emulated layers.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import sys
 import types
@@ -183,8 +184,17 @@ class Potential:
                 )
 
     def module(self, method: str = "fp32", device: str = "cpu", filter_fn: Callable | None = None) -> nn.Module:
-        """A fresh module in ``method`` on ``device``."""
-        mod = self.build_module().to(device).eval()
+        """A fresh module in ``method`` on ``device`` (a deep copy of the FP32 module, built once and cached)."""
+        cache = self.extra.setdefault("_cache", {})
+        if "base" not in cache:
+            base = self.build_module().eval()
+            try:
+                copy.deepcopy(base)
+                cache["base"] = base
+            except Exception:  # noqa: BLE001 - a model that cannot be deep-copied is rebuilt each time
+                cache["base"] = None
+        mod = copy.deepcopy(cache["base"]) if cache["base"] is not None else self.build_module()
+        mod = mod.to(device).eval()
         for p in mod.parameters():
             p.requires_grad_(False)
         return apply_method(mod, method, filter_fn)
@@ -341,7 +351,7 @@ def pet(shape: str = "xs", seed: int = 0, compile: bool = False) -> Potential:
         wrap=_wrap_pet(compile),
         elements=frozenset(range(1, 103)),
         description=f"PET {shape.upper()} shape, random weights (seed {seed}), metatrain",
-        extra={"shape": shape, "seed": seed},
+        extra={"shape": shape, "seed": seed, "wrap_compiled": _wrap_pet(True)},
     )
 
 
@@ -354,6 +364,7 @@ def pet_checkpoint(path: str | Path, compile: bool = False) -> Potential:
         wrap=_wrap_pet(compile),
         elements=_pet_types(model),
         description=f"PET checkpoint {Path(path).name}",
+        extra={"wrap_compiled": _wrap_pet(True)},
     )
 
 
@@ -481,22 +492,20 @@ def from_calculator(
     ``fp64`` the module is converted with ``.double()``; the calculator must then feed it float64
     inputs (many read the dtype from the parameters, as torchani's does).
     """
-    holder: dict[int, Any] = {}
-
     def build() -> nn.Module:
         calc = make_calculator()
         mod = getattr(calc, module_attr)
         if not isinstance(mod, nn.Module):
             raise TypeError(f"{type(calc).__name__}.{module_attr} is {type(mod).__name__}, not a torch.nn.Module")
-        holder[id(mod)] = calc
         return mod.float()
 
     def wrap(mod: nn.Module, device: str):
-        calc = holder.pop(id(mod))
+        calc = make_calculator()
         setattr(calc, module_attr, mod)
-        for attr in ("dtype",):
-            if hasattr(calc, attr):
-                setattr(calc, attr, next(mod.parameters()).dtype)
+        if hasattr(calc, "dtype"):
+            calc.dtype = next(mod.parameters()).dtype
+        if hasattr(calc, "device"):
+            calc.device = next(mod.parameters()).device
         return calc
 
     return Potential(
