@@ -105,11 +105,11 @@ class SuiteConfig:
         base = cls(
             single_point=(
                 ("pet-s", "water_192"),
-                ("pet-s-nn32", "water_192"),
+                ("ani1x", "water_192"),
+                ("pet-s", "water_17280"),
                 ("pet-m", "water_192"),
                 ("pet-l", "water_192"),
-                ("pet-s", "water_17280"),
-                ("ani1x", "water_192"),
+                ("pet-s-nn32", "water_192"),
                 ("chgnet", "water_192"),
             ),
             curve_potentials=("chgnet", "pet-s"),
@@ -282,7 +282,8 @@ def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, 
                                    show_progress=show_progress)
             res.single_point.append(r)
             save_check_figures(r, out, f"single_point_{pname}_{sname}")
-        write_csv([x for r in res.single_point for x in r.to_rows()], out / "mlip_single_point.csv")
+            # written after every case, so that a run stopped early keeps what it measured
+            write_csv([x for r in res.single_point for x in r.to_rows()], out / "mlip_single_point.csv")
         res.wall_s["single_point"] = time.perf_counter() - t0
     if "energy_curve" in config.checks:
         t0 = time.perf_counter()
