@@ -33,11 +33,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip", default="", help="comma-separated potentials to leave out (e.g. chgnet when not installed)")
     p.add_argument("--checks", default="single_point,energy_curve,nve,relax")
     p.add_argument("--no-supercell", action="store_true", help="leave out the 17,280-atom single point")
+    p.add_argument("--sp", default=None, help="single-point cases to run, e.g. 'ani1x:water_192,pet-s:water_17280'")
     args = p.parse_args(argv)
 
     cfg = SuiteConfig.full(device=args.device, checks=tuple(args.checks.split(",")))
     skip = {s for s in args.skip.split(",") if s}
     sp = tuple(c for c in cfg.single_point if c[0] not in skip and not (args.no_supercell and c[1] == "water_17280"))
+    if args.sp:
+        sp = tuple(tuple(c.split(":")) for c in args.sp.split(","))
     over = {"single_point": sp, "curve_potentials": tuple(c for c in cfg.curve_potentials if c not in skip)}
     if args.nve_ps is not None:
         over["nve_ps"] = args.nve_ps

@@ -184,7 +184,11 @@ class Potential:
                 )
 
     def module(self, method: str = "fp32", device: str = "cpu", filter_fn: Callable | None = None) -> nn.Module:
-        """A fresh module in ``method`` on ``device`` (a deep copy of the FP32 module, built once and cached)."""
+        """A fresh module in ``method`` on ``device`` (a deep copy of the FP32 module, built once and cached).
+
+        For ``fp32`` and the emulation methods the module is used as built (some keep float64 buffers, such as
+        ANI-1x's self energies); ``fp64`` converts all of it.
+        """
         cache = self.extra.setdefault("_cache", {})
         if "base" not in cache:
             base = self.build_module().eval()
@@ -385,7 +389,9 @@ def build_ani1x() -> nn.Module:
     aev = torchani.AEVComputer(**consts)
     sae = neurochem.load_sae(str(root / "sae_linfit.dat"))
     ensemble = neurochem.load_model_ensemble(consts.species, str(root / "train"), 8)
-    return torchani.nn.Sequential(aev, ensemble, sae).float().eval()
+    # networks in float32; the self-energy shifter keeps torchani's float64 (its index_put needs it on CUDA),
+    # so the total energy is summed in float64 and only the network outputs carry the method's rounding
+    return torchani.nn.Sequential(aev, ensemble, sae).eval()
 
 
 def _wrap_ani(model: nn.Module, device: str):

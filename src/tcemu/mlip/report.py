@@ -137,6 +137,7 @@ class SuiteResult:
     relax: list = field(default_factory=list)
     wall_s: dict[str, float] = field(default_factory=dict)
     verdicts: list = field(default_factory=list)
+    failures: list = field(default_factory=list)  # (check, case, error) of cases that raised
 
 
 @dataclass(frozen=True)
@@ -255,6 +256,11 @@ def _environment() -> dict[str, str]:
     return env
 
 
+def _failed(res: SuiteResult, log, check: str, case: str, exc: Exception) -> None:
+    res.failures.append((check, case, f"{type(exc).__name__}: {exc}"))
+    log(f"[{check}] {case} FAILED: {type(exc).__name__}: {exc}")
+
+
 def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, log=print) -> SuiteResult:
     """Run the checks of ``config``, write CSVs, figures, ``verdicts.csv`` and ``report.md`` under ``out``."""
     from tcemu.mlip import models, systems, tasks
@@ -278,8 +284,12 @@ def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, 
         t0 = time.perf_counter()
         for pname, sname in config.single_point:
             log(f"[single point] {pname} on {sname}")
-            r = tasks.single_point(pot(pname), systems.build(sname), methods, config.floor, config.device,
-                                   show_progress=show_progress)
+            try:
+                r = tasks.single_point(pot(pname), systems.build(sname), methods, config.floor, config.device,
+                                       show_progress=show_progress)
+            except Exception as exc:  # noqa: BLE001 - one failing case must not lose the others
+                _failed(res, log, "single_point", f"{pname}/{sname}", exc)
+                continue
             res.single_point.append(r)
             save_check_figures(r, out, f"single_point_{pname}_{sname}")
             # written after every case, so that a run stopped early keeps what it measured
@@ -290,7 +300,11 @@ def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, 
         heights = tuple(np.linspace(DEFAULT_HEIGHTS_A[0], DEFAULT_HEIGHTS_A[-1], config.curve_points))
         for pname in config.curve_potentials:
             log(f"[energy curve] {pname}, CO on Pt(111), {len(heights)} heights")
-            r = tasks.energy_curve(pot(pname), methods, heights, device=config.device, show_progress=show_progress)
+            try:
+                r = tasks.energy_curve(pot(pname), methods, heights, device=config.device, show_progress=show_progress)
+            except Exception as exc:  # noqa: BLE001
+                _failed(res, log, "energy_curve", pname, exc)
+                continue
             res.energy_curve.append(r)
             save_check_figures(r, out, f"energy_curve_{pname}")
         write_csv([x for r in res.energy_curve for x in r.to_rows()], out / "mlip_energy_curve.csv")
@@ -298,22 +312,28 @@ def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, 
     if "nve" in config.checks:
         t0 = time.perf_counter()
         log(f"[nve] {config.nve_potential} on {config.nve_system}, {config.nve_ps} ps at {config.nve_timestep_fs} fs")
-        r = tasks.nve_check(pot(config.nve_potential), systems.build(config.nve_system), methods, config.nve_ps,
-                            config.nve_timestep_fs, device=config.device, show_progress=show_progress)
-        res.nve.append(r)
-        save_check_figures(r, out, f"nve_{config.nve_potential}_{config.nve_system}")
-        write_csv(r.to_rows(), out / "mlip_nve.csv")
+        try:
+            r = tasks.nve_check(pot(config.nve_potential), systems.build(config.nve_system), methods, config.nve_ps,
+                                config.nve_timestep_fs, device=config.device, show_progress=show_progress)
+            res.nve.append(r)
+            save_check_figures(r, out, f"nve_{config.nve_potential}_{config.nve_system}")
+            write_csv(r.to_rows(), out / "mlip_nve.csv")
+        except Exception as exc:  # noqa: BLE001
+            _failed(res, log, "nve", f"{config.nve_potential}/{config.nve_system}", exc)
         res.wall_s["nve"] = time.perf_counter() - t0
     if "relax" in config.checks:
         t0 = time.perf_counter()
         log(f"[relax] {config.relax_potential} on {config.relax_system}, {config.relax_optimizer} to "
             f"{config.relax_fmax_eV_per_A} eV/A, {config.relax_repeats} repeat(s)")
-        r = tasks.relax_check(pot(config.relax_potential), systems.build(config.relax_system), methods,
-                              config.relax_repeats, config.relax_optimizer, config.relax_fmax_eV_per_A,
-                              config.relax_max_steps, config.device, show_progress=show_progress)
-        res.relax.append(r)
-        save_check_figures(r, out, f"relax_{config.relax_potential}_{config.relax_system}")
-        write_csv(r.to_rows(), out / "mlip_relax.csv")
+        try:
+            r = tasks.relax_check(pot(config.relax_potential), systems.build(config.relax_system), methods,
+                                  config.relax_repeats, config.relax_optimizer, config.relax_fmax_eV_per_A,
+                                  config.relax_max_steps, config.device, show_progress=show_progress)
+            res.relax.append(r)
+            save_check_figures(r, out, f"relax_{config.relax_potential}_{config.relax_system}")
+            write_csv(r.to_rows(), out / "mlip_relax.csv")
+        except Exception as exc:  # noqa: BLE001
+            _failed(res, log, "relax", f"{config.relax_potential}/{config.relax_system}", exc)
         res.wall_s["relax"] = time.perf_counter() - t0
     res.verdicts = verdicts(res)
     with (out / "verdicts.csv").open("w", newline="") as f:
@@ -373,6 +393,10 @@ def write_report(res: SuiteResult, out: str | Path) -> Path:
              f"Wall time per check (s): " + ", ".join(f"{k} {v:.0f}" for k, v in res.wall_s.items()) + "\n")
     L.append("## Verdicts\n")
     L.append(verdict_table(res) + "\n")
+    if res.failures:
+        L.append("**Cases that failed to run** (no verdict from them):\n")
+        L.extend(f"- {c} {case}: `{err}`" for c, case, err in res.failures)
+        L.append("")
     L.append("**Single-pass TF32.** " + _tf32_statement(res) + "\n")
     L.append("Criteria: each method against what FP32 itself achieves (details in `tcemu.mlip.report`):\n"
              + "\n".join(f"- `{k}` = {v}" for k, v in THRESHOLDS.items()) + "\n")
