@@ -23,6 +23,8 @@ $(STAMP):
 demo: $(STAMP)
 	$(VENV)/bin/tcemu info
 	$(VENV)/bin/tcemu accuracy --out demo-out
+	# MLIP validation suite: CPU-sized without a GPU (a few minutes), full sizes on a CUDA device
+	$(VENV)/bin/tcemu mlip report --size auto --out demo-out/mlip
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -108,3 +108,11 @@ def test_relax_converges_with_fp32_accurate_methods(ani, optimizer, repeats):
 def test_relax_step_limit_is_reported(ani):
     res = tasks.relax(systems.water_cluster(2), ani.calculator("fp32"), fmax=1e-9, max_steps=5, show_progress=False)
     assert not res.converged and res.steps == 5 and len(res.fmax_trace_eV_per_A) == 6
+
+
+@pytest.mark.slow
+def test_compiled_floor(pet_tiny):
+    """The noise floor from torch.compile (Inductor on the CPU: slow, so deselected by default)."""
+    res = tasks.single_point(pet_tiny, systems.water_cluster(4), ["tf32x3"], floor="compile", show_progress=False)
+    assert res.floor.method == "fp32-compile"
+    assert res.floor.force_mean_err_eV_per_A < 1e-4
