@@ -28,17 +28,25 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="benchmarks/results/mlip_full")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--nve-ps", type=float, default=None, help="NVE length per method (default: the full config's)")
+    p.add_argument(
+        "--nve-ps", type=float, default=None, help="NVE length per method (default: the full config's)"
+    )
     p.add_argument("--relax-repeats", type=int, default=None)
-    p.add_argument("--skip", default="", help="comma-separated potentials to leave out (e.g. chgnet when not installed)")
+    p.add_argument(
+        "--skip", default="", help="comma-separated potentials to leave out (e.g. chgnet when not installed)"
+    )
     p.add_argument("--checks", default="single_point,energy_curve,nve,relax")
     p.add_argument("--no-supercell", action="store_true", help="leave out the 17,280-atom single point")
-    p.add_argument("--sp", default=None, help="single-point cases to run, e.g. 'ani1x:water_192,pet-s:water_17280'")
+    p.add_argument(
+        "--sp", default=None, help="single-point cases to run, e.g. 'ani1x:water_192,pet-s:water_17280'"
+    )
     args = p.parse_args(argv)
 
     cfg = SuiteConfig.full(device=args.device, checks=tuple(args.checks.split(",")))
     skip = {s for s in args.skip.split(",") if s}
-    sp = tuple(c for c in cfg.single_point if c[0] not in skip and not (args.no_supercell and c[1] == "water_17280"))
+    sp = tuple(
+        c for c in cfg.single_point if c[0] not in skip and not (args.no_supercell and c[1] == "water_17280")
+    )
     if args.sp:
         sp = tuple(tuple(c.split(":")) for c in args.sp.split(","))
     over = {"single_point": sp, "curve_potentials": tuple(c for c in cfg.curve_potentials if c not in skip)}
@@ -50,8 +58,12 @@ def main(argv: list[str] | None = None) -> int:
         over["checks"] = tuple(c for c in cfg.checks if c != "relax")
     cfg = replace(cfg, **over)
     t0 = time.perf_counter()
-    res = run_suite(cfg, args.out, show_progress=False, log=lambda s: print(f"[{time.perf_counter() - t0:7.1f} s] {s}",
-                                                                             flush=True))
+    res = run_suite(
+        cfg,
+        args.out,
+        show_progress=False,
+        log=lambda s: print(f"[{time.perf_counter() - t0:7.1f} s] {s}", flush=True),
+    )
     print(verdict_table(res))
     print(f"total {time.perf_counter() - t0:.0f} s")
     return 0

@@ -6,8 +6,21 @@ from tcemu.cli.main import main
 
 
 def test_sp_subcommand(tmp_path, capsys):
-    rc = main(["mlip", "sp", "--potential", "pet-tiny", "--system", "water_cluster_6", "--methods", "tf32x3",
-               "--out", str(tmp_path), "--no-progress"])
+    rc = main(
+        [
+            "mlip",
+            "sp",
+            "--potential",
+            "pet-tiny",
+            "--system",
+            "water_cluster_6",
+            "--methods",
+            "tf32x3",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "tf32x3" in out
@@ -24,14 +37,45 @@ def test_relax_subcommand_with_ase_fire2(tmp_path, capsys):
 
     path = tmp_path / "w2.xyz"
     write(path, water_cluster(2))
-    rc = main(["mlip", "relax", "--potential", "ani1x", "--system", str(path), "--methods", "tf32x3", "--repeats", "1",
-               "--max-steps", "10", "--optimizer", "ase-fire2", "--out", str(tmp_path), "--no-progress"])
+    rc = main(
+        [
+            "mlip",
+            "relax",
+            "--potential",
+            "ani1x",
+            "--system",
+            str(path),
+            "--methods",
+            "tf32x3",
+            "--repeats",
+            "1",
+            "--max-steps",
+            "10",
+            "--optimizer",
+            "ase-fire2",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert rc == 0
     assert "steps [10]" in capsys.readouterr().out
 
 
 def test_bad_inputs_are_clear(tmp_path, capsys):
-    rc = main(["mlip", "sp", "--potential", "ani1x", "--system", "pt111_co", "--out", str(tmp_path), "--no-progress"])
+    rc = main(
+        [
+            "mlip",
+            "sp",
+            "--potential",
+            "ani1x",
+            "--system",
+            "pt111_co",
+            "--out",
+            str(tmp_path),
+            "--no-progress",
+        ]
+    )
     assert rc == 2
     assert "ani1x does not know element(s) Pt" in capsys.readouterr().err
     rc = main(["mlip", "sp", "--potential", str(tmp_path / "missing.ckpt"), "--out", str(tmp_path)])

@@ -12,7 +12,15 @@ P = FIRE2Params()
 
 def test_defaults_are_alchemis():
     assert (P.delaystep, P.dtgrow, P.dtshrink, P.alphashrink, P.alpha0, P.tmax, P.tmin, P.maxstep) == (
-        60, 1.05, 0.75, 0.985, 0.09, 0.08, 0.005, 0.1)
+        60,
+        1.05,
+        0.75,
+        0.985,
+        0.09,
+        0.08,
+        0.005,
+        0.1,
+    )
     with pytest.raises(ValueError, match="tmin"):
         FIRE2Params(tmin=0.1, tmax=0.05)
 
@@ -104,7 +112,10 @@ def test_against_alchemi_kernel_on_cpu():
     alpha = torch.full((n,), P.alpha0, dtype=torch.float64)
     dt = torch.full((n,), 0.05, dtype=torch.float64)
     n_inc = torch.zeros(n, dtype=torch.int32)
-    ours = [(r0[i : i + 1].clone(), torch.zeros(1, 3, dtype=torch.float64), FIRE2State(0.05, P.alpha0)) for i in range(n)]
+    ours = [
+        (r0[i : i + 1].clone(), torch.zeros(1, 3, dtype=torch.float64), FIRE2State(0.05, P.alpha0))
+        for i in range(n)
+    ]
     uphill = 0
     for _ in range(300):
         f2.fire2_step_coord(r_al, v_al, _well_forces(r_al, k), batch, alpha, dt, n_inc)
@@ -115,6 +126,8 @@ def test_against_alchemi_kernel_on_cpu():
         assert torch.allclose(torch.cat([o[0] for o in ours]), r_al, atol=1e-12, rtol=1e-12)
         assert torch.allclose(torch.cat([o[1] for o in ours]), v_al, atol=1e-12, rtol=1e-12)
         assert torch.allclose(torch.tensor([o[2].dt for o in ours], dtype=torch.float64), dt, rtol=1e-12)
-        assert torch.allclose(torch.tensor([o[2].alpha for o in ours], dtype=torch.float64), alpha, rtol=1e-12)
+        assert torch.allclose(
+            torch.tensor([o[2].alpha for o in ours], dtype=torch.float64), alpha, rtol=1e-12
+        )
     assert uphill > 0  # the uphill branch was exercised
     assert (dt > 0.05).any()  # and dt grew past delaystep

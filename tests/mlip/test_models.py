@@ -133,7 +133,9 @@ def test_any_torch_ase_calculator(small_water):
     import torchani.ase
 
     pot = models.from_calculator(
-        "ani-generic", lambda: torchani.ase.Calculator(["H", "C", "N", "O"], models.build_ani1x()), elements=[1, 6, 7, 8]
+        "ani-generic",
+        lambda: torchani.ase.Calculator(["H", "C", "N", "O"], models.build_ani1x()),
+        elements=[1, 6, 7, 8],
     )
     ref = models.ani1x()
     a, b = small_water.copy(), small_water.copy()

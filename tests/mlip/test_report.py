@@ -27,9 +27,18 @@ def suite(tmp_path_factory):
 
 def test_files(suite):
     _, out = suite
-    for name in ("mlip_single_point.csv", "mlip_energy_curve.csv", "mlip_nve.csv", "mlip_relax.csv",
-                 "verdicts.csv", "report.md", "single_point_pet-tiny_water_cluster_6.png", "energy_curve_pet-tiny.png",
-                 "nve_ani1x_water_cluster_6.png", "relax_ani1x_water_cluster_6.png"):
+    for name in (
+        "mlip_single_point.csv",
+        "mlip_energy_curve.csv",
+        "mlip_nve.csv",
+        "mlip_relax.csv",
+        "verdicts.csv",
+        "report.md",
+        "single_point_pet-tiny_water_cluster_6.png",
+        "energy_curve_pet-tiny.png",
+        "nve_ani1x_water_cluster_6.png",
+        "relax_ani1x_water_cluster_6.png",
+    ):
         assert (out / name).stat().st_size > 0, name
 
 

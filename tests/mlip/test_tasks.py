@@ -24,7 +24,9 @@ def test_single_point_errors_and_floor(sp):
     # single-pass TF32 is far above the FP32 floor; TF32x3 is at FP32's level
     assert sp.floor_multiple("tf32") > 30
     assert tf32.force_mean_err_eV_per_A > 30 * fp32.force_mean_err_eV_per_A
-    assert tf32x3.force_mean_err_eV_per_A < 3 * max(fp32.force_mean_err_eV_per_A, floor.force_mean_err_eV_per_A)
+    assert tf32x3.force_mean_err_eV_per_A < 3 * max(
+        fp32.force_mean_err_eV_per_A, floor.force_mean_err_eV_per_A
+    )
     assert not math.isnan(tf32.stress_mean_err_eV_per_A3)  # periodic: stress compared too
     assert sp.error("tf32", "fp32").force_mean_err_eV_per_A > 0
 
@@ -65,8 +67,15 @@ def test_energy_curve_tf32_is_jittery(pet_tiny, tmp_path):
 
 
 def test_nve_conserves_energy(ani, tmp_path):
-    res = tasks.nve_check(ani, systems.water_cluster(2), ["tf32x3"], picoseconds=0.01, timestep_fs=0.5, interval=4,
-                          show_progress=False)
+    res = tasks.nve_check(
+        ani,
+        systems.water_cluster(2),
+        ["tf32x3"],
+        picoseconds=0.01,
+        timestep_fs=0.5,
+        interval=4,
+        show_progress=False,
+    )
     assert set(res.runs) == {"fp64", "fp32", "tf32x3"}
     for r in res.runs.values():
         assert r.finite and r.steps == 20 and len(r.time_ps) == 6
@@ -86,15 +95,25 @@ def test_drift_fit():
 
     t = np.linspace(0, 2, 50)
     drift, fluct, maxdev = fit_drift(t, 0.001 * t * 10, 10)  # 1 meV per ps over 10 atoms -> 1 meV/atom/ps
-    assert drift == pytest.approx(1.0) and fluct == pytest.approx(0, abs=1e-9) and maxdev == pytest.approx(2.0)
+    assert (
+        drift == pytest.approx(1.0) and fluct == pytest.approx(0, abs=1e-9) and maxdev == pytest.approx(2.0)
+    )
 
 
 @pytest.mark.parametrize("optimizer,repeats", [("fire2", 2), ("ase-fire2", 1)])
 def test_relax_converges_with_fp32_accurate_methods(ani, optimizer, repeats):
     atoms = systems.water_cluster(1)
     atoms.rattle(0.05, seed=0)
-    res = tasks.relax_check(ani, atoms, ["tf32x3"], repeats=repeats, optimizer=optimizer, fmax=1e-3, max_steps=300,
-                            show_progress=False)
+    res = tasks.relax_check(
+        ani,
+        atoms,
+        ["tf32x3"],
+        repeats=repeats,
+        optimizer=optimizer,
+        fmax=1e-3,
+        max_steps=300,
+        show_progress=False,
+    )
     assert set(res.runs) == {"fp32", "tf32x3"}
     for m in ("fp32", "tf32x3"):
         assert res.all_converged(m)
@@ -106,13 +125,17 @@ def test_relax_converges_with_fp32_accurate_methods(ani, optimizer, repeats):
 
 
 def test_relax_step_limit_is_reported(ani):
-    res = tasks.relax(systems.water_cluster(2), ani.calculator("fp32"), fmax=1e-9, max_steps=5, show_progress=False)
+    res = tasks.relax(
+        systems.water_cluster(2), ani.calculator("fp32"), fmax=1e-9, max_steps=5, show_progress=False
+    )
     assert not res.converged and res.steps == 5 and len(res.fmax_trace_eV_per_A) == 6
 
 
 @pytest.mark.slow
 def test_compiled_floor(pet_tiny):
     """The noise floor from torch.compile (Inductor on the CPU: slow, so deselected by default)."""
-    res = tasks.single_point(pet_tiny, systems.water_cluster(4), ["tf32x3"], floor="compile", show_progress=False)
+    res = tasks.single_point(
+        pet_tiny, systems.water_cluster(4), ["tf32x3"], floor="compile", show_progress=False
+    )
     assert res.floor.method == "fp32-compile"
     assert res.floor.force_mean_err_eV_per_A < 1e-4

@@ -64,7 +64,9 @@ class FIRE2State:
     n_inc: int = 0
 
 
-def fire2_step(positions: Tensor, velocities: Tensor, forces: Tensor, state: FIRE2State, params: FIRE2Params) -> None:
+def fire2_step(
+    positions: Tensor, velocities: Tensor, forces: Tensor, state: FIRE2State, params: FIRE2Params
+) -> None:
     """One FIRE2 step for one system, in place on ``positions`` and ``velocities`` (N, 3); unit masses.
 
     ``forces`` (N, 3) are evaluated at ``positions``. ``state`` is updated in place.
@@ -120,7 +122,9 @@ class FIRE2(_Optimizer):
         params: FIRE2Params | None = None,
         **kwargs,
     ) -> None:
-        self.params = params or FIRE2Params(**{k: kwargs.pop(k) for k in list(kwargs) if k in FIRE2Params.__dataclass_fields__})
+        self.params = params or FIRE2Params(
+            **{k: kwargs.pop(k) for k in list(kwargs) if k in FIRE2Params.__dataclass_fields__}
+        )
         self.dt0 = float(dt) if dt is not None else self.params.tmax / 2
         super().__init__(atoms, restart, logfile, trajectory, **kwargs)
 
@@ -129,7 +133,12 @@ class FIRE2(_Optimizer):
         self.v: Tensor | None = None
 
     def todict(self) -> dict:
-        return {"type": "optimization", "optimizer": "FIRE2 (tcemu, ALCHEMI update)", "dt": self.dt0, **self.params.__dict__}
+        return {
+            "type": "optimization",
+            "optimizer": "FIRE2 (tcemu, ALCHEMI update)",
+            "dt": self.dt0,
+            **self.params.__dict__,
+        }
 
     def read(self) -> None:  # pragma: no cover - restart files are not supported
         raise NotImplementedError("tcemu FIRE2 does not read restart files")

@@ -128,7 +128,9 @@ class PotentialCalculator(Calculator):
         if "forces" in props and "stress" not in props and self.atoms.pbc.all():
             props.append("stress")  # the same backward pass gives it; saves a second pass when asked next
         self.inner.calculate(self.atoms.copy(), props, all_changes)
-        self.results = {k: self.inner.results[k] for k in self.inner.results if k in self.implemented_properties}
+        self.results = {
+            k: self.inner.results[k] for k in self.inner.results if k in self.implemented_properties
+        }
         self.results["energy"] = float(np.asarray(self.results["energy"]).reshape(()))
         self.results.setdefault("free_energy", self.results["energy"])
         if "forces" in self.results:
@@ -183,7 +185,9 @@ class Potential:
                     "put the system in a box with vacuum, e.g. atoms.center(vacuum=10); atoms.pbc = True"
                 )
 
-    def module(self, method: str = "fp32", device: str = "cpu", filter_fn: Callable | None = None) -> nn.Module:
+    def module(
+        self, method: str = "fp32", device: str = "cpu", filter_fn: Callable | None = None
+    ) -> nn.Module:
         """A fresh module in ``method`` on ``device`` (a deep copy of the FP32 module, built once and cached).
 
         For ``fp32`` and the emulation methods the module is used as built (some keep float64 buffers, such as
@@ -258,7 +262,9 @@ def _ensure_hostlist() -> None:
         sys.modules["hostlist"] = types.ModuleType("hostlist")
 
 
-def build_pet(shape: str | PETShape = "xs", seed: int = 0, atomic_types: Iterable[int] | None = None) -> nn.Module:
+def build_pet(
+    shape: str | PETShape = "xs", seed: int = 0, atomic_types: Iterable[int] | None = None
+) -> nn.Module:
     """A metatrain PET with random weights (deterministic in ``seed``), energy target in eV, float32, eval mode.
 
     Args:
@@ -314,7 +320,9 @@ def load_pet_checkpoint(path: str | Path) -> nn.Module:
     else:
         model = load_model(str(path))
     if isinstance(model, torch.jit.ScriptModule):
-        raise ValueError(f"{path} holds a TorchScript export; tcemu needs the checkpoint (.ckpt) to emulate it")
+        raise ValueError(
+            f"{path} holds a TorchScript export; tcemu needs the checkpoint (.ckpt) to emulate it"
+        )
     return model.float().eval()
 
 
@@ -453,8 +461,10 @@ def _wrap_chgnet(model: nn.Module, device: str):
     def calculate(atoms=None, properties=None, system_changes=None):
         # only what is asked: "e" runs no backward pass, "ef" no stress (CHGNet's default is "efsm")
         props = properties or ["energy", "forces", "stress"]
-        task = "e" + ("f" if "forces" in props or "stress" in props else "") + ("s" if "stress" in props else "")
-        with warnings_off(), (_chgnet_dtype(torch.float64) if float64 else contextlib.nullcontext()):
+        task = (
+            "e" + ("f" if "forces" in props or "stress" in props else "") + ("s" if "stress" in props else "")
+        )
+        with warnings_off(), _chgnet_dtype(torch.float64) if float64 else contextlib.nullcontext():
             return inner_calculate(atoms, props, system_changes, task=task)
 
     calc.calculate = calculate
@@ -498,11 +508,14 @@ def from_calculator(
     ``fp64`` the module is converted with ``.double()``; the calculator must then feed it float64
     inputs (many read the dtype from the parameters, as torchani's does).
     """
+
     def build() -> nn.Module:
         calc = make_calculator()
         mod = getattr(calc, module_attr)
         if not isinstance(mod, nn.Module):
-            raise TypeError(f"{type(calc).__name__}.{module_attr} is {type(mod).__name__}, not a torch.nn.Module")
+            raise TypeError(
+                f"{type(calc).__name__}.{module_attr} is {type(mod).__name__}, not a torch.nn.Module"
+            )
         return mod.float()
 
     def wrap(mod: nn.Module, device: str):

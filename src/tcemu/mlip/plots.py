@@ -76,7 +76,14 @@ def plot_energy_curve(res, ax=None):
     h = np.asarray(res.heights_A)
     e_ref = res.energies_eV["fp64"][-1]
     for m, es in res.energies_eV.items():
-        ax.plot(h, np.asarray(es) - e_ref, label=m, color=METHOD_COLORS.get(m), lw=1.2 if m != "fp64" else 2.0, alpha=0.85)
+        ax.plot(
+            h,
+            np.asarray(es) - e_ref,
+            label=m,
+            color=METHOD_COLORS.get(m),
+            lw=1.2 if m != "fp64" else 2.0,
+            alpha=0.85,
+        )
     ax.set_xlabel("C height above top-site Pt (Angstrom)")
     ax.set_ylabel("E - E_FP64(h_max) (eV)")
     ax.set_title(f"CO drag, {res.potential}", fontsize=9)
@@ -89,8 +96,14 @@ def plot_curve_deviation(res, ax=None):
     ax = _ax(ax)
     h = np.asarray(res.heights_A)
     for m in res.methods:
-        ax.plot(h, res.deviation_meV(m), marker=".", ms=3, label=f"{m} (d2 rms {res.jitter_rms_meV(m):.2g} meV)",
-                color=METHOD_COLORS.get(m))
+        ax.plot(
+            h,
+            res.deviation_meV(m),
+            marker=".",
+            ms=3,
+            label=f"{m} (d2 rms {res.jitter_rms_meV(m):.2g} meV)",
+            color=METHOD_COLORS.get(m),
+        )
     ax.set_yscale("symlog", linthresh=1e-3)
     ax.set_xlabel("C height above top-site Pt (Angstrom)")
     ax.set_ylabel("E_method - E_FP64 (meV)")
@@ -104,8 +117,13 @@ def plot_nve(res, ax=None):
     ax = _ax(ax)
     for m, r in res.runs.items():
         e = 1e3 * (np.asarray(r.etot_eV) - r.etot_eV[0]) / r.n_atoms
-        ax.plot(r.time_ps, e, label=f"{m} (drift {r.drift_meV_per_atom_per_ps:+.2g} meV/atom/ps)",
-                color=METHOD_COLORS.get(m), lw=1)
+        ax.plot(
+            r.time_ps,
+            e,
+            label=f"{m} (drift {r.drift_meV_per_atom_per_ps:+.2g} meV/atom/ps)",
+            color=METHOD_COLORS.get(m),
+            lw=1,
+        )
     ax.set_xlabel("time (ps)")
     ax.set_ylabel("E_tot - E_tot(0) (meV/atom)")
     ax.set_title(f"NVE, {res.potential} on {res.system} ({res.n_atoms} atoms)", fontsize=9)
@@ -119,7 +137,13 @@ def plot_relax(res, ax=None):
     target = None
     for m, rs in res.runs.items():
         for i, r in enumerate(rs):
-            ax.plot(r.fmax_trace_eV_per_A, color=METHOD_COLORS.get(m), lw=1, alpha=0.8, label=m if i == 0 else None)
+            ax.plot(
+                r.fmax_trace_eV_per_A,
+                color=METHOD_COLORS.get(m),
+                lw=1,
+                alpha=0.8,
+                label=m if i == 0 else None,
+            )
             target = r.fmax_target_eV_per_A
     if target:
         ax.axhline(target, ls="--", color="k", lw=1, label="target fmax")

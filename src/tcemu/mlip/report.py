@@ -157,8 +157,13 @@ class Verdict:
         return "pass" if self.passed else "fail"
 
     def row(self) -> dict:
-        return {"method": self.method, "check": self.check, "value": f"{self.value:.6g}",
-                "threshold": f"{self.threshold:.6g}", "verdict": self.verdict}
+        return {
+            "method": self.method,
+            "check": self.check,
+            "value": f"{self.value:.6g}",
+            "threshold": f"{self.threshold:.6g}",
+            "verdict": self.verdict,
+        }
 
 
 def _le(value: float, threshold: float) -> bool:
@@ -171,15 +176,28 @@ def verdicts(result: SuiteResult) -> list[Verdict]:
     k = THRESHOLDS
     for sp in result.single_point:
         tag = f"{sp.potential}/{sp.system}"
-        for metric, unit in (("force_mean_err", "eV/A"), ("energy_abs_err", "eV"), ("stress_mean_err", "eV/A^3")):
+        for metric, unit in (
+            ("force_mean_err", "eV/A"),
+            ("energy_abs_err", "eV"),
+            ("stress_mean_err", "eV/A^3"),
+        ):
             ref = max(sp.error("fp32", "fp64").get(metric), sp.floor.get(metric))
             if math.isnan(ref):
                 continue
             thr = k["single_point_factor"] * ref
             for m in sp.methods:
                 v = sp.error(m, "fp64").get(metric)
-                out.append(Verdict(m, f"single_point:{metric}[{tag}]", v, thr, unit, _le(v, thr),
-                                   f"{sp.floor_multiple(m, metric):.3g}x floor"))
+                out.append(
+                    Verdict(
+                        m,
+                        f"single_point:{metric}[{tag}]",
+                        v,
+                        thr,
+                        unit,
+                        _le(v, thr),
+                        f"{sp.floor_multiple(m, metric):.3g}x floor",
+                    )
+                )
     for c in result.energy_curve:
         tag = f"{c.potential}/{c.system}"
         thr = k["curve_factor"] * c.jitter_rms_meV("fp32")
@@ -191,15 +209,34 @@ def verdicts(result: SuiteResult) -> list[Verdict]:
         r64, r32 = n.runs["fp64"], n.runs["fp32"]
         duration = r64.steps * r64.timestep_fs * 1e-3
         resolvable = r64.fluct_meV_per_atom / duration if duration > 0 else math.inf
-        thr_d = k["nve_drift_factor"] * max(abs(r64.drift_meV_per_atom_per_ps), abs(r32.drift_meV_per_atom_per_ps), resolvable)
+        thr_d = k["nve_drift_factor"] * max(
+            abs(r64.drift_meV_per_atom_per_ps), abs(r32.drift_meV_per_atom_per_ps), resolvable
+        )
         thr_f = k["nve_fluct_factor"] * max(r64.fluct_meV_per_atom, r32.fluct_meV_per_atom)
         for m in n.methods:
             r = n.runs[m]
             ok = r.finite
-            out.append(Verdict(m, f"nve:abs_drift[{tag}]", abs(r.drift_meV_per_atom_per_ps), thr_d, "meV/atom/ps",
-                               ok and _le(abs(r.drift_meV_per_atom_per_ps), thr_d), "" if ok else "blew up"))
-            out.append(Verdict(m, f"nve:fluctuation[{tag}]", r.fluct_meV_per_atom, thr_f, "meV/atom",
-                               ok and _le(r.fluct_meV_per_atom, thr_f)))
+            out.append(
+                Verdict(
+                    m,
+                    f"nve:abs_drift[{tag}]",
+                    abs(r.drift_meV_per_atom_per_ps),
+                    thr_d,
+                    "meV/atom/ps",
+                    ok and _le(abs(r.drift_meV_per_atom_per_ps), thr_d),
+                    "" if ok else "blew up",
+                )
+            )
+            out.append(
+                Verdict(
+                    m,
+                    f"nve:fluctuation[{tag}]",
+                    r.fluct_meV_per_atom,
+                    thr_f,
+                    "meV/atom",
+                    ok and _le(r.fluct_meV_per_atom, thr_f),
+                )
+            )
     for rc in result.relax:
         tag = f"{rc.potential}/{rc.system}"
         any_run = next(iter(rc.runs.values()))[0]
@@ -208,10 +245,27 @@ def verdicts(result: SuiteResult) -> list[Verdict]:
         thr_s = k["relax_steps_factor"] * rc.steps_median("fp32") if fp32_ok else float(limit)
         for m in rc.methods:
             worst = max(r.fmax_min_eV_per_A for r in rc.runs[m])
-            out.append(Verdict(m, f"relax:fmax_min[{tag}]", worst, target, "eV/A", _le(worst, target),
-                               f"{sum(r.converged for r in rc.runs[m])}/{len(rc.runs[m])} converged"))
-            out.append(Verdict(m, f"relax:steps_median[{tag}]", rc.steps_median(m), thr_s, "steps",
-                               rc.all_converged(m) and _le(rc.steps_median(m), thr_s)))
+            out.append(
+                Verdict(
+                    m,
+                    f"relax:fmax_min[{tag}]",
+                    worst,
+                    target,
+                    "eV/A",
+                    _le(worst, target),
+                    f"{sum(r.converged for r in rc.runs[m])}/{len(rc.runs[m])} converged",
+                )
+            )
+            out.append(
+                Verdict(
+                    m,
+                    f"relax:steps_median[{tag}]",
+                    rc.steps_median(m),
+                    thr_s,
+                    "steps",
+                    rc.all_converged(m) and _le(rc.steps_median(m), thr_s),
+                )
+            )
     return out
 
 
@@ -249,8 +303,16 @@ def _environment() -> dict[str, str]:
     try:
         import subprocess
 
-        env["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                                    check=False, cwd=Path(__file__).parent).stdout.strip() or "-"
+        env["git"] = (
+            subprocess.run(
+                ["git", "rev-parse", "--short", "HEAD"],
+                capture_output=True,
+                text=True,
+                check=False,
+                cwd=Path(__file__).parent,
+            ).stdout.strip()
+            or "-"
+        )
     except Exception:  # noqa: BLE001
         env["git"] = "-"
     return env
@@ -263,11 +325,11 @@ def _failed(res: SuiteResult, log, check: str, case: str, exc: Exception) -> Non
 
 def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, log=print) -> SuiteResult:
     """Run the checks of ``config``, write CSVs, figures, ``verdicts.csv`` and ``report.md`` under ``out``."""
+    import numpy as np
+
     from tcemu.mlip import models, systems, tasks
     from tcemu.mlip.plots import save_check_figures
     from tcemu.mlip.tasks.energy_curve import DEFAULT_HEIGHTS_A
-
-    import numpy as np
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -285,8 +347,14 @@ def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, 
         for pname, sname in config.single_point:
             log(f"[single point] {pname} on {sname}")
             try:
-                r = tasks.single_point(pot(pname), systems.build(sname), methods, config.floor, config.device,
-                                       show_progress=show_progress)
+                r = tasks.single_point(
+                    pot(pname),
+                    systems.build(sname),
+                    methods,
+                    config.floor,
+                    config.device,
+                    show_progress=show_progress,
+                )
             except Exception as exc:  # noqa: BLE001 - one failing case must not lose the others
                 _failed(res, log, "single_point", f"{pname}/{sname}", exc)
                 continue
@@ -301,7 +369,9 @@ def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, 
         for pname in config.curve_potentials:
             log(f"[energy curve] {pname}, CO on Pt(111), {len(heights)} heights")
             try:
-                r = tasks.energy_curve(pot(pname), methods, heights, device=config.device, show_progress=show_progress)
+                r = tasks.energy_curve(
+                    pot(pname), methods, heights, device=config.device, show_progress=show_progress
+                )
             except Exception as exc:  # noqa: BLE001
                 _failed(res, log, "energy_curve", pname, exc)
                 continue
@@ -311,10 +381,19 @@ def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, 
         res.wall_s["energy_curve"] = time.perf_counter() - t0
     if "nve" in config.checks:
         t0 = time.perf_counter()
-        log(f"[nve] {config.nve_potential} on {config.nve_system}, {config.nve_ps} ps at {config.nve_timestep_fs} fs")
+        log(
+            f"[nve] {config.nve_potential} on {config.nve_system}, {config.nve_ps} ps at {config.nve_timestep_fs} fs"
+        )
         try:
-            r = tasks.nve_check(pot(config.nve_potential), systems.build(config.nve_system), methods, config.nve_ps,
-                                config.nve_timestep_fs, device=config.device, show_progress=show_progress)
+            r = tasks.nve_check(
+                pot(config.nve_potential),
+                systems.build(config.nve_system),
+                methods,
+                config.nve_ps,
+                config.nve_timestep_fs,
+                device=config.device,
+                show_progress=show_progress,
+            )
             res.nve.append(r)
             save_check_figures(r, out, f"nve_{config.nve_potential}_{config.nve_system}")
             write_csv(r.to_rows(), out / "mlip_nve.csv")
@@ -323,12 +402,22 @@ def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, 
         res.wall_s["nve"] = time.perf_counter() - t0
     if "relax" in config.checks:
         t0 = time.perf_counter()
-        log(f"[relax] {config.relax_potential} on {config.relax_system}, {config.relax_optimizer} to "
-            f"{config.relax_fmax_eV_per_A} eV/A, {config.relax_repeats} repeat(s)")
+        log(
+            f"[relax] {config.relax_potential} on {config.relax_system}, {config.relax_optimizer} to "
+            f"{config.relax_fmax_eV_per_A} eV/A, {config.relax_repeats} repeat(s)"
+        )
         try:
-            r = tasks.relax_check(pot(config.relax_potential), systems.build(config.relax_system), methods,
-                                  config.relax_repeats, config.relax_optimizer, config.relax_fmax_eV_per_A,
-                                  config.relax_max_steps, config.device, show_progress=show_progress)
+            r = tasks.relax_check(
+                pot(config.relax_potential),
+                systems.build(config.relax_system),
+                methods,
+                config.relax_repeats,
+                config.relax_optimizer,
+                config.relax_fmax_eV_per_A,
+                config.relax_max_steps,
+                config.device,
+                show_progress=show_progress,
+            )
             res.relax.append(r)
             save_check_figures(r, out, f"relax_{config.relax_potential}_{config.relax_system}")
             write_csv(r.to_rows(), out / "mlip_relax.csv")
@@ -373,12 +462,16 @@ def _tf32_statement(res: SuiteResult) -> str:
     failed = [v for v in vs if not v.passed]
     checks = sorted({v.check.split(":")[0] for v in failed})
     if not failed:
-        return ("Single-pass TF32 passed every criterion in this run: at these sizes its rounding did not show "
-                "above FP32's own. Do not read this as FP32 accuracy: see its single-point errors above.")
+        return (
+            "Single-pass TF32 passed every criterion in this run: at these sizes its rounding did not show "
+            "above FP32's own. Do not read this as FP32 accuracy: see its single-point errors above."
+        )
     parts = [f"{v.check} = {_fmt(v.value)} {v.unit} (threshold {_fmt(v.threshold)})" for v in failed]
-    return (f"Single-pass TF32 is **not safe**: it fails {len(failed)} of {len(vs)} criteria, in the checks "
-            f"{', '.join(checks)}: " + "; ".join(parts) + ". TF32 keeps 10 mantissa bits per operand, so each "
-            "product carries a relative error near 2^-11 instead of FP32's 2^-24.")
+    return (
+        f"Single-pass TF32 is **not safe**: it fails {len(failed)} of {len(vs)} criteria, in the checks "
+        f"{', '.join(checks)}: " + "; ".join(parts) + ". TF32 keeps 10 mantissa bits per operand, so each "
+        "product carries a relative error near 2^-11 instead of FP32's 2^-24."
+    )
 
 
 def write_report(res: SuiteResult, out: str | Path) -> Path:
@@ -389,8 +482,10 @@ def write_report(res: SuiteResult, out: str | Path) -> Path:
     L: list[str] = []
     L.append(f"# tcemu MLIP validation report ({cfg.name} suite)\n")
     L.append("Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "\n")
-    L.append(f"Device: `{cfg.device}`. Methods: fp64 (reference), fp32, {', '.join(cfg.methods)}. "
-             f"Wall time per check (s): " + ", ".join(f"{k} {v:.0f}" for k, v in res.wall_s.items()) + "\n")
+    L.append(
+        f"Device: `{cfg.device}`. Methods: fp64 (reference), fp32, {', '.join(cfg.methods)}. "
+        f"Wall time per check (s): " + ", ".join(f"{k} {v:.0f}" for k, v in res.wall_s.items()) + "\n"
+    )
     L.append("## Verdicts\n")
     L.append(verdict_table(res) + "\n")
     if res.failures:
@@ -398,64 +493,89 @@ def write_report(res: SuiteResult, out: str | Path) -> Path:
         L.extend(f"- {c} {case}: `{err}`" for c, case, err in res.failures)
         L.append("")
     L.append("**Single-pass TF32.** " + _tf32_statement(res) + "\n")
-    L.append("Criteria: each method against what FP32 itself achieves (details in `tcemu.mlip.report`):\n"
-             + "\n".join(f"- `{k}` = {v}" for k, v in THRESHOLDS.items()) + "\n")
+    L.append(
+        "Criteria: each method against what FP32 itself achieves (details in `tcemu.mlip.report`):\n"
+        + "\n".join(f"- `{k}` = {v}" for k, v in THRESHOLDS.items())
+        + "\n"
+    )
     if res.single_point:
         L.append("## 1. Single point\n")
-        L.append(f"Errors against FP64 (force: mean per-atom |dF|; energy: |dE|; stress: mean |ds|), and as a multiple "
-                 f"of FP32's noise floor (FP32 vs FP32 with the atoms reordered: `{cfg.floor}`). 'vs FP32' compares "
-                 "each method with plain FP32: a multiple near 1 means it differs from FP32 no more than FP32 differs "
-                 "from itself when only the order of its sums changes. A floor of 0 means the reordered FP32 run gave "
-                 "bit-identical values.\n")
+        L.append(
+            f"Errors against FP64 (force: mean per-atom |dF|; energy: |dE|; stress: mean |ds|), and as a multiple "
+            f"of FP32's noise floor (FP32 vs FP32 with the atoms reordered: `{cfg.floor}`). 'vs FP32' compares "
+            "each method with plain FP32: a multiple near 1 means it differs from FP32 no more than FP32 differs "
+            "from itself when only the order of its sums changes. A floor of 0 means the reordered FP32 run gave "
+            "bit-identical values.\n"
+        )
         for sp in res.single_point:
             L.append(f"### {sp.potential} on {sp.system} ({sp.n_atoms} atoms)\n")
-            L.append(f"Noise floor: force {_fmt(sp.floor.force_mean_err_eV_per_A)} eV/A, energy "
-                     f"{_fmt(sp.floor.energy_abs_err_eV)} eV, stress {_fmt(sp.floor.stress_mean_err_eV_per_A3)} eV/A^3.\n")
-            L.append("| method | force err (eV/A) | x floor | force max (eV/A) | energy err (eV) | x floor | "
-                     "stress err (eV/A^3) | vs FP32: force (eV/A) | vs FP32: x floor | eval (s) |")
+            L.append(
+                f"Noise floor: force {_fmt(sp.floor.force_mean_err_eV_per_A)} eV/A, energy "
+                f"{_fmt(sp.floor.energy_abs_err_eV)} eV, stress {_fmt(sp.floor.stress_mean_err_eV_per_A3)} eV/A^3.\n"
+            )
+            L.append(
+                "| method | force err (eV/A) | x floor | force max (eV/A) | energy err (eV) | x floor | "
+                "stress err (eV/A^3) | vs FP32: force (eV/A) | vs FP32: x floor | eval (s) |"
+            )
             L.append("|---|---|---|---|---|---|---|---|---|---|")
             for m in sp.methods:
                 e = sp.error(m, "fp64")
                 vs32 = sp.error(m, "fp32").force_mean_err_eV_per_A if m != "fp32" else 0.0
                 vs32_x = sp.floor_multiple(m, "force_mean_err", "fp32") if m != "fp32" else 0.0
-                L.append(f"| {m} | {_fmt(e.force_mean_err_eV_per_A)} | {_fmt(sp.floor_multiple(m, 'force_mean_err'))} | "
-                         f"{_fmt(e.force_max_err_eV_per_A)} | {_fmt(e.energy_abs_err_eV)} | "
-                         f"{_fmt(sp.floor_multiple(m, 'energy_abs_err'))} | {_fmt(e.stress_mean_err_eV_per_A3)} | "
-                         f"{_fmt(vs32)} | {_fmt(vs32_x)} | {sp.times_s[m]:.2f} |")
+                L.append(
+                    f"| {m} | {_fmt(e.force_mean_err_eV_per_A)} | {_fmt(sp.floor_multiple(m, 'force_mean_err'))} | "
+                    f"{_fmt(e.force_max_err_eV_per_A)} | {_fmt(e.energy_abs_err_eV)} | "
+                    f"{_fmt(sp.floor_multiple(m, 'energy_abs_err'))} | {_fmt(e.stress_mean_err_eV_per_A3)} | "
+                    f"{_fmt(vs32)} | {_fmt(vs32_x)} | {sp.times_s[m]:.2f} |"
+                )
             L.append(f"\n![single point](single_point_{sp.potential}_{sp.system}.png)\n")
     if res.energy_curve:
         L.append("## 2. Energy curve (CO pulled off Pt(111))\n")
         for c in res.energy_curve:
-            L.append(f"### {c.potential}, {len(c.heights_A)} heights {c.heights_A[0]:.1f}-{c.heights_A[-1]:.1f} A\n")
+            L.append(
+                f"### {c.potential}, {len(c.heights_A)} heights {c.heights_A[0]:.1f}-{c.heights_A[-1]:.1f} A\n"
+            )
             L.append("| method | d2 RMS (meV) | d2 max (meV) | max abs E - E_FP64 (meV) |")
             L.append("|---|---|---|---|")
             for m in c.methods:
-                L.append(f"| {m} | {_fmt(c.jitter_rms_meV(m))} | {_fmt(c.jitter_max_meV(m))} | "
-                         f"{_fmt(float(abs(c.deviation_meV(m)).max()))} |")
+                L.append(
+                    f"| {m} | {_fmt(c.jitter_rms_meV(m))} | {_fmt(c.jitter_max_meV(m))} | "
+                    f"{_fmt(float(abs(c.deviation_meV(m)).max()))} |"
+                )
             L.append(f"\n![energy curve](energy_curve_{c.potential}.png)\n")
     if res.nve:
         L.append("## 3. NVE\n")
         for n in res.nve:
             r0 = n.runs["fp64"]
-            L.append(f"### {n.potential} on {n.system} ({n.n_atoms} atoms), {r0.steps} steps of {r0.timestep_fs} fs "
-                     f"({r0.steps * r0.timestep_fs * 1e-3:.3g} ps)\n")
-            L.append("| method | drift (meV/atom/ps) | fluctuation (meV/atom) | max dev (meV/atom) | wall (s) |")
+            L.append(
+                f"### {n.potential} on {n.system} ({n.n_atoms} atoms), {r0.steps} steps of {r0.timestep_fs} fs "
+                f"({r0.steps * r0.timestep_fs * 1e-3:.3g} ps)\n"
+            )
+            L.append(
+                "| method | drift (meV/atom/ps) | fluctuation (meV/atom) | max dev (meV/atom) | wall (s) |"
+            )
             L.append("|---|---|---|---|---|")
             for m, r in n.runs.items():
-                L.append(f"| {m} | {r.drift_meV_per_atom_per_ps:+.3g} | {_fmt(r.fluct_meV_per_atom)} | "
-                         f"{_fmt(r.max_dev_meV_per_atom)} | {r.wall_s:.0f} |")
+                L.append(
+                    f"| {m} | {r.drift_meV_per_atom_per_ps:+.3g} | {_fmt(r.fluct_meV_per_atom)} | "
+                    f"{_fmt(r.max_dev_meV_per_atom)} | {r.wall_s:.0f} |"
+                )
             L.append(f"\n![nve](nve_{n.potential}_{n.system}.png)\n")
     if res.relax:
         L.append("## 4. Relaxation\n")
         for rc in res.relax:
             r0 = next(iter(rc.runs.values()))[0]
-            L.append(f"### {rc.potential} on {rc.system} ({rc.n_atoms} atoms), {r0.optimizer} to "
-                     f"{r0.fmax_target_eV_per_A} eV/A, limit {r0.max_steps} steps\n")
+            L.append(
+                f"### {rc.potential} on {rc.system} ({rc.n_atoms} atoms), {r0.optimizer} to "
+                f"{r0.fmax_target_eV_per_A} eV/A, limit {r0.max_steps} steps\n"
+            )
             L.append("| method | converged | steps (each repeat) | lowest fmax (eV/A) | final energy (eV) |")
             L.append("|---|---|---|---|---|")
             for m, rs in rc.runs.items():
-                L.append(f"| {m} | {sum(r.converged for r in rs)}/{len(rs)} | {', '.join(str(r.steps) for r in rs)} | "
-                         f"{_fmt(min(r.fmax_min_eV_per_A for r in rs))} | {rs[0].energy_final_eV:.6f} |")
+                L.append(
+                    f"| {m} | {sum(r.converged for r in rs)}/{len(rs)} | {', '.join(str(r.steps) for r in rs)} | "
+                    f"{_fmt(min(r.fmax_min_eV_per_A for r in rs))} | {rs[0].energy_final_eV:.6f} |"
+                )
             L.append(f"\n![relax](relax_{rc.potential}_{rc.system}.png)\n")
     L.append("## Configuration\n")
     L.append("```\n" + "\n".join(f"{k} = {v}" for k, v in asdict(cfg).items()) + "\n```\n")

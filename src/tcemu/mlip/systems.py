@@ -79,8 +79,14 @@ def equilibrate_water_box(steps: int = 2000, temperature_K: float = 300.0, seed:
     atoms.calc = calc
     FIRE(atoms, logfile=None).run(fmax=0.5, steps=200)
     MaxwellBoltzmannDistribution(atoms, temperature_K=temperature_K, rng=np.random.default_rng(seed))
-    dyn = Langevin(atoms, 0.5 * units.fs, temperature_K=temperature_K, friction=0.02 / units.fs,
-                   rng=np.random.default_rng(seed), fixcm=False)
+    dyn = Langevin(
+        atoms,
+        0.5 * units.fs,
+        temperature_K=temperature_K,
+        friction=0.02 / units.fs,
+        rng=np.random.default_rng(seed),
+        fixcm=False,
+    )
     dyn.run(steps)
     atoms.wrap()
     atoms.calc = None

@@ -4,7 +4,13 @@ and returns a frozen result with ``to_rows()`` (long-format CSV rows) and unit-c
 from tcemu.mlip.tasks.energy_curve import EnergyCurveResult, energy_curve, second_difference_stats
 from tcemu.mlip.tasks.nve import NVECheckResult, NVEResult, nve_check, run_nve
 from tcemu.mlip.tasks.relax import RelaxCheckResult, RelaxResult, relax, relax_check
-from tcemu.mlip.tasks.single_point import Evaluation, SinglePointError, SinglePointResult, evaluate, single_point
+from tcemu.mlip.tasks.single_point import (
+    Evaluation,
+    SinglePointError,
+    SinglePointResult,
+    evaluate,
+    single_point,
+)
 
 __all__ = [
     "EnergyCurveResult",

@@ -69,13 +69,40 @@ class EnergyCurveResult:
         rows = []
         for m, es in self.energies_eV.items():
             for h, e in zip(self.heights_A, es):
-                rows.append(row(**base, method=m, metric="energy", unit="eV", value=e, x_name="height_A", x_value=h))
+                rows.append(
+                    row(**base, method=m, metric="energy", unit="eV", value=e, x_name="height_A", x_value=h)
+                )
         for m in self.methods:
-            rows.append(row(**base, method=m, reference="fp64", metric="d2_rms", unit="meV", value=self.jitter_rms_meV(m)))
-            rows.append(row(**base, method=m, reference="fp64", metric="d2_max", unit="meV", value=self.jitter_max_meV(m)))
+            rows.append(
+                row(
+                    **base,
+                    method=m,
+                    reference="fp64",
+                    metric="d2_rms",
+                    unit="meV",
+                    value=self.jitter_rms_meV(m),
+                )
+            )
+            rows.append(
+                row(
+                    **base,
+                    method=m,
+                    reference="fp64",
+                    metric="d2_max",
+                    unit="meV",
+                    value=self.jitter_max_meV(m),
+                )
+            )
             dev = self.deviation_meV(m)
             rows.append(
-                row(**base, method=m, reference="fp64", metric="max_abs_dev", unit="meV", value=float(np.abs(dev).max()))
+                row(
+                    **base,
+                    method=m,
+                    reference="fp64",
+                    metric="max_abs_dev",
+                    unit="meV",
+                    value=float(np.abs(dev).max()),
+                )
             )
         return rows
 

@@ -96,7 +96,19 @@ def run_nve(
     wall = time.perf_counter() - t0
     drift, fluct, maxdev = fit_drift(np.array(ts), np.array(et), len(a))
     return NVEResult(
-        method, len(a), timestep_fs, steps, tuple(ts), tuple(et), tuple(ep), tuple(tk), drift, fluct, maxdev, wall, finite
+        method,
+        len(a),
+        timestep_fs,
+        steps,
+        tuple(ts),
+        tuple(et),
+        tuple(ep),
+        tuple(tk),
+        drift,
+        fluct,
+        maxdev,
+        wall,
+        finite,
     )
 
 
@@ -128,9 +140,23 @@ class NVECheckResult:
             ):
                 rows.append(row(**base, method=m, metric=metric, unit=unit, value=v))
             for t, e, ep, tk in zip(r.time_ps, r.etot_eV, r.epot_eV, r.temperature_K):
-                rows.append(row(**base, method=m, metric="etot", unit="eV", value=e, x_name="time_ps", x_value=t))
-                rows.append(row(**base, method=m, metric="epot", unit="eV", value=ep, x_name="time_ps", x_value=t))
-                rows.append(row(**base, method=m, metric="temperature", unit="K", value=tk, x_name="time_ps", x_value=t))
+                rows.append(
+                    row(**base, method=m, metric="etot", unit="eV", value=e, x_name="time_ps", x_value=t)
+                )
+                rows.append(
+                    row(**base, method=m, metric="epot", unit="eV", value=ep, x_name="time_ps", x_value=t)
+                )
+                rows.append(
+                    row(
+                        **base,
+                        method=m,
+                        metric="temperature",
+                        unit="K",
+                        value=tk,
+                        x_name="time_ps",
+                        x_value=t,
+                    )
+                )
         return rows
 
 
@@ -152,6 +178,16 @@ def nve_check(
     runs = {}
     for m in with_reference(methods):
         calc = potential.calculator(m, device)
-        runs[m] = run_nve(atoms, calc, timestep_fs, steps, temperature_K, seed, interval, f"{potential.name} {m}", show_progress)
+        runs[m] = run_nve(
+            atoms,
+            calc,
+            timestep_fs,
+            steps,
+            temperature_K,
+            seed,
+            interval,
+            f"{potential.name} {m}",
+            show_progress,
+        )
         del calc
     return NVECheckResult(potential.name, system_name(atoms), len(atoms), runs)

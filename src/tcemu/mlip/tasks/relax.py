@@ -74,7 +74,9 @@ def relax(
     opt.attach(record, interval=1)
     t0 = time.perf_counter()
     converged = False
-    bar = progress(opt.irun(fmax=fmax, steps=max_steps), f"relax {method}", show_progress, total=max_steps + 1)
+    bar = progress(
+        opt.irun(fmax=fmax, steps=max_steps), f"relax {method}", show_progress, total=max_steps + 1
+    )
     for converged in bar:
         if trace and not math.isfinite(trace[-1]):
             converged = False
@@ -130,10 +132,29 @@ class RelaxCheckResult:
                     ("energy_final", "eV", r.energy_final_eV),
                     ("wall_time", "s", r.wall_s),
                 ):
-                    rows.append(row(**base, method=m, metric=metric, unit=unit, value=v, repeat=i, reference=r.optimizer))
+                    rows.append(
+                        row(
+                            **base,
+                            method=m,
+                            metric=metric,
+                            unit=unit,
+                            value=v,
+                            repeat=i,
+                            reference=r.optimizer,
+                        )
+                    )
                 for k, f in enumerate(r.fmax_trace_eV_per_A):
                     rows.append(
-                        row(**base, method=m, metric="fmax", unit="eV/A", value=f, x_name="step", x_value=k, repeat=i)
+                        row(
+                            **base,
+                            method=m,
+                            metric="fmax",
+                            unit="eV/A",
+                            value=f,
+                            x_name="step",
+                            x_value=k,
+                            repeat=i,
+                        )
                     )
         return rows
 
@@ -161,7 +182,8 @@ def relax_check(
     for m in ms:
         calc = potential.calculator(m, device)
         runs[m] = tuple(
-            relax(atoms, calc, optimizer, fmax, max_steps, f"{potential.name} {m} #{i}", show_progress) for i in range(repeats)
+            relax(atoms, calc, optimizer, fmax, max_steps, f"{potential.name} {m} #{i}", show_progress)
+            for i in range(repeats)
         )
         del calc
     return RelaxCheckResult(potential.name, system_name(atoms), len(atoms), runs)

@@ -145,7 +145,16 @@ class SinglePointResult:
                 value = getattr(err, attr)
                 if math.isnan(value):
                     continue
-                rows.append(row(**base, method=err.method, reference=err.reference, metric=metric, unit=unit, value=value))
+                rows.append(
+                    row(
+                        **base,
+                        method=err.method,
+                        reference=err.reference,
+                        metric=metric,
+                        unit=unit,
+                        value=value,
+                    )
+                )
                 if err is not self.floor:
                     rows.append(
                         row(
@@ -197,7 +206,9 @@ def single_point(
             else:
                 wrap_compiled = potential.extra.get("wrap_compiled")
                 if wrap_compiled is None:
-                    raise ValueError(f"floor='compile' needs a PET potential; {potential.name} has no compiled form")
+                    raise ValueError(
+                        f"floor='compile' needs a PET potential; {potential.name} has no compiled form"
+                    )
                 calc = replace(potential, wrap=wrap_compiled).calculator("fp32", device)
                 evaluate(calc, atoms)  # the first call compiles
                 evals[m] = evaluate(calc, atoms)
