@@ -139,3 +139,20 @@ def test_compiled_floor(pet_tiny):
     )
     assert res.floor.method == "fp32-compile"
     assert res.floor.force_mean_err_eV_per_A < 1e-4
+
+
+def test_chgnet_curve_and_relax_small():
+    """CHGNet through the curve (energy-only task, FP64 copy) and a few FIRE2 steps on a small Cantor slab."""
+    from tcemu.mlip.models import chgnet
+
+    pot = chgnet()
+    curve = tasks.energy_curve(pot, ["tf32"], np.linspace(1.2, 6.0, 5), show_progress=False)
+    e = np.asarray(curve.energies_eV["fp64"])
+    assert np.isfinite(e).all() and np.ptp(e) > 0.1  # CO binding changes the energy by more than 0.1 eV
+    assert curve.jitter_rms_meV("tf32") > curve.jitter_rms_meV("fp32")
+    res = tasks.relax_check(
+        pot, systems.cantor_slab(size=(2, 2, 3)), ["tf32x3"], repeats=1, max_steps=5, show_progress=False
+    )
+    for m in ("fp32", "tf32x3"):
+        (r,) = res.runs[m]
+        assert r.steps == 5 and r.fmax_trace_eV_per_A[-1] < r.fmax_trace_eV_per_A[0]
