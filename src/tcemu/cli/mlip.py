@@ -37,6 +37,7 @@ def _common(p: argparse.ArgumentParser, potential: str, system: str | None) -> N
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--out", default="mlip-out", help="output directory for CSV and PNG (default mlip-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--compile", action="store_true", help="PET only: run the model under torch.compile")
     _threads(p)
 
 
@@ -187,7 +188,7 @@ def run(args: argparse.Namespace) -> int | None:
         print(verdict_table(res))
         print(f"\nreport: {out / 'report.md'}   verdicts: {out / 'verdicts.csv'}")
         return 0
-    pot = models.get_potential(args.potential)
+    pot = models.get_potential(args.potential, compile=args.compile)
     if cmd == "sp":
         atoms = _system(args.system)
         res = tasks.single_point(pot, atoms, methods, args.floor, device, show_progress=show)
