@@ -143,6 +143,13 @@ def run(args: argparse.Namespace) -> int | None:
     if cmd is None:
         print(__doc__)
         return 1
+    from tcemu.mlip.report import every_gemm_emulated
+
+    with every_gemm_emulated():  # validate the method itself, not the small-shape SGEMM fallback
+        return _run(args, cmd)
+
+
+def _run(args: argparse.Namespace, cmd: str) -> int | None:
     from pathlib import Path
 
     from tcemu.mlip import models, tasks
