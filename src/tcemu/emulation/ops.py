@@ -206,7 +206,7 @@ class _EmulatedLinear(torch.autograd.Function):
                 # create_graph=True (double backward) or another method: the differentiable general op
                 grad_x = _matmul_nd(grad, weight, cfg.only(cfg.grad_input))
             else:
-                grad_x = ctx.backend.linear_input_grad(grad.contiguous(), weight, ctx.prepared, cfg.forward)
+                grad_x = ctx.backend.linear_input_grad(grad, weight, ctx.prepared, cfg.forward)
         if ctx.needs_input_grad[1]:
             grad_w = _matmul_nd(grad.mT, x, cfg.only(cfg.grad_weight))
         if ctx.has_bias and ctx.needs_input_grad[2]:
