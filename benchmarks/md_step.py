@@ -1,0 +1,269 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["tcemu[mlip,triton]"]
+# ///
+"""Energy+forces step time of PET with emulated FP32 (issue 7): every method, eager and compiled.
+
+One "step" is what an MD engine does between neighbour-list rebuilds: distance vectors recomputed
+from the positions on the device (pairs fixed), the model's energy, and forces by autograd. The
+neighbour-list rebuild is timed separately (``nl_build_ms``) so that the cap it puts on the step is
+visible. Compared side by side in one run, per (PET shape, system):
+
+* FP32 eager and FP32 ``torch.compile`` (the baseline the speedups refer to);
+* single-pass TF32 (cuBLAS TF32, the upper bound of any split method) and TF32x3, BF16x3, BF16x6,
+  BF16x9 through ``tcemu.emulate_`` (Triton kernels on CUDA), eager and compiled;
+* the force error of each method against an FP64 copy of the same model, and FP32's noise floor
+  (FP32 eager vs FP32 compiled: the same arithmetic in another accumulation order);
+* with ``--profile``: the share of GPU time spent in GEMM kernels, so that the step time can be read as
+  GEMM share x GEMM speedup; peak memory per configuration.
+
+Writes one row per (model, n_atoms, method, mode) with the columns ``model, n_atoms, method, mode,
+median_ms, speedup_vs_fp32_compile, force_err_vs_fp64, fp32_noise_floor, gemm_share, peak_mem_gb, gpu,
+driver, torch, triton`` plus ``p20_ms, p80_ms, nl_build_ms, note``. A configuration that fails records the
+error in ``note`` instead of stopping the run.
+
+    python benchmarks/md_step.py --out benchmarks/results/md_step_h200.csv            # GPU, full sizes
+    python benchmarks/md_step.py --device cpu --shapes tiny --systems water_192 \\
+        --methods fp32,tf32x3 --modes eager --repeats 2 --out /tmp/md_step_cpu.csv   # CPU smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import csv
+import math
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+COLUMNS = ["model", "n_atoms", "method", "mode", "median_ms", "speedup_vs_fp32_compile", "force_err_vs_fp64",
+           "fp32_noise_floor", "gemm_share", "peak_mem_gb", "gpu", "driver", "torch", "triton", "p20_ms",
+           "p80_ms", "nl_build_ms", "note"]
+GEMM_KERNEL_MARKERS = ("gemm", "xmma", "emu_mm", "cutlass", "_mm_kernel", "matmul")
+
+
+@dataclass
+class StepInputs:
+    """A system with its neighbour pairs fixed; vectors are recomputed from the positions each step."""
+
+    types: torch.Tensor
+    positions: torch.Tensor
+    cell: torch.Tensor
+    pbc: torch.Tensor
+    neighbor_lists: list  # (options, samples Labels, components, properties, i, j, shifts)
+    nl_build_ms: float
+
+
+def prepare_inputs(atoms, atomistic_model, device: torch.device, dtype: torch.dtype) -> StepInputs:
+    """Build the neighbour lists the model asks for (vesin, no skin) once, and keep their pairs on the device."""
+    from metatomic.torch import System
+    from vesin.metatomic import compute_requested_neighbors
+
+    types = torch.tensor(atoms.numbers, dtype=torch.int32)
+    positions = torch.tensor(atoms.positions, dtype=dtype)
+    cell = torch.tensor(atoms.cell.array, dtype=dtype)
+    pbc = torch.tensor(atoms.pbc)
+    system = System(types, positions, cell, pbc)
+    t0 = time.perf_counter()
+    compute_requested_neighbors([system], "angstrom", atomistic_model, skin=0.0)
+    nl_ms = (time.perf_counter() - t0) * 1e3
+    lists = []
+    for options in atomistic_model.requested_neighbor_lists():
+        block = system.get_neighbor_list(options)
+        samples = block.samples.to(device)
+        values = samples.values
+        lists.append((options, samples, [c.to(device) for c in block.components], block.properties.to(device),
+                      values[:, 0].long(), values[:, 1].long(), values[:, 2:5].to(dtype)))
+    return StepInputs(types.to(device), positions.to(device), cell.to(device), pbc.to(device), lists, nl_ms)
+
+
+def make_system(inp: StepInputs, positions: torch.Tensor):
+    """A metatomic System whose neighbour vectors are differentiable functions of ``positions``."""
+    from metatensor.torch import TensorBlock
+    from metatomic.torch import System
+
+    system = System(inp.types, positions, inp.cell.to(positions.dtype), inp.pbc)
+    cell = inp.cell.to(positions.dtype)
+    for options, samples, components, properties, i, j, shifts in inp.neighbor_lists:
+        vectors = positions[j] - positions[i] + shifts.to(positions.dtype) @ cell
+        system.add_neighbor_list(options, TensorBlock(vectors.reshape(-1, 3, 1), samples, components, properties))
+    return system
+
+
+def energy_and_forces(atomistic_model, inp: StepInputs, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    from metatomic.torch import ModelEvaluationOptions, ModelOutput
+
+    positions = inp.positions.to(dtype).detach().requires_grad_(True)
+    system = make_system(inp, positions)
+    options = ModelEvaluationOptions(length_unit="angstrom",
+                                     outputs={"energy": ModelOutput(quantity="energy", unit="eV", per_atom=False)})
+    out = atomistic_model([system], options, check_consistency=False)
+    energy = out["energy"].block().values.sum()
+    (grad,) = torch.autograd.grad(energy, positions)
+    return energy.detach(), -grad
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def time_steps(fn, device: torch.device, warmup: int, repeats: int) -> tuple[float, float, float]:
+    """(median, p20, p80) milliseconds of ``fn()`` after ``warmup`` calls."""
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append((time.perf_counter() - t0) * 1e3)
+    q = statistics.quantiles(times, n=10) if len(times) >= 2 else [times[0]] * 9
+    return statistics.median(times), q[1], q[7]
+
+
+def gemm_share(fn, device: torch.device) -> float:
+    """Fraction of GPU kernel time in GEMM kernels over one step (torch.profiler)."""
+    if device.type != "cuda":
+        return math.nan
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        _sync(device)
+    total = gemm = 0.0
+    for evt in prof.key_averages():
+        t = getattr(evt, "device_time_total", None) or getattr(evt, "cuda_time_total", 0.0)
+        if evt.device_type is not None and "CUDA" not in str(evt.device_type):
+            continue
+        total += t
+        if any(m in evt.key.lower() for m in GEMM_KERNEL_MARKERS):
+            gemm += t
+    return gemm / total if total else math.nan
+
+
+def compile_backend(pet) -> None:
+    """torch.compile the PET backend's two methods (static shapes), as metatrain allows since PR #1180."""
+    backend = pet.backend
+    for name in ("calculate_features", "predict"):
+        setattr(backend, name, torch.compile(getattr(backend, name), dynamic=False))
+
+
+def versions(device: torch.device) -> dict[str, str]:
+    from tcemu import _hw
+
+    v = _hw.versions()
+    return {"gpu": v["gpu"] or "cpu", "driver": v["driver"] or "", "torch": v["torch"], "triton": v["triton"] or ""}
+
+
+def run(args: argparse.Namespace) -> list[dict]:
+    import tcemu
+    from tcemu.mlip import systems
+    from tcemu.mlip.models import build_pet
+
+    device = torch.device(args.device)
+    meta = versions(device)
+    rows: list[dict] = []
+    for shape in args.shapes.split(","):
+        for sname in args.systems.split(","):
+            atoms = systems.build(sname)
+            n_atoms = len(atoms)
+            base = build_pet(shape).to(device)
+            print(f"== PET {shape}, {sname} ({n_atoms} atoms)", flush=True)
+            ref = copy.deepcopy(base).double()
+            inp64 = prepare_inputs(atoms, ref.export(), device, torch.float64)
+            _, forces64 = energy_and_forces(ref.export(), inp64, torch.float64)
+            del ref
+            inp = prepare_inputs(atoms, base.export(), device, torch.float32)
+            results: dict[tuple[str, str], dict] = {}
+            forces: dict[tuple[str, str], torch.Tensor] = {}
+            for method in args.methods.split(","):
+                for mode in args.modes.split(","):
+                    row = dict(model=f"pet-{shape}", n_atoms=n_atoms, method=method, mode=mode, note="",
+                               nl_build_ms=round(inp.nl_build_ms, 3), **meta)
+                    try:
+                        pet = copy.deepcopy(base)
+                        if method not in ("fp32", "tf32"):
+                            tcemu.emulate_(pet, method, warn_unreachable=False)
+                        if mode == "compile":
+                            compile_backend(pet)
+                        model = pet.export()
+                        precision = "tf32" if method == "tf32" else "ieee"
+                        old = torch.backends.cuda.matmul.fp32_precision
+                        torch.backends.cuda.matmul.fp32_precision = precision
+                        try:
+                            if device.type == "cuda":
+                                torch.cuda.reset_peak_memory_stats(device)
+                            _, f = energy_and_forces(model, inp, torch.float32)
+                            forces[method, mode] = f
+                            med, p20, p80 = time_steps(lambda: energy_and_forces(model, inp, torch.float32), device,
+                                                       args.warmup, args.repeats)
+                            row.update(median_ms=med, p20_ms=p20, p80_ms=p80)
+                            if device.type == "cuda":
+                                row["peak_mem_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
+                            if args.profile:
+                                row["gemm_share"] = gemm_share(lambda: energy_and_forces(model, inp, torch.float32),
+                                                               device)
+                        finally:
+                            torch.backends.cuda.matmul.fp32_precision = old
+                        row["force_err_vs_fp64"] = (f.double() - forces64).norm(dim=1).mean().item()
+                        print(f"  {method:7s} {mode:8s} {med:9.2f} ms  force err {row['force_err_vs_fp64']:.3e}",
+                              flush=True)
+                    except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the run
+                        row["note"] = f"{type(exc).__name__}: {exc}"[:300]
+                        print(f"  {method:7s} {mode:8s} FAILED {row['note']}", flush=True)
+                        if args.traceback:
+                            traceback.print_exc()
+                    results[method, mode] = row
+                    rows.append(row)
+            floor = math.nan
+            if ("fp32", "eager") in forces and ("fp32", "compile") in forces:
+                floor = (forces["fp32", "eager"] - forces["fp32", "compile"]).norm(dim=1).mean().item()
+            baseline = results.get(("fp32", "compile"), {}).get("median_ms")
+            for (method, mode), row in results.items():
+                row["fp32_noise_floor"] = floor
+                if baseline and row.get("median_ms"):
+                    row["speedup_vs_fp32_compile"] = baseline / row["median_ms"]
+            del base, inp, inp64
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    return rows
+
+
+def write_rows(rows: list[dict], path: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: ("" if r.get(k) is None else r.get(k, "")) for k in COLUMNS})
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--shapes", default="s,s-nn32,m,l")
+    p.add_argument("--systems", default="water_192,water_17280")
+    p.add_argument("--methods", default="fp32,tf32,tf32x3,bf16x3,bf16x6,bf16x9")
+    p.add_argument("--modes", default="eager,compile")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--profile", action="store_true", help="GEMM share of GPU time (one extra step, profiled)")
+    p.add_argument("--traceback", action="store_true")
+    p.add_argument("--out", default="benchmarks/results/md_step_h200.csv")
+    args = p.parse_args(argv)
+    rows = run(args)
+    write_rows(rows, args.out)
+    print(f"wrote {args.out} ({len(rows)} rows)")
+    return 0 if all(not r["note"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
