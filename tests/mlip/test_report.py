@@ -71,3 +71,14 @@ def test_tf32_is_not_safe_and_tf32x3_passes_single_point(suite):
 def test_verdict_row():
     v = Verdict("tf32", "x", 2.0, 1.0, "eV", False)
     assert v.row() == {"method": "tf32", "check": "x", "value": "2", "threshold": "1", "verdict": "fail"}
+
+
+def test_suite_switches_off_the_small_shape_sgemm_fallback():
+    """A verdict must judge the method, not cuBLAS SGEMM: the suite turns the CUDA fallback off and back on."""
+    gemm = pytest.importorskip("tcemu.emulation.gemm")
+    from tcemu.mlip.report import every_gemm_emulated
+
+    before = getattr(gemm, "SMALL_SHAPE_FALLBACK", True)
+    with every_gemm_emulated():
+        assert gemm.SMALL_SHAPE_FALLBACK is False
+    assert gemm.SMALL_SHAPE_FALLBACK == before
