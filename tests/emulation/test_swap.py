@@ -168,3 +168,15 @@ def test_emulate_on_a_bare_linear_and_re_emulate_changes_method():
     model = tcemu.emulate_(mlp(), "bf16x9")
     tcemu.emulate_(model, "tf32x3")
     assert model[0].method.name == "tf32x3"
+
+
+def test_inference_mode_models_and_inputs():
+    with torch.inference_mode():
+        model = tcemu.emulate_(mlp(), "tf32x3")  # weights created as inference tensors
+        x = torch.randn(4, 64)
+        y = model(x)
+        ref = tcemu.restore_(model)(x)  # plain nn.Linear: inference tensors stay inside inference mode
+    assert torch.allclose(y, ref, rtol=1e-5, atol=1e-6)
+    model2 = tcemu.emulate_(mlp(), "bf16x6")
+    with torch.inference_mode():
+        assert model2(torch.randn(3, 64)).shape == (3, 1)

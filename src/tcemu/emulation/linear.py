@@ -93,7 +93,8 @@ class EmulatedLinear(nn.Linear):
     def _prepared_weight(self, cfg: GemmConfig) -> Any:
         weight = self.weight
         backend = resolve_backend(cfg.backend, weight.device, cfg.forward)
-        if torch.compiler.is_compiling():  # no Python-side cache inside a compiled graph
+        if torch.compiler.is_compiling() or weight.is_inference():
+            # no Python-side cache inside a compiled graph; inference tensors have no version counter
             return backend.prepare_weight(weight, cfg.forward)
         key = (weight.data_ptr(), weight._version, weight.device, weight.shape, cfg.forward.name, backend.name)
         cache = self._tcemu_cache
