@@ -55,10 +55,11 @@ def round_to_tf32(x: Tensor, *, keep_nonzero: bool = False) -> Tensor:
         float32 tensor of TF32-representable values; Inf and NaN are returned unchanged.
     """
     _check_fp32(x)
-    bits = x.contiguous().view(torch.int32)
+    xc = x.contiguous()
+    bits = xc.view(torch.int32)
     mag = bits & _MAG
     rounded = (mag + 0x1000) & _TF32["keep"]
-    return _finish(x.contiguous(), bits, mag, rounded, _TF32, keep_nonzero).view(x.shape)
+    return _finish(xc, bits, mag, rounded, _TF32, keep_nonzero).view(x.shape)
 
 
 def round_to_bf16(x: Tensor, *, keep_nonzero: bool = False) -> Tensor:
@@ -67,10 +68,11 @@ def round_to_bf16(x: Tensor, *, keep_nonzero: bool = False) -> Tensor:
     Same contract as :func:`round_to_tf32`; the result is returned as float32.
     """
     _check_fp32(x)
-    bits = x.contiguous().view(torch.int32)
+    xc = x.contiguous()
+    bits = xc.view(torch.int32)
     mag = bits & _MAG
     rounded = (mag + 0x7FFF + ((mag >> 16) & 1)) & _BF16["keep"]
-    return _finish(x.contiguous(), bits, mag, rounded, _BF16, keep_nonzero).view(x.shape)
+    return _finish(xc, bits, mag, rounded, _BF16, keep_nonzero).view(x.shape)
 
 
 def round_to_piece(x: Tensor, piece_format: str, *, keep_nonzero: bool = False) -> Tensor:
