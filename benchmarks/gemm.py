@@ -273,6 +273,10 @@ def run_full(args) -> None:
     import tcemu.emulation.gemm as gemm
 
     gemm.SMALL_SHAPE_FALLBACK = False  # time the kernels themselves
+    import logging
+
+    logging.basicConfig(level=logging.WARNING, format="%(message)s")
+    logging.getLogger("tcemu.emulation.gemm").setLevel(logging.INFO)  # every autotune candidate's time
     gemm.AUTOTUNE = not args.no_autotune  # each shape's first call picks among a few configurations
     info = env_info()
     hw = hw_split_exact("cuda")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import replace
 
 import pytest
 import torch
@@ -205,6 +206,26 @@ def test_accumulation_modes_interpret(method, mode):
     assert_close_to_fp64(out[fin], a[fin], b, method, bias)
 
 
+@interpret
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("mode", [0, 1])
+def test_presplit_a_same_bits_interpret(method, mode):
+    """A split beforehand (and L0 issued first) runs the same products in the same order: same bits."""
+    gen = torch.Generator().manual_seed(21)
+    a = torch.randn(2, 45, 37, generator=gen).mT  # (2, 37, 45), strided
+    a[1, 3, 5] = float("inf")
+    b = torch.randn(45, 29, generator=gen)
+    bias = torch.randn(29, generator=gen)
+    pieces = split_t(b, method)
+    base = KernelConfig(32, 32, 16, 4, 1, mode, 4)
+    want = emu_mm(a, pieces, method, bias, config=base)
+    for cfg in (replace(base, presplit=True), replace(base, presplit=True, l0_first=True)):
+        got = emu_mm(a, pieces, method, bias, config=cfg)
+        assert torch.equal(torch.isnan(got), torch.isnan(want))
+        assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)]), str(cfg)
+    assert KernelConfig.parse(str(replace(base, presplit=True, l0_first=True))).presplit
+
+
 @gpu
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("bucket_m", [2000, 300], ids=["large", "small"])
@@ -218,6 +239,21 @@ def test_every_candidate_config_gpu(method, bucket_m):
     for cfg in config_candidates(get_method(method), bucket_m):
         out = emu_mm(a, pieces, method, bias, config=cfg)
         assert_close_to_fp64(out, a, b, method, bias)
+
+
+@gpu
+@pytest.mark.parametrize("method", METHODS)
+def test_presplit_a_same_bits_gpu(method):
+    """On the Tensor Core too, splitting A beforehand (and issuing L0 first) changes no bit."""
+    gen = torch.Generator().manual_seed(22)
+    a = torch.randn(1500, 333, generator=gen).to(DEVICE)
+    b = torch.randn(333, 257, generator=gen).to(DEVICE)
+    pieces = split_t(b, method)
+    for cfg in config_candidates(get_method(method), 1500) + config_candidates(get_method(method), 300):
+        if not cfg.presplit:
+            continue
+        want = emu_mm(a, pieces, method, config=replace(cfg, presplit=False, l0_first=False))
+        assert torch.equal(emu_mm(a, pieces, method, config=cfg), want), str(cfg)
 
 
 @gpu

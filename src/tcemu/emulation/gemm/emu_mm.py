@@ -188,6 +188,9 @@ class KernelConfig:
             running and level 1 per tile (4); see ``_kernels/_emu_mm.py``.
         group_m: programs grouped along M so that neighbouring programs share B tiles in L2.
         fast_split: DIAGNOSTIC, not the spec: a cheap truncating/hardware split, to measure the split's cost.
+        presplit: split A into pieces in global memory first (one memory-bound pass), so that the GEMM
+            loop reads both operands' pieces from shared memory and holds no split work.
+        l0_first: in mode 1, issue the L0 tile's MMA before the running correction levels'.
     """
 
     bm: int
@@ -198,21 +201,25 @@ class KernelConfig:
     mode: int = 0
     group_m: int = 8
     fast_split: bool = False
+    presplit: bool = False
+    l0_first: bool = False
 
     def __str__(self) -> str:
         return (f"{self.bm}x{self.bn}x{self.bk}w{self.num_warps}s{self.num_stages}m{self.mode}"
-                + ("f" if self.fast_split else ""))
+                + ("f" if self.fast_split else "") + ("p" if self.presplit else "")
+                + ("o" if self.l0_first else ""))
 
     @classmethod
     def parse(cls, text: str) -> KernelConfig:
-        """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffix ``f`` = fast (diagnostic) split."""
+        """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffixes ``f`` fast (diagnostic) split,
+        ``p`` A split beforehand, ``o`` L0 issued first."""
         import re  # noqa: PLC0415
 
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)", text.strip())
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)", text.strip())
         if not m:
-            raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0")
+            raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0 (suffixes f, p, o)")
         g = m.groups()
-        return cls(*map(int, g[:6]), fast_split=g[6] == "f")
+        return cls(*map(int, g[:6]), fast_split=g[6] == "f", presplit=g[7] == "p", l0_first=g[8] == "o")
 
 
 _C = KernelConfig.parse
@@ -220,14 +227,17 @@ _C = KernelConfig.parse
 # of the bucket in benchmarks/results/gemm_h200.csv (H200, Triton 3.6), and is used without autotuning.
 # "large": M >= 1024; "small": M < 1024 (node layers of small systems; usually the SGEMM fallback).
 _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
-    "tf32x3": {"large": [_C("128x128x32w8s3m1"), _C("64x128x32w4s3m0"), _C("128x64x32w8s4m1")],
-               "small": [_C("128x64x32w8s4m1"), _C("64x128x32w4s3m0")]},
-    "bf16x3": {"large": [_C("128x128x64w8s3m1"), _C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")],
-               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
-    "bf16x6": {"large": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m1"), _C("128x128x64w8s3m0")],
-               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
-    "bf16x9": {"large": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m0")],
-               "small": [_C("128x64x64w8s3m0"), _C("64x128x64w4s2m0")]},
+    "tf32x3": {"large": [_C("128x128x32w8s3m1"), _C("128x128x32w8s3m1po"), _C("128x128x32w8s3m1p"),
+                         _C("128x64x32w8s4m1p"), _C("128x128x32w8s3m0p")],
+               "small": [_C("128x64x32w8s4m1"), _C("64x128x32w4s3m0"), _C("128x64x32w8s4m1po")]},
+    "bf16x3": {"large": [_C("128x128x64w8s3m1"), _C("128x128x64w8s3m1po"), _C("128x128x32w8s4m1po"),
+                         _C("128x128x64w8s3m1p")],
+               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0"), _C("128x64x64w8s3m1po")]},
+    "bf16x6": {"large": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m1po"), _C("128x128x32w8s4m4p"),
+                         _C("128x128x32w8s4m0p"), _C("128x64x64w8s3m1")],
+               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0"), _C("128x64x64w8s3m1po")]},
+    "bf16x9": {"large": [_C("64x128x64w4s2m0"), _C("128x128x32w8s4m0p"), _C("128x64x64w8s3m0p")],
+               "small": [_C("128x64x64w8s3m0"), _C("64x128x64w4s2m0"), _C("128x64x64w8s3m0p")]},
 }
 # Small tiles for the CPU interpreter (TRITON_INTERPRET=1), where tile size is only run time.
 _INTERPRET_CONFIG = KernelConfig(32, 32, 16, 4, 1, 0, 4)
@@ -289,6 +299,7 @@ def _autotune(spec: MethodSpec, key: tuple, launch, out: Tensor) -> KernelConfig
                 log.warning("tcemu autotune: %s %s disagrees with %s; skipped", spec.name, cfg, cands[0])
                 continue
         t = triton.testing.do_bench(lambda cfg=cfg: launch(cfg), warmup=3, rep=15)
+        log.info("tcemu autotune candidate: %s %s %s %.4f ms", spec.name, key, cfg, t)
         if t < best_t:
             best, best_t = cfg, t
     if best is None:
@@ -367,9 +378,15 @@ def emu_mm(
 
     def launch(cfg: KernelConfig) -> None:
         grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
+        if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
+            ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
+            ap = ap + (ap[0],) * (3 - len(ap))
+            a_args, a_strides = ap, (M * K, K, 1)
+        else:
+            a_args, a_strides = (a3, a3, a3), a3.stride()
         _emu_mm_kernel[grid](
-            a3, p[0], p[1], p[2], bias if bias is not None else a3, out3, M, N, K,
-            *a3.stride(), sbz, p[0].stride(1), p[0].stride(2), *out3.stride(),
+            *a_args, p[0], p[1], p[2], bias if bias is not None else a3, out3, M, N, K,
+            *a_strides, sbz, p[0].stride(1), p[0].stride(2), *out3.stride(),
             **_constexprs(spec, cfg, K, bias is not None, hw),
         )
 
@@ -393,7 +410,8 @@ def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw:
         DOT_FMT=2 if (_fmt(spec) == FMT_BF16 and _interpreting()) else _fmt(spec),
         HAS_BIAS=has_bias, EVEN_K=K % cfg.bk == 0,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, HW_SPLIT=bool(hw) and spec.piece_format == "bf16" and not cfg.fast_split,
-        FAST_SPLIT=cfg.fast_split, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        FAST_SPLIT=cfg.fast_split, A_PRESPLIT=cfg.presplit, L0_FIRST=cfg.l0_first and mode == 1,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 
 
@@ -411,8 +429,11 @@ def emu_mm_compile(
     cfg = replace(config or pick_config(spec, M, N, K))
     sa = a_strides or (K, 1)
     f32, pd = torch.float32, piece_dtype(spec)
+    at = pd if cfg.presplit else f32
+    if cfg.presplit:
+        sa = (K, 1)
     return _emu_mm_kernel.warmup(
-        f32, pd, pd, pd, f32, f32, M, N, K,
+        at, at, at, pd, pd, pd, f32, f32, M, N, K,
         M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1,
         grid=(1, 1), **_constexprs(spec, cfg, K, has_bias, hw),
     )

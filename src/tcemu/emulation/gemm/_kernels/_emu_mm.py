@@ -87,8 +87,8 @@ def _down(c, DOWN: tl.constexpr):
 
 @triton.jit
 def _emu_mm_kernel(
-    # pointers
-    a_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr,
+    # pointers (a1_ptr, a2_ptr: A's pieces 1 and 2 when A_PRESPLIT, then a_ptr holds piece 0)
+    a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr,
     # sizes
     M, N, K,
     # strides: A (z, m, k), Bt pieces (z, n, k), C (z, m, n)
@@ -103,6 +103,10 @@ def _emu_mm_kernel(
     # split A with the GPU's conversion instructions (_split.split3; where hw_split_exact()), or a
     # cheap split that is NOT the spec (FAST_SPLIT, diagnostic: measures the exact split's cost)
     HW_SPLIT: tl.constexpr, FAST_SPLIT: tl.constexpr,
+    # A given as pieces split beforehand (same strides each): the MMAs then read both operands from
+    # shared memory and the loop holds no split work; L0_FIRST issues the L0 tile's MMA before the
+    # running correction levels' (mode 1), so that its wait can overlap them
+    A_PRESPLIT: tl.constexpr = False, L0_FIRST: tl.constexpr = False,
 ):
     DOWN: tl.constexpr = 2.0 ** (-SHIFT)
     F: tl.constexpr = DOT_FMT  # operand handling of _mma (see above)
@@ -129,7 +133,10 @@ def _emu_mm_kernel(
     # rows/cols past the edge read a valid row (modulo) and are masked at the store
     rows = (offs_m % M).to(tl.int64)
     cols = (offs_n % N).to(tl.int64)
-    a_ptrs = a_ptr + z * stride_az + rows[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BM, BK)
+    a_off = z * stride_az + rows[:, None] * stride_am + offs_k[None, :] * stride_ak  # (BM, BK)
+    a_ptrs = a_ptr + a_off
+    a1_ptrs = a1_ptr + a_off
+    a2_ptrs = a2_ptr + a_off
     b_off = z * stride_bz + cols[None, :] * stride_bn + offs_k[:, None] * stride_bk  # (BK, BN), K-major
     b0_ptrs = b0_ptr + b_off
     b1_ptrs = b1_ptr + b_off
@@ -143,8 +150,27 @@ def _emu_mm_kernel(
 
     # ---- main loop over K-tiles ----
     for kt in range(0, tl.cdiv(K, BK)):
+        if A_PRESPLIT:
+            if EVEN_K:
+                a0 = tl.load(a_ptrs)
+                a1 = a0
+                a2 = a0
+                if NP >= 2:
+                    a1 = tl.load(a1_ptrs)
+                if NP >= 3:
+                    a2 = tl.load(a2_ptrs)
+            else:
+                a_mask = offs_k[None, :] < K - kt * BK
+                a0 = tl.load(a_ptrs, mask=a_mask, other=0.0)
+                a1 = a0
+                a2 = a0
+                if NP >= 2:
+                    a1 = tl.load(a1_ptrs, mask=a_mask, other=0.0)
+                if NP >= 3:
+                    a2 = tl.load(a2_ptrs, mask=a_mask, other=0.0)
         if EVEN_K:
-            a = tl.load(a_ptrs)
+            if not A_PRESPLIT:
+                a = tl.load(a_ptrs)
             b0 = tl.load(b0_ptrs)
             if NP >= 2:
                 b1 = tl.load(b1_ptrs)
@@ -152,17 +178,21 @@ def _emu_mm_kernel(
                 b2 = tl.load(b2_ptrs)
         else:
             k_left = K - kt * BK
-            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            if not A_PRESPLIT:
+                a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
             b0 = tl.load(b0_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
             if NP >= 2:
                 b1 = tl.load(b1_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
             if NP >= 3:
                 b2 = tl.load(b2_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
         # split A in registers (bit for bit as split())
-        if FAST_SPLIT:
-            a0, a1, a2 = split3_fast(a, FMT, NP, SHIFT)
-        else:
-            a0, a1, a2 = split3(a, FMT, NP, SHIFT, HW_SPLIT)
+        if not A_PRESPLIT:
+            if FAST_SPLIT:
+                a0, a1, a2 = split3_fast(a, FMT, NP, SHIFT)
+            else:
+                a0, a1, a2 = split3(a, FMT, NP, SHIFT, HW_SPLIT)
+        if L0_FIRST and RUN1:
+            t = _mma0_keep(a0, b0, F)                                      # L0 tile from zero, issued first
 
         if METHOD == 3:  # bf16x9, tile mode: L4, L3, L2, L1 from zero, each scaled into the next
             t = _down(_mma0(a2, b2, F), DOWN)                              # L4
@@ -179,7 +209,8 @@ def _emu_mm_kernel(
                     t = _down(_mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, F), F), F), DOWN)  # L2 tile
             if RUN1:
                 c1 = _mma(a0, b1, _mma(a1, b0, c1, F), F)                 # L1, running
-                t = _mma0_keep(a0, b0, F)                                  # L0 tile from zero
+                if not L0_FIRST:
+                    t = _mma0_keep(a0, b0, F)                              # L0 tile from zero
             else:
                 if NP == 3 and not RUN2:
                     t = _down(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN)   # L1 onto the L2 tile
@@ -189,6 +220,8 @@ def _emu_mm_kernel(
         acc += t  # outside the Tensor Core, round to nearest
 
         a_ptrs += BK * stride_ak
+        a1_ptrs += BK * stride_ak
+        a2_ptrs += BK * stride_ak
         b0_ptrs += BK * stride_bk
         b1_ptrs += BK * stride_bk
         b2_ptrs += BK * stride_bk
