@@ -90,6 +90,41 @@ def test_nve_conserves_energy(ani, tmp_path):
     assert save_check_figures(res, tmp_path, "nve")[0].exists()
 
 
+def test_nve_deadline_and_truncation(ani):
+    import time
+
+    atoms = systems.water_cluster(1)
+    r = tasks.run_nve(atoms, ani.calculator("fp32"), steps=40, interval=4, show_progress=False)
+    assert r.steps == 40 and len(r.time_ps) == 11
+    cut = r.truncated(20)  # the first 20 steps of the same run, drift refitted
+    assert cut.steps == 20 and cut.time_ps == r.time_ps[:6] and cut.etot_eV == r.etot_eV[:6]
+    assert r.truncated(40) is r
+    # a deadline already past stops the run at the first recorded step after the start
+    late = tasks.run_nve(
+        atoms, ani.calculator("fp32"), steps=40, interval=4, show_progress=False, deadline=time.time() - 1
+    )
+    assert late.steps in (0, 4) and len(late.time_ps) == late.steps // 4 + 1
+    assert late.etot_eV == r.etot_eV[: len(late.etot_eV)]
+
+
+def test_relax_deadline_marks_interrupted(ani):
+    import time
+
+    res = tasks.relax(
+        systems.water_cluster(2),
+        ani.calculator("fp32"),
+        fmax=1e-9,
+        max_steps=50,
+        show_progress=False,
+        deadline=time.time() - 1,
+    )
+    assert res.interrupted and not res.converged and res.steps < 50
+    full = tasks.relax(
+        systems.water_cluster(2), ani.calculator("fp32"), fmax=1e-9, max_steps=3, show_progress=False
+    )
+    assert not full.interrupted and full.steps == 3
+
+
 def test_drift_fit():
     from tcemu.mlip.tasks.nve import fit_drift
 

@@ -49,6 +49,33 @@ class NVEResult:
     wall_s: float
     finite: bool  # False if the run blew up (non-finite energy)
 
+    def truncated(self, steps: int) -> NVEResult:
+        """The same run cut to its first ``steps`` steps (records at or before that step), drift refitted.
+
+        Runs that stopped at a wall-clock deadline have different lengths; cutting them to the shortest
+        compares the methods over the same time.
+        """
+        if steps >= self.steps:
+            return self
+        t_end = steps * self.timestep_fs * 1e-3
+        n = sum(1 for t in self.time_ps if t <= t_end + 1e-12)
+        drift, fluct, maxdev = fit_drift(np.array(self.time_ps[:n]), np.array(self.etot_eV[:n]), self.n_atoms)
+        return NVEResult(
+            self.method,
+            self.n_atoms,
+            self.timestep_fs,
+            steps,
+            self.time_ps[:n],
+            self.etot_eV[:n],
+            self.epot_eV[:n],
+            self.temperature_K[:n],
+            drift,
+            fluct,
+            maxdev,
+            self.wall_s * steps / max(self.steps, 1),
+            self.finite,
+        )
+
 
 def run_nve(
     atoms,
@@ -60,10 +87,13 @@ def run_nve(
     interval: int = 10,
     method: str = "",
     show_progress: bool = True,
+    deadline: float | None = None,
 ) -> NVEResult:
     """Velocity Verlet (ASE) from seeded Maxwell-Boltzmann velocities; no thermostat, no COM motion.
 
-    Records the total energy every ``interval`` steps through ``dyn.attach``.
+    Records the total energy every ``interval`` steps through ``dyn.attach``. ``deadline`` (a
+    ``time.time()`` value) stops the run at the last recorded step before it: ``steps`` of the result is
+    then the number of steps done (a multiple of ``interval``).
     """
     from ase import units
     from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary, ZeroRotation
@@ -89,11 +119,19 @@ def run_nve(
     dyn.attach(record, interval=interval)
     t0 = time.perf_counter()
     finite = True
+    done = steps
     for _ in progress(dyn.irun(steps), f"NVE {method}", show_progress, total=steps + 1):
         if not np.isfinite(a.get_potential_energy()):
             finite = False
             break
+        if deadline is not None and dyn.nsteps % interval == 0 and time.time() >= deadline:
+            done = dyn.nsteps
+            break
     wall = time.perf_counter() - t0
+    if done < steps:  # stopped at the deadline: keep the records up to the last step
+        n = sum(1 for t in ts if t <= done * timestep_fs * 1e-3 + 1e-12)
+        ts, et, ep, tk = ts[:n], et[:n], ep[:n], tk[:n]
+        steps = done
     drift, fluct, maxdev = fit_drift(np.array(ts), np.array(et), len(a))
     return NVEResult(
         method,

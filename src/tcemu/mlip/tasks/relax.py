@@ -51,6 +51,7 @@ class RelaxResult:
     energy_final_eV: float
     fmax_trace_eV_per_A: tuple[float, ...]
     wall_s: float
+    interrupted: bool = False  # stopped at a wall-clock deadline before converging or reaching max_steps
 
 
 def relax(
@@ -61,8 +62,12 @@ def relax(
     max_steps: int = 500,
     method: str = "",
     show_progress: bool = True,
+    deadline: float | None = None,
 ) -> RelaxResult:
-    """Relax a copy of ``atoms`` with ``calc``; fmax is the largest per-atom force norm (eV/Angstrom)."""
+    """Relax a copy of ``atoms`` with ``calc``; fmax is the largest per-atom force norm (eV/Angstrom).
+
+    ``deadline`` (a ``time.time()`` value) stops an unfinished run; its result says ``interrupted``.
+    """
     a = atoms.copy()
     a.calc = calc
     opt = _make_optimizer(optimizer, a)
@@ -74,12 +79,16 @@ def relax(
     opt.attach(record, interval=1)
     t0 = time.perf_counter()
     converged = False
+    interrupted = False
     bar = progress(
         opt.irun(fmax=fmax, steps=max_steps), f"relax {method}", show_progress, total=max_steps + 1
     )
     for converged in bar:
         if trace and not math.isfinite(trace[-1]):
             converged = False
+            break
+        if deadline is not None and not converged and time.time() >= deadline:
+            interrupted = opt.get_number_of_steps() < max_steps
             break
     wall = time.perf_counter() - t0
     return RelaxResult(
@@ -94,6 +103,7 @@ def relax(
         energy_final_eV=float(a.get_potential_energy()),
         fmax_trace_eV_per_A=tuple(trace),
         wall_s=wall,
+        interrupted=interrupted,
     )
 
 
@@ -131,6 +141,7 @@ class RelaxCheckResult:
                     ("fmax_final", "eV/A", r.fmax_final_eV_per_A),
                     ("energy_final", "eV", r.energy_final_eV),
                     ("wall_time", "s", r.wall_s),
+                    ("interrupted", "bool", int(r.interrupted)),
                 ):
                     rows.append(
                         row(
