@@ -223,34 +223,49 @@ class KernelConfig:
 
 
 _C = KernelConfig.parse
-# Shape buckets -> candidate configurations, per method; the first is what autotuning chose on every shape
-# of the bucket in benchmarks/results/gemm_h200.csv (H200, Triton 3.6), and is used without autotuning.
-# "large": M >= 1024; "small": M < 1024 (node layers of small systems; usually the SGEMM fallback).
+# Shape buckets -> candidate configurations, per method. The first of each bucket is used without
+# autotuning: it is the candidate autotuning chose on the bucket's shapes in benchmarks/results/gemm_h200.csv
+# (H200, Triton 3.6; every candidate's time is in gemm_h200_run.log).
+#   "wide":   M >= 1024, N >= 640. A split beforehand ("p") wins: its memory pass costs M*K, and the
+#             in-kernel split it saves costs M*K*N/BN ALU work interleaved with the MMAs.
+#   "narrow": M >= 1024, N < 640: the in-kernel split wins for TF32x3 and BF16x9 (few column tiles).
+#   "small_wide" / "small": M < 1024 (node layers of small systems; usually the SGEMM fallback), N >= 2048 or not.
 _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
-    "tf32x3": {"large": [_C("128x128x32w8s3m1"), _C("128x128x32w8s3m1po"), _C("128x128x32w8s3m1p"),
-                         _C("128x64x32w8s4m1p"), _C("128x128x32w8s3m0p")],
-               "small": [_C("128x64x32w8s4m1"), _C("64x128x32w4s3m0"), _C("128x64x32w8s4m1po")]},
-    "bf16x3": {"large": [_C("128x128x64w8s3m1"), _C("128x128x64w8s3m1po"), _C("128x128x32w8s4m1po"),
-                         _C("128x128x64w8s3m1p")],
-               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0"), _C("128x64x64w8s3m1po")]},
-    "bf16x6": {"large": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m1po"), _C("128x128x32w8s4m4p"),
-                         _C("128x128x32w8s4m0p"), _C("128x64x64w8s3m1")],
-               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0"), _C("128x64x64w8s3m1po")]},
-    "bf16x9": {"large": [_C("64x128x64w4s2m0"), _C("128x128x32w8s4m0p"), _C("128x64x64w8s3m0p")],
-               "small": [_C("128x64x64w8s3m0"), _C("64x128x64w4s2m0"), _C("128x64x64w8s3m0p")]},
+    "tf32x3": {"wide": [_C("128x128x32w8s3m1p"), _C("128x128x32w8s3m1po"), _C("128x128x32w8s3m1")],
+               "narrow": [_C("128x128x32w8s3m1"), _C("128x128x32w8s3m1p"), _C("64x128x32w4s3m0")],
+               "small_wide": [_C("128x64x32w8s4m1po"), _C("128x64x32w8s4m1")],
+               "small": [_C("128x64x32w8s4m1"), _C("64x128x32w4s3m0")]},
+    "bf16x3": {"wide": [_C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1po"), _C("128x128x64w8s3m1")],
+               "narrow": [_C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1")],
+               "small_wide": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
+               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
+    "bf16x6": {"wide": [_C("128x64x64w8s3m1po"), _C("64x128x64w4s2m0"), _C("128x128x32w8s4m0p")],
+               "narrow": [_C("128x64x64w8s3m1po"), _C("64x128x64w4s2m0")],
+               "small_wide": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
+               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
+    "bf16x9": {"wide": [_C("128x64x64w8s3m0p"), _C("64x128x64w4s2m0")],
+               "narrow": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m0p")],
+               "small_wide": [_C("128x64x64w8s3m0p"), _C("128x64x64w8s3m0")],
+               "small": [_C("128x64x64w8s3m0"), _C("64x128x64w4s2m0")]},
 }
 # Small tiles for the CPU interpreter (TRITON_INTERPRET=1), where tile size is only run time.
 _INTERPRET_CONFIG = KernelConfig(32, 32, 16, 4, 1, 0, 4)
 _TUNED: dict[tuple, KernelConfig] = {}
 
 
-def _bucket(M: int) -> str:
-    return "large" if M >= 1024 else "small"
+def _bucket(M: int, N: int) -> str:
+    if M >= 1024:
+        return "wide" if N >= 640 else "narrow"
+    return "small_wide" if N >= 2048 else "small"
 
 
-def config_candidates(spec: MethodSpec, M: int) -> list[KernelConfig]:
-    """The candidate configurations for a method and M (first: the static choice)."""
-    return list(_CANDIDATES[spec.name][_bucket(M)])
+def config_candidates(spec: MethodSpec, M: int, N: int | None = None) -> list[KernelConfig]:
+    """The candidate configurations for a method and an (M, N) output (first: the static choice);
+    with N None, those of every N bucket for this M."""
+    if N is not None:
+        return list(_CANDIDATES[spec.name][_bucket(M, N)])
+    wide, narrow = 1 << 20, 1
+    return list(dict.fromkeys(_CANDIDATES[spec.name][_bucket(M, wide)] + _CANDIDATES[spec.name][_bucket(M, narrow)]))
 
 
 def pick_config(spec: MethodSpec, M: int, N: int, K: int) -> KernelConfig:
@@ -261,7 +276,7 @@ def pick_config(spec: MethodSpec, M: int, N: int, K: int) -> KernelConfig:
     if _interpreting():
         return _INTERPRET_CONFIG
     tuned = _TUNED.get(_tune_key(spec, M, N, K))
-    return tuned if tuned is not None else config_candidates(spec, M)[0]
+    return tuned if tuned is not None else config_candidates(spec, M, N)[0]
 
 
 def tuned_configs() -> dict[tuple, str]:
@@ -270,7 +285,7 @@ def tuned_configs() -> dict[tuple, str]:
 
 
 def _tune_key(spec: MethodSpec, M: int, N: int, K: int, has_bias: bool = False) -> tuple:
-    return (spec.name, _bucket(M), N, K)
+    return (spec.name, _bucket(M, N), N, K)
 
 
 def _autotune_enabled() -> bool:
@@ -280,7 +295,7 @@ def _autotune_enabled() -> bool:
 
 def _autotune(spec: MethodSpec, key: tuple, launch, out: Tensor) -> KernelConfig:
     """Time the bucket's candidates on the real operands; keep those that agree with the first."""
-    cands = config_candidates(spec, 1024 if key[1] == "large" else 1)
+    cands = list(_CANDIDATES[spec.name][key[1]])
     ref = None
     best, best_t = None, float("inf")
     for cfg in cands:
