@@ -71,6 +71,9 @@ def _args(argv):
     p.add_argument(
         "--mem-fraction", type=float, default=0.6, help="parallel mode: GPU memory cap of a single-point job"
     )
+    p.add_argument(
+        "--nve-nice", type=int, default=0, help="parallel mode: nice increment of the NVE jobs"
+    )
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--until", type=float, default=None, help=argparse.SUPPRESS)
     return p, p.parse_args(argv)
@@ -276,7 +279,7 @@ def _parallel(args, cfg, argv: list[str]) -> int:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(mps or {}))
     until = t0 + args.time_limit
     # the workers get the same options, less the parallel ones
-    base, skip = [], {"--parallel", "--time-limit", "--grace", "--mps", "--out"}
+    base, skip = [], {"--parallel", "--time-limit", "--grace", "--mps", "--out", "--nve-nice"}
     it = iter(argv)
     for a in it:
         key = a.split("=")[0]
@@ -291,7 +294,10 @@ def _parallel(args, cfg, argv: list[str]) -> int:
         f = (out / "parts" / f"{_job_name(job)}.log").open("w")
         cmd = [sys.executable, str(Path(__file__).resolve()), *base, "--worker", job, "--out", str(out),
                "--until", f"{until:.3f}"]
-        procs.append((job, subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env), f))
+        nice = args.nve_nice if job.startswith("nve:") else 0
+        pre = (lambda n=nice: os.nice(n)) if nice else None
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, preexec_fn=pre)
+        procs.append((job, proc, f))
     log(f"{len(procs)} jobs started, deadline in {args.time_limit:.0f} s ({os.cpu_count()} CPUs)")
     status = {}
     for job, p, f in procs:
@@ -363,7 +369,7 @@ def _merge(cfg, out: Path, jobs, status, wall: float, log, mps: bool) -> int:
             write_csv(rows, out / "mlip_relax_interrupted.csv")
             for x in cut:
                 r = x[5]
-                log(f"relax {x[3]} #{x[4]} interrupted at step {r.steps}, lowest fmax {r.fmax_min_eV_per_A:.3g}")
+                log(f"relax {x[3]} #{x[4]} interrupted at step {r.steps}, fmax min {r.fmax_min_eV_per_A:.3g}")
         by_m: dict[str, list] = {}
         for x in sorted(done, key=lambda x: x[4]):
             by_m.setdefault(x[3], []).append(x[5])
