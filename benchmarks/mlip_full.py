@@ -74,6 +74,10 @@ def _args(argv):
     p.add_argument(
         "--nve-nice", type=int, default=0, help="parallel mode: nice increment of the NVE jobs"
     )
+    p.add_argument("--no-merge", action="store_true", help="parallel mode: leave the results in OUT/parts")
+    p.add_argument(
+        "--merge-only", action="store_true", help="merge the results in OUT/parts (of one or more runs) only"
+    )
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     p.add_argument("--until", type=float, default=None, help=argparse.SUPPRESS)
     return p, p.parse_args(argv)
@@ -104,6 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = _config(args)
     if args.worker:
         return _worker(args.worker, cfg, Path(args.out), args.until, args.mem_fraction)
+    if args.merge_only:
+        t0 = time.time()
+        pkls = sorted((Path(args.out) / "parts").glob("*.pkl"))
+        return _merge(cfg, Path(args.out), pkls, {}, 0.0, lambda s: print(f"[{time.time() - t0:6.1f} s] {s}"))
     if args.parallel:
         return _parallel(args, cfg, argv if argv is not None else sys.argv[1:])
     from tcemu.mlip.report import run_suite, verdict_table
@@ -151,6 +159,7 @@ def _worker(job: str, cfg, out: Path, until: float | None, mem_fraction: float) 
         print(f"[{time.time() - t0:6.1f} s] {job}: {s}", flush=True)
 
     kind, _, rest = job.partition(":")
+    items.append(("env", _worker_environment()))
     try:
         with every_gemm_emulated():
             _run_job(kind, rest, job, cfg, items, path, until, mem_fraction, log)
@@ -161,6 +170,18 @@ def _worker(job: str, cfg, out: Path, until: float | None, mem_fraction: float) 
         items.append(("failed", kind, job, f"{type(exc).__name__}: {str(exc)[:300]}"))
     _save(path, items)
     return 0
+
+
+def _worker_environment() -> dict:
+    """The report's environment line as a worker sees it, with the commit of a source snapshot."""
+    import tcemu
+    from tcemu.mlip.report import _environment
+
+    env = _environment()
+    env["threads"] = "1 per process"
+    commit = Path(tcemu.__file__).resolve().parents[2] / "COMMIT"
+    env["git"] = commit.read_text().strip() if commit.is_file() else env.get("git", "-")
+    return env
 
 
 def _run_job(kind, rest, job, cfg, items, path, until, mem_fraction, log) -> None:
@@ -279,12 +300,13 @@ def _parallel(args, cfg, argv: list[str]) -> int:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1", **(mps or {}))
     until = t0 + args.time_limit
     # the workers get the same options, less the parallel ones
-    base, skip = [], {"--parallel", "--time-limit", "--grace", "--mps", "--out", "--nve-nice"}
+    flags = {"--parallel", "--time-limit", "--grace", "--mps", "--out", "--nve-nice", "--no-merge"}
+    base, skip = [], flags
     it = iter(argv)
     for a in it:
         key = a.split("=")[0]
         if key in skip:
-            if "=" not in a and key != "--mps":
+            if "=" not in a and key not in ("--mps", "--no-merge"):
                 next(it, None)
             continue
         base.append(a)
@@ -310,10 +332,14 @@ def _parallel(args, cfg, argv: list[str]) -> int:
         f.close()
         log(f"{job}: exit {status[job]}")
     _stop_mps(mps)
-    return _merge(cfg, out, jobs, status, time.time() - t0, log, mps is not None)
+    if args.no_merge:
+        return 0
+    pkls = [out / "parts" / f"{_job_name(job)}.pkl" for job in jobs]
+    status = {_job_name(j): s for j, s in status.items()}
+    return _merge(cfg, out, pkls, status, time.time() - t0, log, mps is not None)
 
 
-def _merge(cfg, out: Path, jobs, status, wall: float, log, mps: bool) -> int:
+def _merge(cfg, out: Path, pkls: list[Path], status: dict, wall: float, log, mps: bool = False) -> int:
     """Collect the workers' pickles into one SuiteResult; write CSVs, figures, verdicts.csv and report.md."""
     import csv
 
@@ -324,12 +350,14 @@ def _merge(cfg, out: Path, jobs, status, wall: float, log, mps: bool) -> int:
     from tcemu.mlip.tasks import NVECheckResult, RelaxCheckResult
 
     items = []
-    for job in jobs:
-        pk = out / "parts" / f"{_job_name(job)}.pkl"
+    for pk in pkls:
         if pk.is_file():
             items.extend(pickle.loads(pk.read_bytes()))
         else:
-            items.append(("failed", job.split(":")[0], job, f"no result (exit {status.get(job)})"))
+            why = f"no result (exit {status.get(pk.stem)})"
+            items.append(("failed", pk.stem.split("_")[0], pk.stem, why))
+    envs = [x[1] for x in items if x[0] == "env"]
+    items = [x for x in items if x[0] != "env"]
     res = SuiteResult(cfg)
     res.single_point = [x[1] for x in items if x[0] == "single_point"]
     res.energy_curve = [x[1] for x in items if x[0] == "energy_curve"]
@@ -390,18 +418,29 @@ def _merge(cfg, out: Path, jobs, status, wall: float, log, mps: bool) -> int:
         save_check_figures(r, out, f"nve_{r.potential}_{r.system}")
     for r in res.relax:
         save_check_figures(r, out, f"relax_{r.potential}_{r.system}")
-    res.wall_s["parallel"] = wall
+    if wall:
+        res.wall_s["parallel"] = wall
     res.verdicts = verdicts(res)
     with (out / "verdicts.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["method", "check", "value", "threshold", "verdict"])
         w.writeheader()
         for v in res.verdicts:
             w.writerow(v.row())
-    write_report(res, out)
-    with (out / "report.md").open("a") as f:
-        f.write(f"\nParallel mode: {len(jobs)} processes on one device (MPS {'on' if mps else 'off'}), "
-                f"{wall:.0f} s wall. Exit status per job: "
-                + ", ".join(f"{j} {s}" for j, s in status.items()) + "\n")
+    if envs:  # the workers' environment (the device), not this process's
+        import tcemu.mlip.report as report
+
+        real, report._environment = report._environment, lambda: dict(envs[-1])
+        try:
+            write_report(res, out)
+        finally:
+            report._environment = real
+    else:
+        write_report(res, out)
+    if status:
+        with (out / "report.md").open("a") as f:
+            f.write(f"\nParallel mode: {len(pkls)} processes on one device (MPS {'on' if mps else 'off'}), "
+                    f"{wall:.0f} s wall. Exit status per job: "
+                    + ", ".join(f"{j} {s}" for j, s in status.items()) + "\n")
     print(verdict_table(res))
     return 0
 
