@@ -11,6 +11,7 @@ Two kinds of test:
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 from dataclasses import replace
@@ -31,6 +32,7 @@ from tcemu.emulation.gemm import (  # noqa: E402
     split_t,
     split_t_reference,
 )
+from tcemu.emulation.linear import EmulatedLinear  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 from tcemu.emulation.reference import ieee_fp32_matmul, mm_reference  # noqa: E402
 
@@ -500,3 +502,24 @@ def test_library_api_through_triton_backend_interpret():
     dy = torch.randn(30, 9, generator=gen)
     y.backward(dy)
     assert_close_to_fp64(x.grad, dy, w.detach(), "tf32x3")
+
+
+@interpret
+def test_outputs_can_be_modified_in_place_interpret():
+    """Models add into a layer's output in place (CHGNet: ``new_atom_feas += atom_feas``); autograd forbids
+    that on a view made inside an autograd Function, so the backend hands out the GEMM result itself."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(8, 4)
+    emu = EmulatedLinear.from_linear(copy.deepcopy(lin), "bf16x9", backend="triton")
+    x = torch.randn(5, 8, requires_grad=True)
+
+    def run(module):
+        x.grad = None
+        y = module(x)
+        y += 1.0
+        y.square().sum().backward()
+        return y.detach(), x.grad.clone()
+
+    y_ref, g_ref = run(lin)
+    y, g = run(emu)
+    assert torch.allclose(y, y_ref, atol=1e-5) and torch.allclose(g, g_ref, atol=1e-5)

@@ -110,8 +110,29 @@ def get_backend(name: str) -> GemmBackend:
     raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(backend_names())}")
 
 
+# CUDA resolutions, computed once per (backend name, device, method): inside torch.compile the lookup is a
+# constant, whereas the first resolution queries the device (not traceable, so it runs outside the graph).
+_RESOLVED_CUDA: dict[tuple[str, int | None, str], GemmBackend] = {}
+
+
 def resolve_backend(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
     """Pick the backend that runs ``spec`` on ``device``: ``"auto"`` prefers Triton on CUDA."""
+    if device.type != "cuda":
+        return _resolve(name, device, spec)
+    key = (name, device.index, spec.name)
+    be = _RESOLVED_CUDA.get(key)
+    if be is None:
+        be = _resolve_cuda_once(name, device, spec)
+        _RESOLVED_CUDA[key] = be
+    return be
+
+
+@torch.compiler.disable
+def _resolve_cuda_once(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
+    return _resolve(name, device, spec)
+
+
+def _resolve(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
     if name == "auto":
         if device.type == "cuda" and spec.uses_tensor_cores and spec.name != "tf32":
             be = _triton_backend()

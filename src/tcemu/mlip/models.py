@@ -80,29 +80,7 @@ def apply_method(module: nn.Module, method: str, filter_fn: Callable | None = No
         return module
     import tcemu
 
-    module = tcemu.emulate_(module, m, filter_fn=filter_fn)
-    _own_outputs(module)
-    return module
-
-
-def _copy_view_output(mod: nn.Module, args, out):
-    return out.clone() if isinstance(out, torch.Tensor) and out._is_view() else out
-
-
-def _own_outputs(module: nn.Module) -> None:
-    """Hand out each emulated layer's output as a tensor of its own, not a view.
-
-    On CUDA the Triton backend returns the GEMM result reshaped with ``.view`` inside its autograd Function;
-    autograd forbids modifying such a view in place, and CHGNet adds into a layer's output in place
-    (``new_atom_feas += atom_feas``: "Output 0 of ViewBackward0 is a view and is being modified inplace").
-    A forward hook copies view outputs (one extra copy of the output per layer; the values are unchanged).
-    """
-    from tcemu.emulation.linear import EmulatedLinear
-
-    for mod in module.modules():
-        if isinstance(mod, EmulatedLinear) and not getattr(mod, "_tcemu_mlip_own_outputs", False):
-            mod.register_forward_hook(_copy_view_output)
-            mod._tcemu_mlip_own_outputs = True
+    return tcemu.emulate_(module, m, filter_fn=filter_fn)
 
 
 # ---------------------------------------------------------------------------------------------

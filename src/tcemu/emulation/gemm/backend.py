@@ -35,10 +35,21 @@ __all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
 log = logging.getLogger("tcemu.emulation.gemm")
 
 
+@torch.compiler.assume_constant_result
+def _fallback_enabled() -> bool:
+    """``tcemu.emulation.gemm.SMALL_SHAPE_FALLBACK``, read at call time (at trace time under torch.compile)."""
+    return bool(getattr(sys.modules[__package__], "SMALL_SHAPE_FALLBACK", True))
+
+
+@torch.compiler.assume_constant_result
+def _fallback_min_flops() -> float:
+    """``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS``, read like :func:`_fallback_enabled`."""
+    return float(getattr(sys.modules[__package__], "SMALL_SHAPE_MIN_FLOPS", 4.0e9))
+
+
 def _settings() -> tuple[bool, float]:
-    """The package-level switches, read at call time (``tcemu.emulation.gemm.SMALL_SHAPE_*``)."""
-    pkg = sys.modules[__package__]
-    return bool(getattr(pkg, "SMALL_SHAPE_FALLBACK", True)), float(getattr(pkg, "SMALL_SHAPE_MIN_FLOPS", 4.0e9))
+    """The package-level switches (``tcemu.emulation.gemm.SMALL_SHAPE_*``)."""
+    return _fallback_enabled(), _fallback_min_flops()
 
 
 _FALLBACKS: collections.Counter = collections.Counter()
@@ -55,6 +66,8 @@ def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device
         return False
     if 2.0 * M * N * K >= min_flops:
         return False
+    if torch.compiler.is_compiling():  # decided at trace time; counted and logged only in eager code
+        return True
     key = (spec.name, M, N, K)
     if key not in _FALLBACKS:
         log.info("tcemu: %s GEMM M=%d N=%d K=%d is below %.3g FLOP: cuBLAS SGEMM (FP32) instead",
@@ -133,6 +146,12 @@ class PreparedWeight:
 
 
 @functools.cache
+def _unflatten(out: Tensor, lead: torch.Size, n: int) -> Tensor:
+    """(M, n) -> (*lead, n); the 2-D result itself when no reshape is needed, so that it is not a view
+    (a view made inside an autograd Function cannot be modified in place, and models add into outputs)."""
+    return out if len(lead) == 1 else out.view(*lead, n)
+
+
 def _cuda_capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
@@ -223,9 +242,9 @@ class TritonBackend:
         x2 = x.reshape(-1, K)
         M = x2.shape[0]
         if _use_fallback(spec, M, N, K, x.device):
-            return _sgemm_op(x2, weight.t(), bias).view(*lead, N)
+            return _unflatten(_sgemm_op(x2, weight.t(), bias), lead, N)
         pw = self._prepared(weight, prepared, spec)
-        return _emu_mm_op(x2, *_pieces_args(pw.fwd), bias, spec.name).view(*lead, N)
+        return _unflatten(_emu_mm_op(x2, *_pieces_args(pw.fwd), bias, spec.name), lead, N)
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
@@ -234,6 +253,6 @@ class TritonBackend:
         g2 = grad_out.reshape(-1, N)
         M = g2.shape[0]
         if _use_fallback(spec, M, K, N, grad_out.device):
-            return _sgemm_op(g2, weight, None).view(*lead, K)
+            return _unflatten(_sgemm_op(g2, weight, None), lead, K)
         pw = self._prepared(weight, prepared, spec)
-        return _emu_mm_op(g2, *_pieces_args(pw.bwd), None, spec.name).view(*lead, K)
+        return _unflatten(_emu_mm_op(g2, *_pieces_args(pw.bwd), None, spec.name), lead, K)

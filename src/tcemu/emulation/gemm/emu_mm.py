@@ -373,19 +373,20 @@ def emu_mm(
             raise ValueError(f"pieces must share shape and strides and be {want}")
     if bias is not None and (bias.shape != (N,) or bias.dtype != torch.float32):
         raise ValueError(f"bias must be float32 of shape ({N},), got {bias.dtype} {tuple(bias.shape)}")
-    if out is None:
-        out3 = torch.empty((Z, M, N), dtype=torch.float32, device=a.device)
+    if out is None:  # the result is its own tensor, not a view (autograd Functions return it)
+        result = torch.empty((M, N) if squeeze else (Z, M, N), dtype=torch.float32, device=a.device)
     else:
-        out3 = out.unsqueeze(0) if out.dim() == 2 else out
-        if out3.shape != (Z, M, N) or out3.dtype != torch.float32:
-            raise ValueError(f"out must be float32 {(Z, M, N)}")
+        result = out
+    out3 = result.unsqueeze(0) if result.dim() == 2 else result
+    if out3.shape != (Z, M, N) or out3.dtype != torch.float32:
+        raise ValueError(f"out must be float32 {(Z, M, N)}")
     if M == 0 or N == 0 or Z == 0:
-        return out3[0] if squeeze else out3
+        return result
     if K == 0:
         out3.zero_()
         if bias is not None:
             out3 += bias
-        return out3[0] if squeeze else out3
+        return result
 
     p = bt3 + (bt3[0],) * (3 - len(bt3))
     sbz = 0 if Zb == 1 else p[0].stride(0)
@@ -413,7 +414,7 @@ def emu_mm(
         else:
             cfg = pick_config(spec, M, N, K)
     launch(cfg)
-    return out3[0] if squeeze else out3
+    return result
 
 
 def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw: bool) -> dict:
