@@ -523,3 +523,42 @@ def test_outputs_can_be_modified_in_place_interpret():
     y_ref, g_ref = run(lin)
     y, g = run(emu)
     assert torch.allclose(y, y_ref, atol=1e-5) and torch.allclose(g, g_ref, atol=1e-5)
+
+
+@interpret
+@pytest.mark.parametrize("precision", ["ieee", "tf32"])
+def test_compiled_fallback_is_a_plain_gemm_only_in_ieee_mode_interpret(monkeypatch, precision):
+    """Under torch.compile a fallback GEMM is a plain aten GEMM (Inductor fuses and schedules it) when FP32
+    GEMMs are IEEE, and the ``tcemu::sgemm`` op (which forces IEEE) when TF32 is on; no weight split
+    either way. The CUDA-only fallback decision is forced here so that the CPU interpreter runs the path."""
+    import tcemu.emulation.gemm.backend as gb
+
+    monkeypatch.setattr(gb, "_use_fallback", lambda *a, **k: True)
+    old = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = precision
+    graphs = []
+
+    def capture(gm, example_inputs):
+        graphs.append(gm.print_readable(print_output=False))
+        return gm.forward
+
+    try:
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(8, 4)
+        emu = EmulatedLinear.from_linear(copy.deepcopy(lin), "tf32x3", backend="triton")
+        x = torch.randn(5, 8, requires_grad=True)
+
+        def step(inp):
+            y = emu(inp)
+            return y.square().sum()
+
+        out = torch.compile(step, backend=capture, fullgraph=True)(x)
+        (g,) = torch.autograd.grad(out, x)
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = old
+    want = lin(x).square().sum()
+    (g_want,) = torch.autograd.grad(want, x)
+    assert torch.allclose(out, want, rtol=1e-5) and torch.allclose(g, g_want, rtol=1e-5, atol=1e-6)
+    code = "\n".join(graphs)
+    assert "split_t" not in code
+    assert ("tcemu.sgemm" in code) == (precision == "tf32"), code[-2000:]

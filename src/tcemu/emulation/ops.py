@@ -217,7 +217,7 @@ class _EmulatedLinear(torch.autograd.Function):
 def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig, prepared: Any = None) -> Tensor:
     """The core of :func:`linear` for 2-D ``x``; ``prepared`` = cached ``backend.prepare_weight``."""
     backend = resolve_backend(cfg.backend, x.device, cfg.forward)
-    if prepared is None:
+    if prepared is None and not (torch.compiler.is_compiling() and getattr(backend, "prepares_lazily", False)):
         prepared = backend.prepare_weight(weight, cfg.forward)
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)

@@ -47,6 +47,20 @@ def _fallback_min_flops() -> float:
     return float(getattr(sys.modules[__package__], "SMALL_SHAPE_MIN_FLOPS", 4.0e9))
 
 
+@torch.compiler.assume_constant_result
+def _fp32_gemm_is_ieee() -> bool:
+    """Whether CUDA FP32 GEMMs run as IEEE FP32 (not TF32): read at trace time under torch.compile, where
+    Dynamo's global-state guard recompiles the graph when the TF32 setting changes."""
+    return torch.backends.cuda.matmul.fp32_precision == "ieee"
+
+
+def _fallback_inline() -> bool:
+    """Inside a compiled graph, with FP32 GEMMs in IEEE mode, the fallback is a plain ``aten.mm``/``addmm``
+    that Inductor schedules and fuses like the model's other FP32 GEMMs (the custom op costs a Python
+    dispatch per call); otherwise the ``tcemu::sgemm`` op, which forces IEEE FP32 whatever the TF32 setting."""
+    return torch.compiler.is_compiling() and _fp32_gemm_is_ieee()
+
+
 def _settings() -> tuple[bool, float]:
     """The package-level switches (``tcemu.emulation.gemm.SMALL_SHAPE_*``)."""
     return _fallback_enabled(), _fallback_min_flops()
@@ -163,6 +177,9 @@ class TritonBackend:
     """
 
     name = "triton"
+    #: ``linear`` / ``linear_input_grad`` accept ``prepared=None`` and split the weight only when a kernel
+    #: runs (under torch.compile the weight is not split for GEMMs that take the small-shape fallback)
+    prepares_lazily = True
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - the backend is a process-wide singleton
     def unavailable_reason(self, device: torch.device, spec: MethodSpec | None = None) -> str | None:
@@ -197,7 +214,7 @@ class TritonBackend:
         for d in batch:
             Z *= d
         if _use_fallback(spec, M * Z, N, K, a.device):
-            return _sgemm_op(a, b, None)
+            return torch.matmul(a, b) if _fallback_inline() else _sgemm_op(a, b, None)
         if b.dim() == 2:  # one weight-like b: fold the batch into M where a allows it
             pieces = tuple(_split_t_op(b, spec.name))
             a_b = a.expand(*batch, M, K)
@@ -242,6 +259,8 @@ class TritonBackend:
         x2 = x.reshape(-1, K)
         M = x2.shape[0]
         if _use_fallback(spec, M, N, K, x.device):
+            if _fallback_inline():
+                return _unflatten(torch.nn.functional.linear(x2, weight, bias), lead, N)
             return _unflatten(_sgemm_op(x2, weight.t(), bias), lead, N)
         pw = self._prepared(weight, prepared, spec)
         return _unflatten(_emu_mm_op(x2, *_pieces_args(pw.fwd), bias, spec.name), lead, N)
@@ -253,6 +272,8 @@ class TritonBackend:
         g2 = grad_out.reshape(-1, N)
         M = g2.shape[0]
         if _use_fallback(spec, M, K, N, grad_out.device):
+            if _fallback_inline():
+                return _unflatten(torch.mm(g2, weight), lead, K)
             return _unflatten(_sgemm_op(g2, weight, None), lead, K)
         pw = self._prepared(weight, prepared, spec)
         return _unflatten(_emu_mm_op(g2, *_pieces_args(pw.bwd), None, spec.name), lead, K)
