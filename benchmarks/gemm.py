@@ -294,7 +294,7 @@ def run_full(args) -> None:
     for _, M, K, N in shapes:
         for direction, (m_, k_, n_) in (("fwd", (M, K, N)), ("bwd_input", (M, N, K))):
             for meth in methods:
-                for cfg in config_candidates(get_method(meth), m_, n_):
+                for cfg in config_candidates(get_method(meth), m_, n_, k_):
                     jobs.append(("tcemu", meth, m_, n_, k_, str(cfg), False, hw))
             if not args.no_builtin:
                 # fwd: B = W^T (strides 1, K); bwd: B = W (strides K, 1)

@@ -229,43 +229,45 @@ _C = KernelConfig.parse
 #   "wide":   M >= 1024, N >= 640. A split beforehand ("p") wins: its memory pass costs M*K, and the
 #             in-kernel split it saves costs M*K*N/BN ALU work interleaved with the MMAs.
 #   "narrow": M >= 1024, N < 640: the in-kernel split wins for TF32x3 and BF16x9 (few column tiles).
-#   "small_wide" / "small": M < 1024 (node layers of small systems; usually the SGEMM fallback), N >= 2048 or not.
+#   "small_longk" / "small": M < 1024 (node layers of small systems; usually the SGEMM fallback), K >= 2048 or
+#             not. With few row tiles the grid is small and each program loops over all of K, so a split
+#             pass spread over the whole GPU wins for long K (and for BF16x6/x9 at K = 1024 too).
 _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
     "tf32x3": {"wide": [_C("128x128x32w8s3m1p"), _C("128x128x32w8s3m1po"), _C("128x128x32w8s3m1")],
                "narrow": [_C("128x128x32w8s3m1"), _C("128x128x32w8s3m1p"), _C("64x128x32w4s3m0")],
-               "small_wide": [_C("128x64x32w8s4m1po"), _C("128x64x32w8s4m1")],
-               "small": [_C("128x64x32w8s4m1"), _C("64x128x32w4s3m0")]},
+               "small_longk": [_C("128x64x32w8s4m1po"), _C("128x64x32w8s4m1")],
+               "small": [_C("128x64x32w8s4m1"), _C("128x64x32w8s4m1po"), _C("64x128x32w4s3m0")]},
     "bf16x3": {"wide": [_C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1po"), _C("128x128x64w8s3m1")],
                "narrow": [_C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1")],
-               "small_wide": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
-               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
+               "small_longk": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
+               "small": [_C("128x64x64w8s3m1"), _C("128x64x64w8s3m1po"), _C("64x128x64w4s2m0")]},
     "bf16x6": {"wide": [_C("128x64x64w8s3m1po"), _C("64x128x64w4s2m0"), _C("128x128x32w8s4m0p")],
                "narrow": [_C("128x64x64w8s3m1po"), _C("64x128x64w4s2m0")],
-               "small_wide": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
-               "small": [_C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
+               "small_longk": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
+               "small": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
     "bf16x9": {"wide": [_C("128x64x64w8s3m0p"), _C("64x128x64w4s2m0")],
                "narrow": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m0p")],
-               "small_wide": [_C("128x64x64w8s3m0p"), _C("128x64x64w8s3m0")],
-               "small": [_C("128x64x64w8s3m0"), _C("64x128x64w4s2m0")]},
+               "small_longk": [_C("128x64x64w8s3m0p"), _C("128x64x64w8s3m0")],
+               "small": [_C("128x64x64w8s3m0p"), _C("128x64x64w8s3m0"), _C("64x128x64w4s2m0")]},
 }
 # Small tiles for the CPU interpreter (TRITON_INTERPRET=1), where tile size is only run time.
 _INTERPRET_CONFIG = KernelConfig(32, 32, 16, 4, 1, 0, 4)
 _TUNED: dict[tuple, KernelConfig] = {}
 
 
-def _bucket(M: int, N: int) -> str:
+def _bucket(M: int, N: int, K: int) -> str:
     if M >= 1024:
         return "wide" if N >= 640 else "narrow"
-    return "small_wide" if N >= 2048 else "small"
+    return "small_longk" if K >= 2048 else "small"
 
 
-def config_candidates(spec: MethodSpec, M: int, N: int | None = None) -> list[KernelConfig]:
-    """The candidate configurations for a method and an (M, N) output (first: the static choice);
-    with N None, those of every N bucket for this M."""
-    if N is not None:
-        return list(_CANDIDATES[spec.name][_bucket(M, N)])
-    wide, narrow = 1 << 20, 1
-    return list(dict.fromkeys(_CANDIDATES[spec.name][_bucket(M, wide)] + _CANDIDATES[spec.name][_bucket(M, narrow)]))
+def config_candidates(spec: MethodSpec, M: int, N: int | None = None, K: int | None = None) -> list[KernelConfig]:
+    """The candidate configurations for a method and an (M, N, K) product (first: the static choice);
+    with N or K None, those of every bucket this M can fall in."""
+    if N is not None and K is not None:
+        return list(_CANDIDATES[spec.name][_bucket(M, N, K)])
+    buckets = ("wide", "narrow") if M >= 1024 else ("small_longk", "small")
+    return list(dict.fromkeys(c for b in buckets for c in _CANDIDATES[spec.name][b]))
 
 
 def pick_config(spec: MethodSpec, M: int, N: int, K: int) -> KernelConfig:
@@ -276,7 +278,7 @@ def pick_config(spec: MethodSpec, M: int, N: int, K: int) -> KernelConfig:
     if _interpreting():
         return _INTERPRET_CONFIG
     tuned = _TUNED.get(_tune_key(spec, M, N, K))
-    return tuned if tuned is not None else config_candidates(spec, M, N)[0]
+    return tuned if tuned is not None else config_candidates(spec, M, N, K)[0]
 
 
 def tuned_configs() -> dict[tuple, str]:
@@ -285,7 +287,7 @@ def tuned_configs() -> dict[tuple, str]:
 
 
 def _tune_key(spec: MethodSpec, M: int, N: int, K: int, has_bias: bool = False) -> tuple:
-    return (spec.name, _bucket(M, N), N, K)
+    return (spec.name, _bucket(M, N, K), N, K)
 
 
 def _autotune_enabled() -> bool:
