@@ -562,3 +562,21 @@ def test_compiled_fallback_is_a_plain_gemm_only_in_ieee_mode_interpret(monkeypat
     code = "\n".join(graphs)
     assert "split_t" not in code
     assert ("tcemu.sgemm" in code) == (precision == "tf32"), code[-2000:]
+
+
+@interpret
+def test_results_are_not_kept_alive_interpret():
+    """Nothing in the backend holds on to a GEMM result (a cache there once kept every output alive)."""
+    import gc
+    import weakref
+
+    torch.manual_seed(0)
+    emu = EmulatedLinear.from_linear(torch.nn.Linear(8, 4), "tf32x3", backend="triton")
+    x = torch.randn(5, 8, requires_grad=True)
+    y = emu(x)
+    y.sum().backward()
+    refs = [weakref.ref(y), weakref.ref(x.grad)]
+    del y
+    x.grad = None
+    gc.collect()
+    assert all(r() is None for r in refs)

@@ -159,13 +159,13 @@ class PreparedWeight:
     bwd: tuple[Tensor, ...]
 
 
-@functools.cache
 def _unflatten(out: Tensor, lead: torch.Size, n: int) -> Tensor:
     """(M, n) -> (*lead, n); the 2-D result itself when no reshape is needed, so that it is not a view
     (a view made inside an autograd Function cannot be modified in place, and models add into outputs)."""
     return out if len(lead) == 1 else out.view(*lead, n)
 
 
+@functools.cache
 def _cuda_capability(index: int) -> tuple[int, int]:
     return torch.cuda.get_device_capability(index)
 
