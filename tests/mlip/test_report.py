@@ -82,3 +82,26 @@ def test_suite_switches_off_the_small_shape_sgemm_fallback():
     with every_gemm_emulated():
         assert gemm.SMALL_SHAPE_FALLBACK is False
     assert gemm.SMALL_SHAPE_FALLBACK == before
+
+
+def test_energy_threshold_is_at_least_one_fp32_ulp_of_the_energy():
+    """A reordered-FP32 floor of exactly 0 must not set an energy threshold below the energy's FP32
+    resolution (the CHGNet water case on the H200: E = -979.33 eV, ulp 6.1e-5 eV, FP32 error 9.3e-6 eV)."""
+    from tcemu.mlip.report import SuiteConfig, SuiteResult, verdicts
+    from tcemu.mlip.tasks.single_point import SinglePointError, SinglePointResult
+
+    e64, ulp = -979.33, 6.103515625e-05
+
+    def err(m, ref, de):
+        return SinglePointError(m, ref, de, de / 192e-3, 1e-5, 2e-5, 1e-8, 2e-8)
+
+    shifts = {"fp32": 9.3e-6, "bf16x6": 2 * ulp, "bf16x3": 6 * ulp}
+    sp = SinglePointResult(
+        "chgnet", "water_192", 192, "permute", err("fp32", "fp32", 0.0),
+        tuple(err(m, "fp64", d) for m, d in shifts.items()),
+        {"fp64": e64, **{m: e64 + d for m, d in shifts.items()}}, {},
+    )
+    res = SuiteResult(SuiteConfig.quick(), single_point=[sp])
+    got = {v.method: v for v in verdicts(res) if v.check.startswith("single_point:energy_abs_err")}
+    assert got["fp32"].threshold == pytest.approx(3 * ulp)
+    assert got["bf16x6"].passed and not got["bf16x3"].passed
