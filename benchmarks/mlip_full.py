@@ -341,12 +341,10 @@ def _parallel(args, cfg, argv: list[str]) -> int:
 
 def _merge(cfg, out: Path, pkls: list[Path], status: dict, wall: float, log, mps: bool = False) -> int:
     """Collect the workers' pickles into one SuiteResult; write CSVs, figures, verdicts.csv and report.md."""
-    import csv
-
     from tcemu.mlip import systems
     from tcemu.mlip._common import row, with_reference, write_csv
     from tcemu.mlip.plots import save_check_figures
-    from tcemu.mlip.report import SuiteResult, verdict_table, verdicts, write_report
+    from tcemu.mlip.report import SuiteResult, verdict_table, verdicts, write_report, write_verdicts
     from tcemu.mlip.tasks import NVECheckResult, RelaxCheckResult
 
     items = []
@@ -421,11 +419,7 @@ def _merge(cfg, out: Path, pkls: list[Path], status: dict, wall: float, log, mps
     if wall:
         res.wall_s["parallel"] = wall
     res.verdicts = verdicts(res)
-    with (out / "verdicts.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["method", "check", "value", "threshold", "verdict"])
-        w.writeheader()
-        for v in res.verdicts:
-            w.writerow(v.row())
+    write_verdicts(res, out)
     if envs:  # the workers' environment (the device), not this process's
         import tcemu.mlip.report as report
 

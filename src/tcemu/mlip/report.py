@@ -470,13 +470,18 @@ def _run_suite(config: SuiteConfig, out: str | Path, show_progress: bool, log) -
             _failed(res, log, "relax", f"{config.relax_potential}/{config.relax_system}", exc)
         res.wall_s["relax"] = time.perf_counter() - t0
     res.verdicts = verdicts(res)
-    with (out / "verdicts.csv").open("w", newline="") as f:
+    write_verdicts(res, out)
+    write_report(res, out)
+    return res
+
+
+def write_verdicts(res: SuiteResult, out: Path) -> None:
+    """``out/verdicts.csv``: one row per (method, criterion) with the columns of :meth:`Verdict.row`."""
+    with (Path(out) / "verdicts.csv").open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=["method", "check", "value", "threshold", "verdict"])
         w.writeheader()
         for v in res.verdicts:
             w.writerow(v.row())
-    write_report(res, out)
-    return res
 
 
 def _fmt(x: float) -> str:
