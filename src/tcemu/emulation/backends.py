@@ -110,6 +110,12 @@ def get_backend(name: str) -> GemmBackend:
     raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(backend_names())}")
 
 
+def defers_weight_split(backend: GemmBackend) -> bool:
+    """Under torch.compile, a backend with ``prepares_lazily`` gets ``prepared=None`` and splits the weight
+    only where a kernel needs it (not for GEMMs that take its small-shape fallback)."""
+    return torch.compiler.is_compiling() and getattr(backend, "prepares_lazily", False)
+
+
 # CUDA resolutions, computed once per (backend name, device, method): inside torch.compile the lookup is a
 # constant, whereas the first resolution queries the device (not traceable, so it runs outside the graph).
 _RESOLVED_CUDA: dict[tuple[str, int | None, str], GemmBackend] = {}

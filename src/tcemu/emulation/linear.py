@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from .backends import resolve_backend
+from .backends import defers_weight_split, resolve_backend
 from .methods import MethodSpec
 from .ops import GemmConfig, check_operands, linear_2d
 
@@ -93,8 +93,8 @@ class EmulatedLinear(nn.Linear):
     def _prepared_weight(self, cfg: GemmConfig) -> Any:
         weight = self.weight
         backend = resolve_backend(cfg.backend, weight.device, cfg.forward)
-        if torch.compiler.is_compiling() and getattr(backend, "prepares_lazily", False):
-            return None  # the backend splits the weight where a kernel needs it (not for the fallback)
+        if defers_weight_split(backend):
+            return None
         if torch.compiler.is_compiling() or weight.is_inference():
             # no Python-side cache inside a compiled graph; inference tensors have no version counter
             return backend.prepare_weight(weight, cfg.forward)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .backends import GemmBackend, resolve_backend
+from .backends import GemmBackend, defers_weight_split, resolve_backend
 from .methods import MethodSpec, get_method
 
 __all__ = ["GemmConfig", "matmul", "linear", "check_operands"]
@@ -217,7 +217,7 @@ class _EmulatedLinear(torch.autograd.Function):
 def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig, prepared: Any = None) -> Tensor:
     """The core of :func:`linear` for 2-D ``x``; ``prepared`` = cached ``backend.prepare_weight``."""
     backend = resolve_backend(cfg.backend, x.device, cfg.forward)
-    if prepared is None and not (torch.compiler.is_compiling() and getattr(backend, "prepares_lazily", False)):
+    if prepared is None and not defers_weight_split(backend):
         prepared = backend.prepare_weight(weight, cfg.forward)
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
