@@ -12,6 +12,7 @@ A backend implements :class:`GemmBackend`. Linear layers use the ``prepare_weigh
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -116,26 +117,42 @@ def defers_weight_split(backend: GemmBackend) -> bool:
     return torch.compiler.is_compiling() and getattr(backend, "prepares_lazily", False)
 
 
-# CUDA resolutions, computed once per (backend name, device, method): inside torch.compile the lookup is a
-# constant, whereas the first resolution queries the device (not traceable, so it runs outside the graph).
+# CUDA resolutions, computed once per (backend name, device, method) in eager code. Under torch.compile the
+# resolution is a constant of the graph (computed at trace time by :func:`_resolve_cuda_name`), so that a
+# first resolution inside a compiled region does not break the graph (it queries the device).
 _RESOLVED_CUDA: dict[tuple[str, int | None, str], GemmBackend] = {}
+_INSTANCES: dict[str, GemmBackend] = {}
 
 
 def resolve_backend(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
     """Pick the backend that runs ``spec`` on ``device``: ``"auto"`` prefers Triton on CUDA."""
     if device.type != "cuda":
         return _resolve(name, device, spec)
+    if torch.compiler.is_compiling():
+        return _INSTANCES[_resolve_cuda_name(name, device.index, spec.name, spec.uses_tensor_cores)]
     key = (name, device.index, spec.name)
     be = _RESOLVED_CUDA.get(key)
     if be is None:
-        be = _resolve_cuda_once(name, device, spec)
-        _RESOLVED_CUDA[key] = be
+        be = _RESOLVED_CUDA[key] = _resolve(name, device, spec)
     return be
 
 
-@torch.compiler.disable
-def _resolve_cuda_once(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
-    return _resolve(name, device, spec)
+@dataclass(frozen=True)
+class _MethodKey:
+    """What backend resolution reads of a :class:`MethodSpec` (kernels are keyed by the method's name)."""
+
+    name: str
+    uses_tensor_cores: bool
+
+
+@torch.compiler.assume_constant_result
+def _resolve_cuda_name(name: str, index: int | None, method: str, uses_tensor_cores: bool) -> str:
+    """The name of the backend that runs ``method`` on CUDA device ``index``; the instance goes to
+    ``_INSTANCES``. Dynamo runs this at trace time and keeps the result as a constant (no graph break)."""
+    device = torch.device("cuda", index) if index is not None else torch.device("cuda")
+    be = _resolve(name, device, _MethodKey(method, uses_tensor_cores))  # type: ignore[arg-type]
+    _INSTANCES[be.name] = be
+    return be.name
 
 
 def _resolve(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
