@@ -51,7 +51,9 @@ def _fallback_min_flops() -> float:
 def _fp32_gemm_is_ieee() -> bool:
     """Whether CUDA FP32 GEMMs run as IEEE FP32 (not TF32): read at trace time under torch.compile, where
     Dynamo's global-state guard recompiles the graph when the TF32 setting changes."""
-    return torch.backends.cuda.matmul.fp32_precision == "ieee"
+    # "none" (torch's default) inherits torch.backends.fp32_precision, which the CUDA value already reflects
+    # when set; both "none" means IEEE FP32 (allow_tf32 off)
+    return torch.backends.cuda.matmul.fp32_precision != "tf32"
 
 
 def _fallback_inline() -> bool:
@@ -95,12 +97,39 @@ def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device
 # =====================================================================================================
 
 
-@torch.library.custom_op("tcemu::split_t", mutates_args=())
-def _split_t_op(b: Tensor, method: str) -> list[Tensor]:
+# Defined with the low-level torch.library.Library API rather than ``torch.library.custom_op``: the latter
+# wraps every call in two Python layers (autograd and backend wrappers with aliasing checks), about 0.2 ms
+# of host time per call on the H200 machine (cProfile, torch 2.11), which compiled small-system MD steps
+# pay ~24 times per step. These ops never need autograd: they run inside the autograd.Functions of
+# ``tcemu.emulation.ops`` (grad mode off), and return new tensors (no aliasing).
+_LIB = torch.library.Library("tcemu", "DEF")  # noqa: TOR901 - kept alive for the process
+_LIB.define("split_t(Tensor b, str method) -> Tensor[]")
+_LIB.define("emu_mm(Tensor a, Tensor p0, Tensor? p1, Tensor? p2, Tensor? bias, str method) -> Tensor")
+_LIB.define("sgemm(Tensor a, Tensor b, Tensor? bias) -> Tensor")
+
+
+def _split_t_impl(b: Tensor, method: str) -> list[Tensor]:
     return list(split_t(b, method))
 
 
-@_split_t_op.register_fake
+def _emu_mm_impl(
+    a: Tensor, p0: Tensor, p1: Tensor | None, p2: Tensor | None, bias: Tensor | None, method: str
+) -> Tensor:
+    pieces = tuple(p for p in (p0, p1, p2) if p is not None)
+    return emu_mm(a, pieces, method, bias)
+
+
+def _sgemm_impl(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
+    out = ieee_fp32_matmul(a, b)
+    return out if bias is None else out + bias
+
+
+for _name, _fn in (("split_t", _split_t_impl), ("emu_mm", _emu_mm_impl), ("sgemm", _sgemm_impl)):
+    _LIB.impl(_name, _fn, "CUDA")
+    _LIB.impl(_name, _fn, "CPU")  # CPU tensors: the kernels under TRITON_INTERPRET=1 (tests)
+
+
+@torch.library.register_fake("tcemu::split_t", lib=_LIB)
 def _(b: Tensor, method: str) -> list[Tensor]:
     from ..methods import get_method  # noqa: PLC0415
 
@@ -109,34 +138,47 @@ def _(b: Tensor, method: str) -> list[Tensor]:
     return [b.new_empty((C, R), dtype=piece_dtype(spec)) for _ in range(spec.n_pieces)]
 
 
-@torch.library.custom_op("tcemu::emu_mm", mutates_args=())
-def _emu_mm_op(
-    a: Tensor, p0: Tensor, p1: Tensor | None, p2: Tensor | None, bias: Tensor | None, method: str
-) -> Tensor:
-    pieces = tuple(p for p in (p0, p1, p2) if p is not None)
-    return emu_mm(a, pieces, method, bias)
-
-
-@_emu_mm_op.register_fake
+@torch.library.register_fake("tcemu::emu_mm", lib=_LIB)
 def _(a, p0, p1, p2, bias, method):
     N = p0.shape[-2]
     return a.new_empty((*a.shape[:-1], N))
 
 
-@torch.library.custom_op("tcemu::sgemm", mutates_args=())
-def _sgemm_op(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
-    out = ieee_fp32_matmul(a, b)
-    return out if bias is None else out + bias
-
-
-@_sgemm_op.register_fake
+@torch.library.register_fake("tcemu::sgemm", lib=_LIB)
 def _(a, b, bias):
     return a.new_empty(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]))
+
+
+_split_t_op = torch.ops.tcemu.split_t.default
+_emu_mm_op = torch.ops.tcemu.emu_mm.default
+_sgemm_op = torch.ops.tcemu.sgemm.default
 
 
 def _pieces_args(pieces: tuple[Tensor, ...]) -> tuple[Tensor, Tensor | None, Tensor | None]:
     p = tuple(pieces) + (None,) * (3 - len(pieces))
     return p[0], p[1], p[2]
+
+
+# The custom ops exist for torch.compile (opaque calls with fake shapes). In eager code they are skipped:
+# a Python custom op's dispatch costs about 0.15 ms per call on the H200 host (torch 2.11, profiled),
+# which made small emulated MD steps host-bound.
+
+
+def _split_pieces(b: Tensor, method: str) -> tuple[Tensor, ...]:
+    return tuple(_split_t_op(b, method)) if torch.compiler.is_compiling() else split_t(b, method)
+
+
+def _emu(a: Tensor, pieces: tuple[Tensor, ...], bias: Tensor | None, method: str) -> Tensor:
+    if torch.compiler.is_compiling():
+        return _emu_mm_op(a, *_pieces_args(pieces), bias, method)
+    return emu_mm(a, tuple(pieces), method, bias)
+
+
+def _sgemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
+    if torch.compiler.is_compiling():
+        return _sgemm_op(a, b, bias)
+    out = ieee_fp32_matmul(a, b)
+    return out if bias is None else out + bias
 
 
 # =====================================================================================================
@@ -214,28 +256,28 @@ class TritonBackend:
         for d in batch:
             Z *= d
         if _use_fallback(spec, M * Z, N, K, a.device):
-            return torch.matmul(a, b) if _fallback_inline() else _sgemm_op(a, b, None)
+            return torch.matmul(a, b) if _fallback_inline() else _sgemm(a, b, None)
         if b.dim() == 2:  # one weight-like b: fold the batch into M where a allows it
-            pieces = tuple(_split_t_op(b, spec.name))
+            pieces = _split_pieces(b, spec.name)
             a_b = a.expand(*batch, M, K)
             try:
                 a2 = a_b.view(-1, K)
-                out = _emu_mm_op(a2, *_pieces_args(pieces), None, spec.name)
+                out = _emu(a2, pieces, None, spec.name)
                 return out.view(*batch, M, N)
             except RuntimeError:
                 a3 = a_b.reshape(-1, M, K)
-                out = _emu_mm_op(a3, *_pieces_args(pieces), None, spec.name)
+                out = _emu(a3, pieces, None, spec.name)
                 return out.view(*batch, M, N)
         a3 = a.expand(*batch, M, K).reshape(-1, M, K)
         b_batch = b.shape[:-2]
         b3 = b.reshape(-1, K, N)
-        per_b = [tuple(_split_t_op(b3[i], spec.name)) for i in range(b3.shape[0])]
+        per_b = [_split_pieces(b3[i], spec.name) for i in range(b3.shape[0])]
         stacked = tuple(torch.stack([pb[j] for pb in per_b]) for j in range(spec.n_pieces))  # (Zb, N, K)
         if b3.shape[0] != Z:  # broadcast b's pieces over the batch (stride 0 where possible)
             stacked = tuple(
                 p.view(*b_batch, N, K).expand(*batch, N, K).reshape(-1, N, K) for p in stacked
             )
-        out = _emu_mm_op(a3, *_pieces_args(stacked), None, spec.name)
+        out = _emu(a3, stacked, None, spec.name)
         return out.view(*batch, M, N)
 
     # ---- linear layers ----
@@ -243,8 +285,8 @@ class TritonBackend:
         """Split W (N, K) once: forward pieces (N, K) and input-gradient pieces (K, N)."""
         with torch.no_grad():
             w = weight.detach()
-            fwd = tuple(_split_t_op(w.t(), spec.name))
-            bwd = tuple(_split_t_op(w, spec.name))
+            fwd = _split_pieces(w.t(), spec.name)
+            bwd = _split_pieces(w, spec.name)
         return PreparedWeight(spec.name, fwd, bwd)
 
     def _prepared(self, weight: Tensor, prepared, spec: MethodSpec) -> PreparedWeight:
@@ -261,9 +303,9 @@ class TritonBackend:
         if _use_fallback(spec, M, N, K, x.device):
             if _fallback_inline():
                 return _unflatten(torch.nn.functional.linear(x2, weight, bias), lead, N)
-            return _unflatten(_sgemm_op(x2, weight.t(), bias), lead, N)
+            return _unflatten(_sgemm(x2, weight.t(), bias), lead, N)
         pw = self._prepared(weight, prepared, spec)
-        return _unflatten(_emu_mm_op(x2, *_pieces_args(pw.fwd), bias, spec.name), lead, N)
+        return _unflatten(_emu(x2, pw.fwd, bias, spec.name), lead, N)
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
@@ -274,6 +316,6 @@ class TritonBackend:
         if _use_fallback(spec, M, K, N, grad_out.device):
             if _fallback_inline():
                 return _unflatten(torch.mm(g2, weight), lead, K)
-            return _unflatten(_sgemm_op(g2, weight, None), lead, K)
+            return _unflatten(_sgemm(g2, weight, None), lead, K)
         pw = self._prepared(weight, prepared, spec)
-        return _unflatten(_emu_mm_op(g2, *_pieces_args(pw.bwd), None, spec.name), lead, K)
+        return _unflatten(_emu(g2, pw.bwd, None, spec.name), lead, K)
