@@ -53,9 +53,20 @@ import torch
 COLUMNS = ["model", "n_atoms", "method", "mode", "median_ms", "speedup_vs_fp32_compile", "force_err_vs_fp64",
            "fp32_noise_floor", "gemm_share", "peak_mem_gb", "gpu", "driver", "torch", "triton", "p20_ms",
            "p80_ms", "nl_build_ms", "gemm_ms", "note"]
-# GPU kernels counted as GEMM work: cuBLAS/CUTLASS GEMMs, Triton matmul templates, and tcemu's emulated GEMM
-# and split kernels (the split is part of what an emulated GEMM costs)
-GEMM_KERNEL_MARKERS = ("gemm", "xmma", "emu_mm", "cutlass", "_mm_kernel", "matmul", "split_t")
+# GPU kernels counted as GEMM work: cuBLAS/CUTLASS GEMMs, Triton and Inductor matmul templates, and tcemu's
+# emulated GEMM and split kernels (the split is part of what an emulated GEMM costs). Not counted: attention
+# (CUTLASS "fmha" kernels: not nn.Linear, left in FP32 by emulate_) and Inductor's fused kernels, whose names
+# list the ops they follow ("triton_poi_fused_..._emu_mm_...").
+GEMM_KERNEL_MARKERS = (
+    "gemm", "xmma", "_emu_mm_kernel", "cutlass", "_mm_kernel", "matmul", "_split_t_kernel", "triton_tem_"
+)
+NOT_GEMM_MARKERS = ("fmha", "triton_poi_", "triton_per_", "triton_red_")
+
+
+def is_gemm_kernel(name: str) -> bool:
+    """Whether a profiled GPU kernel is GEMM work (see ``GEMM_KERNEL_MARKERS``)."""
+    key = name.lower()
+    return any(m in key for m in GEMM_KERNEL_MARKERS) and not any(m in key for m in NOT_GEMM_MARKERS)
 
 
 @dataclass
@@ -157,7 +168,7 @@ def gemm_share(fn, device: torch.device) -> tuple[float, float, str]:
         if not t:
             continue
         total += t
-        is_gemm = any(m in evt.key.lower() for m in GEMM_KERNEL_MARKERS)
+        is_gemm = is_gemm_kernel(evt.key)
         gemm += t if is_gemm else 0.0
         kernels.append((t, evt.count, is_gemm, evt.key))
     kernels.sort(reverse=True)
@@ -366,9 +377,13 @@ def plot(csv_path: str, png_path: str) -> None:
     cases = list(dict.fromkeys((r["model"], r["n_atoms"]) for r in rows))
     if not cases:
         return
-    fig, axes = plt.subplots(1, len(cases), figsize=(4.2 * len(cases), 4.2), squeeze=False)
+    ncols = min(4, len(cases))
+    nrows = math.ceil(len(cases) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 4.2 * nrows), squeeze=False)
+    for ax in axes.flat[len(cases):]:
+        ax.set_visible(False)
     colors = {"eager": "#9ecae1", "compile": "#3182bd", "graph": "#08519c"}
-    for ax, (model, n) in zip(axes[0], cases):
+    for ax, (model, n) in zip(axes.flat, cases):
         sub = [r for r in rows if (r["model"], r["n_atoms"]) == (model, n)]
         labels = [f"{r['method']}\n{r['mode']}" for r in sub]
         vals = [float(r["median_ms"]) for r in sub]

@@ -48,3 +48,25 @@ def test_cpu_smoke_run_writes_every_column(tmp_path):
     assert list(rows[0]) == bench.COLUMNS
     err = {r["method"]: float(r["force_err_vs_fp64"]) for r in rows}
     assert 0 < err["fp32"] < 1e-4 and err["bf16x3"] > 0 and not math.isnan(float(rows[0]["median_ms"]))
+
+
+def test_gemm_kernel_classification():
+    """The GEMM share counts GEMM and split kernels only: not attention, and not Inductor's fused pointwise
+    kernels named after the emulated GEMM they follow (both were counted once, inflating the share)."""
+    bench = load_bench()
+    gemm = ["_emu_mm_kernel", "_split_t_kernel", "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8",
+            "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>", "triton_tem_fused_mm_0"]
+    other = ["fmha_cutlassB_f32_aligned_64x64_k32_sm80", "triton_poi_fused_cat_emu_mm_mul_sigmoid_3",
+             "triton_per_fused_add_addmm_cat_index_native_layer_norm_12", "indexing_backward_kernel_small_stride"]
+    assert all(bench.is_gemm_kernel(k) for k in gemm)
+    assert not any(bench.is_gemm_kernel(k) for k in other)
+
+
+def test_no_fp64_leaves_the_force_error_empty(tmp_path):
+    bench = load_bench()
+    out = tmp_path / "md.csv"
+    rc = bench.main(["--device", "cpu", "--shapes", "tiny", "--systems", "water_192", "--methods", "fp32",
+                     "--modes", "eager", "--repeats", "1", "--warmup", "0", "--no-fp64", "--out", str(out)])
+    assert rc == 0
+    (row,) = list(__import__("csv").DictReader(open(out)))
+    assert row["force_err_vs_fp64"] == "" and float(row["median_ms"]) > 0
