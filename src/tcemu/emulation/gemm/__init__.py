@@ -1,7 +1,7 @@
 """Fast emulated FP32 GEMMs: Triton kernels for TF32x3, BF16x3, BF16x6 and BF16x9 (CUDA, sm80+; Hopper-tuned).
 
-* :class:`TritonBackend`: the ``"triton"`` :class:`~tcemu.emulation.backends.GemmBackend` (custom ops, so
-  ``torch.compile`` and CUDA graphs work);
+* :class:`TritonBackend`: the ``"triton"`` :class:`~tcemu.emulation.backends.GemmBackend` (torch ops under
+  ``torch.compile``, so that it and CUDA graphs work; direct kernel calls in eager code);
 * :func:`emu_mm` / :func:`emu_mm_reference`, :func:`split_t` / :func:`split_t_reference`: launchers and
   their references, side by side (``emu_mm.py``); the ``@triton.jit`` code is private in ``_kernels/``.
 

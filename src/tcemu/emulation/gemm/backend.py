@@ -1,7 +1,8 @@
-"""The Triton GEMM backend (:class:`TritonBackend`) and its torch custom ops.
+"""The Triton GEMM backend (:class:`TritonBackend`) and its torch ops.
 
-Every product goes through one of three custom ops, so that ``torch.compile`` treats the kernels as
-opaque calls with known output shapes (fake implementations below) and CUDA graphs capture them:
+Under ``torch.compile`` every product goes through one of three torch ops, so that the compiler treats the
+kernels as opaque calls with known output shapes (fake implementations below) and CUDA graphs capture them;
+eager code calls the same kernels directly (an op call costs host time):
 
 * ``tcemu::split_t(b, method) -> pieces``: split a (R, C) matrix into transposed pieces (C, R);
 * ``tcemu::emu_mm(a, p0, p1, p2, bias, method) -> out``: ``a @ b + bias`` from a (Z, M, K) and b's pieces;
@@ -93,7 +94,7 @@ def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device
 
 
 # =====================================================================================================
-# custom ops
+# torch ops
 # =====================================================================================================
 
 
@@ -159,9 +160,8 @@ def _pieces_args(pieces: tuple[Tensor, ...]) -> tuple[Tensor, Tensor | None, Ten
     return p[0], p[1], p[2]
 
 
-# The custom ops exist for torch.compile (opaque calls with fake shapes). In eager code they are skipped:
-# a Python custom op's dispatch costs about 0.15 ms per call on the H200 host (torch 2.11, profiled),
-# which made small emulated MD steps host-bound.
+# The ops exist for torch.compile (opaque calls with fake shapes). Eager code skips them: a Python op's
+# dispatch costs host time on every call, which small emulated MD steps (host-bound) pay in full.
 
 
 def _split_pieces(b: Tensor, method: str) -> tuple[Tensor, ...]:
