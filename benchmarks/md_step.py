@@ -52,7 +52,7 @@ import torch
 
 COLUMNS = ["model", "n_atoms", "method", "mode", "median_ms", "speedup_vs_fp32_compile", "force_err_vs_fp64",
            "fp32_noise_floor", "gemm_share", "peak_mem_gb", "gpu", "driver", "torch", "triton", "p20_ms",
-           "p80_ms", "nl_build_ms", "gemm_ms", "note"]
+           "p80_ms", "nl_build_ms", "gemm_ms", "round", "note"]
 # GPU kernels counted as GEMM work: cuBLAS/CUTLASS GEMMs, Triton and Inductor matmul templates, and tcemu's
 # emulated GEMM and split kernels (the split is part of what an emulated GEMM costs). Not counted: attention
 # (CUTLASS "fmha" kernels: not nn.Linear, left in FP32 by emulate_) and Inductor's fused kernels, whose names
@@ -211,7 +211,6 @@ def _plan(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 
 def run(args: argparse.Namespace) -> list[dict]:
-    import tcemu
     from tcemu.mlip import systems
     from tcemu.mlip.models import build_pet
 
@@ -258,78 +257,89 @@ def run(args: argparse.Namespace) -> list[dict]:
                 base = ref = inp64 = None
                 _free(device)
                 continue
-            for method, mode in plan:
-                row = dict(model=model_name, n_atoms=n_atoms, method=method, mode=mode, note="",
-                           nl_build_ms=round(inp.nl_build_ms, 3), **meta)
-                if args.budget_s and time.perf_counter() - t_start > args.budget_s:
-                    row["note"] = "skipped: time budget"
+            for rnd in range(1, args.rounds + 1):  # rounds interleave the configurations (host-bound noise)
+                results = {}
+                for method, mode in plan:
+                    row = dict(model=model_name, n_atoms=n_atoms, method=method, mode=mode, note="",
+                               nl_build_ms=round(inp.nl_build_ms, 3), round=rnd, **meta)
+                    if args.budget_s and time.perf_counter() - t_start > args.budget_s:
+                        row["note"] = "skipped: time budget"
+                        results[method, mode] = row
+                        rows.append(row)
+                        continue
+                    try:
+                        f = measure_config(args, base, inp, method, mode, row, f"{model_name}_{n_atoms}")
+                        forces[method, mode] = f
+                        if forces64 is not None:
+                            row["force_err_vs_fp64"] = (f.double() - forces64).norm(dim=1).mean().item()
+                        elif ref_note:
+                            row["note"] += f"; {ref_note}"
+                        print(f"  {method:7s} {mode:8s} {row['median_ms']:9.2f} ms  "
+                              f"force err {row.get('force_err_vs_fp64', math.nan):.3e}  "
+                              f"gemm {row.get('gemm_share', math.nan):.2f}  {row['note']}  "
+                              f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
+                        del f
+                    except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the run
+                        row["note"] = f"{type(exc).__name__}: {exc}"[:300]
+                        print(f"  {method:7s} {mode:8s} FAILED {row['note']}", flush=True)
+                        if args.traceback:
+                            traceback.print_exc()
                     results[method, mode] = row
                     rows.append(row)
-                    continue
-                skips0 = _cudagraph_skips()
-                try:
-                    pet = copy.deepcopy(base)
-                    if method not in ("fp32", "tf32"):
-                        tcemu.emulate_(pet, method, warn_unreachable=False)
-                    if mode in ("compile", "graph"):
-                        compile_backend(pet, graphs=mode == "graph")
-                    elif mode != "eager":
-                        raise ValueError(f"unknown mode {mode!r} (eager, compile, graph)")
-                    model = pet.export()
-                    precision = "tf32" if method == "tf32" else "ieee"
-                    old = torch.backends.cuda.matmul.fp32_precision
-                    torch.backends.cuda.matmul.fp32_precision = precision
-                    try:
-                        if device.type == "cuda":
-                            torch.cuda.reset_peak_memory_stats(device)
-                        t0 = time.perf_counter()
-                        _, f = energy_and_forces(model, inp, torch.float32)
-                        _sync(device)
-                        first_s = time.perf_counter() - t0
-                        forces[method, mode] = f
-                        med, p20, p80 = time_steps(lambda: energy_and_forces(model, inp, torch.float32), device,
-                                                   args.warmup, args.repeats)
-                        row.update(median_ms=med, p20_ms=p20, p80_ms=p80)
-                        if device.type == "cuda":
-                            row["peak_mem_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
-                        if args.profile:
-                            share, gms, table = gemm_share(lambda: energy_and_forces(model, inp, torch.float32),
-                                                           device)
-                            row.update(gemm_share=share, gemm_ms=gms)
-                            if args.profile_top and table:
-                                Path(args.profile_top).mkdir(parents=True, exist_ok=True)
-                                name = f"{model_name}_{n_atoms}_{method}_{mode}.txt"
-                                (Path(args.profile_top) / name).write_text(
-                                    f"{model_name} {n_atoms} atoms {method} {mode}: median step {med:.2f} ms\n"
-                                    + table + "\n")
-                    finally:
-                        torch.backends.cuda.matmul.fp32_precision = old
-                    notes = [f"first call {first_s:.1f} s"]
-                    if forces64 is not None:
-                        row["force_err_vs_fp64"] = (f.double() - forces64).norm(dim=1).mean().item()
-                    elif ref_note:
-                        notes.append(ref_note)
-                    if mode == "graph":
-                        notes.append(f"inductor cudagraph skips {_cudagraph_skips() - skips0}")
-                    row["note"] = "; ".join(notes)
-                    print(f"  {method:7s} {mode:8s} {med:9.2f} ms  force err {row.get('force_err_vs_fp64', math.nan):.3e}  "
-                          f"gemm {row.get('gemm_share', math.nan):.2f}  {row['note']}  "
-                          f"[{time.perf_counter() - t_start:.0f} s]", flush=True)
-                    del pet, model, f
-                except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the run
-                    row["note"] = f"{type(exc).__name__}: {exc}"[:300]
-                    print(f"  {method:7s} {mode:8s} FAILED {row['note']}", flush=True)
-                    if args.traceback:
-                        traceback.print_exc()
-                    pet = model = None
-                results[method, mode] = row
-                rows.append(row)
-                _free(device)
-                _finish(results, forces)
-                write_rows(rows, args.out)
+                    _free(device)
+                    _finish(results, forces)
+                    write_rows(rows, args.out)
             del base, inp
             _free(device)
     return rows
+
+
+def measure_config(args: argparse.Namespace, base, inp: StepInputs, method: str, mode: str, row: dict,
+                   case: str) -> torch.Tensor:
+    """Time one (method, mode) on a fresh copy of ``base``; fills ``row`` and returns the forces."""
+    import tcemu
+
+    device = torch.device(args.device)
+    skips0 = _cudagraph_skips()
+    pet = copy.deepcopy(base)
+    if method not in ("fp32", "tf32"):
+        tcemu.emulate_(pet, method, warn_unreachable=False)
+    if mode in ("compile", "graph"):
+        compile_backend(pet, graphs=mode == "graph")
+    elif mode != "eager":
+        raise ValueError(f"unknown mode {mode!r} (eager, compile, graph)")
+    model = pet.export()
+
+    def step() -> tuple[torch.Tensor, torch.Tensor]:
+        return energy_and_forces(model, inp, torch.float32)
+
+    old = torch.backends.cuda.matmul.fp32_precision
+    torch.backends.cuda.matmul.fp32_precision = "tf32" if method == "tf32" else "ieee"
+    try:
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        t0 = time.perf_counter()
+        _, forces = step()
+        _sync(device)
+        first_s = time.perf_counter() - t0
+        med, p20, p80 = time_steps(step, device, args.warmup, args.repeats)
+        row.update(median_ms=med, p20_ms=p20, p80_ms=p80)
+        if device.type == "cuda":
+            row["peak_mem_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
+        if args.profile:
+            share, gms, table = gemm_share(step, device)
+            row.update(gemm_share=share, gemm_ms=gms)
+            if args.profile_top and table:
+                Path(args.profile_top).mkdir(parents=True, exist_ok=True)
+                (Path(args.profile_top) / f"{case}_{method}_{mode}.txt").write_text(
+                    f"{case.replace('_', ' ', 1)} atoms {method} {mode}: median step {med:.2f} ms\n{table}\n")
+    finally:
+        torch.backends.cuda.matmul.fp32_precision = old
+    notes = [f"first call {first_s:.1f} s"]
+    if mode == "graph":
+        notes.append(f"inductor cudagraph skips {_cudagraph_skips() - skips0}")
+    row["note"] = "; ".join(notes)
+    return forces
 
 
 def _finish(results: dict, forces: dict) -> None:
@@ -366,6 +376,26 @@ def write_rows(rows: list[dict], path: str) -> None:
             writer.writerow({k: ("" if r.get(k) is None else r.get(k, "")) for k in COLUMNS})
 
 
+def aggregate_rounds(rows: list[dict]) -> list[dict]:
+    """One row per (model, n_atoms, method, mode): the median over rounds of ``median_ms`` and of the speedup
+    (each against its own round's FP32 compiled), with the spread over rounds in ``round_min_ms`` /
+    ``round_max_ms`` and the count in ``rounds``."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r.get("median_ms") not in (None, ""):
+            groups.setdefault((r["model"], str(r["n_atoms"]), r["method"], r["mode"]), []).append(r)
+    out = []
+    for group in groups.values():
+        times = [float(r["median_ms"]) for r in group]
+        speed = [float(r["speedup_vs_fp32_compile"]) for r in group
+                 if r.get("speedup_vs_fp32_compile") not in (None, "")]
+        agg = dict(group[0], median_ms=statistics.median(times), round_min_ms=min(times),
+                   round_max_ms=max(times), rounds=len(times),
+                   speedup_vs_fp32_compile=statistics.median(speed) if speed else "")
+        out.append(agg)
+    return out
+
+
 def plot(csv_path: str, png_path: str) -> None:
     """Step time per method and mode, one panel per (model, n_atoms); speedup over FP32 compiled on the bars."""
     import matplotlib
@@ -373,7 +403,7 @@ def plot(csv_path: str, png_path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = [r for r in csv.DictReader(open(csv_path)) if r.get("median_ms")]
+    rows = aggregate_rounds(list(csv.DictReader(open(csv_path))))
     cases = list(dict.fromkeys((r["model"], r["n_atoms"]) for r in rows))
     if not cases:
         return
@@ -416,6 +446,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile-top", default="", help="directory for each profiled step's top-kernel table")
     p.add_argument("--configs", default="", help="explicit method:mode list, run in this order")
     p.add_argument("--budget-s", type=float, default=0.0, help="skip configurations starting after this")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="run the configuration list this many times, interleaved (rows per round; speedups "
+                        "against the same round's FP32 compiled; a summary of medians over rounds is printed)")
     p.add_argument("--plot-only", default="", help="draw the figure from this CSV and exit")
     p.add_argument("--no-fp64", action="store_true", help="skip the FP64 reference (no force error column)")
     p.add_argument("--traceback", action="store_true")
@@ -427,6 +460,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = run(args)
     write_rows(rows, args.out)
     print(f"wrote {args.out} ({len(rows)} rows)")
+    if args.rounds > 1:
+        print("medians over rounds (min-max of the round medians):")
+        for a in aggregate_rounds(rows):
+            sp = a["speedup_vs_fp32_compile"]
+            print(f"  {a['model']:10s} {a['n_atoms']:>6} {a['method']:7s} {a['mode']:8s} {a['median_ms']:9.2f} ms "
+                  f"({a['round_min_ms']:.2f}-{a['round_max_ms']:.2f}, {a['rounds']} rounds)  "
+                  f"speedup {sp if sp == '' else f'{sp:.2f}x'}")
     try:
         plot(args.out, str(Path(args.out).with_suffix(".png")))
     except ImportError as exc:  # matplotlib absent: the CSV is the result

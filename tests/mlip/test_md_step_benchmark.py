@@ -70,3 +70,22 @@ def test_no_fp64_leaves_the_force_error_empty(tmp_path):
     assert rc == 0
     (row,) = list(__import__("csv").DictReader(open(out)))
     assert row["force_err_vs_fp64"] == "" and float(row["median_ms"]) > 0
+
+
+def test_rounds_interleave_and_aggregate(tmp_path):
+    """--rounds repeats the configuration list; each round's speedup is against its own FP32 compiled, and
+    the aggregate is the median over rounds."""
+    bench = load_bench()
+    out = tmp_path / "md.csv"
+    rc = bench.main(["--device", "cpu", "--shapes", "tiny", "--systems", "water_192", "--configs",
+                     "fp32:eager,bf16x3:eager", "--repeats", "1", "--warmup", "0", "--no-fp64", "--rounds", "2",
+                     "--out", str(out)])
+    assert rc == 0
+    with open(out) as fh:
+        rows = list(__import__("csv").DictReader(fh))
+    assert [(r["method"], r["round"]) for r in rows] == [("fp32", "1"), ("bf16x3", "1"), ("fp32", "2"),
+                                                         ("bf16x3", "2")]
+    agg = {a["method"]: a for a in bench.aggregate_rounds(rows)}
+    times = [float(r["median_ms"]) for r in rows if r["method"] == "bf16x3"]
+    assert agg["bf16x3"]["rounds"] == 2 and agg["bf16x3"]["median_ms"] == sum(times) / 2
+    assert agg["bf16x3"]["round_min_ms"] == min(times)
