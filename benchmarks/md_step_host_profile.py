@@ -16,7 +16,6 @@ import cProfile
 import io
 import pstats
 import sys
-import time
 from pathlib import Path
 
 import torch
