@@ -107,18 +107,22 @@ class _EmulatedMatmul(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
         a, b, cfg = inputs
-        ctx.save_for_backward(a, b)
+        # each operand is kept only for the other's gradient, as autograd does for torch.matmul: a model with
+        # frozen weights (an MD potential) must not hold every layer input until the backward pass
+        ctx.save_for_backward(a if b.requires_grad else None, b if a.requires_grad else None)
+        ctx.shapes = (a.shape, b.shape)
         ctx.cfg = cfg
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
         a, b = ctx.saved_tensors
+        a_shape, b_shape = ctx.shapes
         cfg: GemmConfig = ctx.cfg
         grad_a = grad_b = None
         if ctx.needs_input_grad[0]:
-            grad_a = _matmul_nd(grad, b.mT, cfg.only(cfg.grad_input)).sum_to_size(a.shape)
+            grad_a = _matmul_nd(grad, b.mT, cfg.only(cfg.grad_input)).sum_to_size(a_shape)
         if ctx.needs_input_grad[1]:
-            grad_b = _matmul_nd(a.mT, grad, cfg.only(cfg.grad_weight)).sum_to_size(b.shape)
+            grad_b = _matmul_nd(a.mT, grad, cfg.only(cfg.grad_weight)).sum_to_size(b_shape)
         return grad_a, grad_b, None
 
 
@@ -192,7 +196,8 @@ class _EmulatedLinear(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
         x, weight, bias, prepared, backend, cfg = inputs
-        ctx.save_for_backward(x, weight)
+        # x only for the weight gradient (autograd's own linear does the same): frozen weights keep no inputs
+        ctx.save_for_backward(x if weight.requires_grad else None, weight)
         ctx.prepared, ctx.backend, ctx.cfg = prepared, backend, cfg
         ctx.has_bias = bias is not None
 
