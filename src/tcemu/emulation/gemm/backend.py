@@ -18,6 +18,7 @@ shape at INFO level (logger ``tcemu.emulation.gemm``).
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import logging
 import os
@@ -28,7 +29,7 @@ import torch
 from torch import Tensor
 
 from ..methods import MethodSpec
-from ..reference import ieee_fp32_matmul
+from ..reference import cuda_fp32_precision, ieee_fp32_matmul
 from .emu_mm import KERNEL_METHODS, emu_mm, piece_dtype, split_t
 
 __all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
@@ -121,6 +122,11 @@ def _emu_mm_impl(
 
 
 def _sgemm_impl(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
+    """cuBLAS SGEMM with TF32 off; a 2-D product with a bias is one ``addmm`` (bias in the GEMM epilogue,
+    as ``F.linear`` does), not a GEMM and a separate add."""
+    if bias is not None and a.dim() == 2 and b.dim() == 2:
+        with cuda_fp32_precision("ieee") if a.is_cuda else contextlib.nullcontext():
+            return torch.addmm(bias, a, b)
     out = ieee_fp32_matmul(a, b)
     return out if bias is None else out + bias
 
@@ -177,8 +183,7 @@ def _emu(a: Tensor, pieces: tuple[Tensor, ...], bias: Tensor | None, method: str
 def _sgemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
     if torch.compiler.is_compiling():
         return _sgemm_op(a, b, bias)
-    out = ieee_fp32_matmul(a, b)
-    return out if bias is None else out + bias
+    return _sgemm_impl(a, b, bias)
 
 
 # =====================================================================================================
