@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from ..methods import MethodSpec
-from ..reference import cuda_fp32_precision, ieee_fp32_matmul
+from ..reference import cuda_fp32_precision
 from .emu_mm import KERNEL_METHODS, emu_mm, piece_dtype, split_t
 
 __all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
@@ -56,13 +56,6 @@ def _fp32_gemm_is_ieee() -> bool:
     # "none" (torch's default) inherits torch.backends.fp32_precision, which the CUDA value already reflects
     # when set; both "none" means IEEE FP32 (allow_tf32 off)
     return torch.backends.cuda.matmul.fp32_precision != "tf32"
-
-
-def _fallback_inline() -> bool:
-    """Inside a compiled graph, with FP32 GEMMs in IEEE mode, the fallback is a plain ``aten.mm``/``addmm``
-    that Inductor schedules and fuses like the model's other FP32 GEMMs (the custom op costs a Python
-    dispatch per call); otherwise the ``tcemu::sgemm`` op, which forces IEEE FP32 whatever the TF32 setting."""
-    return torch.compiler.is_compiling() and _fp32_gemm_is_ieee()
 
 
 def _settings() -> tuple[bool, float]:
@@ -121,14 +114,19 @@ def _emu_mm_impl(
     return emu_mm(a, pieces, method, bias)
 
 
-def _sgemm_impl(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
-    """cuBLAS SGEMM with TF32 off; a 2-D product with a bias is one ``addmm`` (bias in the GEMM epilogue,
-    as ``F.linear`` does), not a GEMM and a separate add."""
+def _plain_gemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
+    """``a @ b + bias`` in the current precision; a 2-D product with a bias is one ``addmm`` (bias in the GEMM
+    epilogue, as ``F.linear`` does), not a GEMM and a separate add."""
     if bias is not None and a.dim() == 2 and b.dim() == 2:
-        with cuda_fp32_precision("ieee") if a.is_cuda else contextlib.nullcontext():
-            return torch.addmm(bias, a, b)
-    out = ieee_fp32_matmul(a, b)
+        return torch.addmm(bias, a, b)
+    out = torch.matmul(a, b)
     return out if bias is None else out + bias
+
+
+def _sgemm_impl(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
+    """cuBLAS SGEMM with TF32 off."""
+    with cuda_fp32_precision("ieee") if a.is_cuda else contextlib.nullcontext():
+        return _plain_gemm(a, b, bias)
 
 
 for _name, _fn in (("split_t", _split_t_impl), ("emu_mm", _emu_mm_impl), ("sgemm", _sgemm_impl)):
@@ -181,8 +179,11 @@ def _emu(a: Tensor, pieces: tuple[Tensor, ...], bias: Tensor | None, method: str
 
 
 def _sgemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
+    """The small-shape fallback. Inside a compiled graph with FP32 GEMMs in IEEE mode it is plain aten
+    (``addmm``/``matmul``), which Inductor schedules and fuses like the model's other FP32 GEMMs; with TF32
+    on, the ``tcemu::sgemm`` op, which forces IEEE FP32 whatever the setting; in eager code, its body."""
     if torch.compiler.is_compiling():
-        return _sgemm_op(a, b, bias)
+        return _plain_gemm(a, b, bias) if _fp32_gemm_is_ieee() else _sgemm_op(a, b, bias)
     return _sgemm_impl(a, b, bias)
 
 
@@ -261,7 +262,7 @@ class TritonBackend:
         for d in batch:
             Z *= d
         if _use_fallback(spec, M * Z, N, K, a.device):
-            return torch.matmul(a, b) if _fallback_inline() else _sgemm(a, b, None)
+            return _sgemm(a, b, None)
         if b.dim() == 2:  # one weight-like b: fold the batch into M where a allows it
             pieces = _split_pieces(b, spec.name)
             a_b = a.expand(*batch, M, K)
@@ -306,8 +307,6 @@ class TritonBackend:
         x2 = x.reshape(-1, K)
         M = x2.shape[0]
         if _use_fallback(spec, M, N, K, x.device):
-            if _fallback_inline():
-                return _unflatten(torch.nn.functional.linear(x2, weight, bias), lead, N)
             return _unflatten(_sgemm(x2, weight.t(), bias), lead, N)
         pw = self._prepared(weight, prepared, spec)
         return _unflatten(_emu(x2, pw.fwd, bias, spec.name), lead, N)
@@ -319,8 +318,6 @@ class TritonBackend:
         g2 = grad_out.reshape(-1, N)
         M = g2.shape[0]
         if _use_fallback(spec, M, K, N, grad_out.device):
-            if _fallback_inline():
-                return _unflatten(torch.mm(g2, weight), lead, K)
             return _unflatten(_sgemm(g2, weight, None), lead, K)
         pw = self._prepared(weight, prepared, spec)
         return _unflatten(_emu(g2, pw.bwd, None, spec.name), lead, K)
