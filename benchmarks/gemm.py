@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import math
 import os
 import statistics
@@ -495,15 +496,18 @@ def plot(rows: list[dict], path: str) -> None:
 # ------------------------------------------------------------------------------------------------------
 # tile-configuration sweep of the tcemu kernels
 # ------------------------------------------------------------------------------------------------------
-SWEEP = {  # the library's candidates, plus the diagnostic cheap split ("f": not the spec)
-    "tf32x3": ["128x128x32w8s3m1", "64x128x32w4s3m0", "128x64x32w8s4m1", "128x128x32w8s3m1f"],
-    "bf16x6": ["64x128x64w4s2m0", "128x64x64w8s3m1", "128x128x64w8s3m0", "64x128x64w4s2m0f"],
-    "bf16x3": ["128x128x64w8s3m1", "128x64x64w8s3m1", "64x128x64w4s2m0", "128x128x64w8s3m1f"],
-    "bf16x9": ["64x128x64w4s2m0", "128x64x64w8s3m0"],
+SWEEP = {  # the library's first candidates ("wide" with A split beforehand, "narrow"), each also persistent ("t")
+    "tf32x3": ["128x128x32w8s3m1p", "128x128x32w8s2m1pt", "128x128x32w8s3m1", "128x128x32w8s2m1t",
+               "128x128x32w8s3m1t"],
+    "bf16x6": ["128x64x64w8s3m1po", "128x64x64w8s2m1pot"],
+    "bf16x3": ["128x128x64w8s3m1p", "128x128x64w8s2m1pt"],
+    "bf16x9": ["128x64x64w8s3m0p", "128x64x64w8s2m0pt"],
 }
-# (M, K contraction, N output): 8192^3, PET edge fwd and its input gradient, a 192-atom and a node shape
-SWEEP_SHAPES = [(8192, 8192, 8192), (604800, 256, 1024), (604800, 1024, 256), (6720, 256, 1024),
-                (192, 1024, 4096)]
+# (M, K contraction, N output): 8192^3 and the PET-S edge layers at 17,280 atoms, forward (K, N) and input
+# gradient (N, K) (the kernel sees B's pieces (N, K) either way)
+SWEEP_SHAPES = [(8192, 8192, 8192)] + [
+    (604800, k, n) for k, n in ((256, 1024), (256, 768), (512, 256), (768, 256), (256, 256), (512, 512),
+                                (1024, 256), (256, 512))]
 
 
 def run_sweep(args) -> None:
@@ -537,9 +541,10 @@ def run_sweep(args) -> None:
         sg = 2.0 * M * N * K / t[0] / 1e9
         print(f"--- M={M} K={K} N={N}: cuBLAS SGEMM {sg:.1f} TF/s err {e[0]:.2e}", flush=True)
         rows.append(dict(method="sgemm", config="cublas", M=M, K=K, N=N, ms=t[0], p20=t[1], p80=t[2],
-                         tflops=sg, x_sgemm=1.0, err=e[0], regs="", spills="", wgmma="", compile_s=""))
+                         tflops=sg, x_sgemm=1.0, err=e[0], regs="", spills="", wgmma="", compile_s="", same_bits=""))
         for meth, cfgs in sweep.items():
             pieces = split_t(b, meth)
+            outs = {}
             for c in cfgs:
                 cfg = KernelConfig.parse(c)
                 ci = comp.get(("tcemu", meth, M, N, K, c, False, hw), {})
@@ -548,6 +553,10 @@ def run_sweep(args) -> None:
                 try:
                     out = emu_mm(a, pieces, meth, config=cfg)
                     e = errors(out, ref)
+                    twin = str(dataclasses.replace(cfg, persistent=False))
+                    same = torch.equal(out, outs[twin]) if cfg.persistent and twin in outs else ""
+                    if not cfg.persistent:
+                        outs[c] = out
                     del out
                     t = bench_torch(lambda: emu_mm(a, pieces, meth, config=cfg), args.rep)
                 except Exception as exc:  # noqa: BLE001
@@ -556,11 +565,12 @@ def run_sweep(args) -> None:
                 tf = 2.0 * M * N * K / t[0] / 1e9
                 print(f"{meth:7s} {c:18s} {t[0]:9.4f} ms {tf:7.1f} TF/s {tf / sg:5.2f}x sgemm "
                       f"[{t[1]:.4f},{t[2]:.4f}] err {e[0]:.2e}  regs {ci.get('regs')} spills {ci.get('spills')} "
-                      f"ptx wgmma/wait/mma.sync/st.local/bar {ci.get('wgmma')} compile {ci.get('compile_s', 0):.1f}s", flush=True)
+                      f"ptx wgmma/wait/mma.sync/st.local/bar {ci.get('wgmma')} compile {ci.get('compile_s', 0):.1f}s"
+                      f" same bits as one tile per program: {same}", flush=True)
                 rows.append(dict(method=meth, config=c, M=M, K=K, N=N, ms=t[0], p20=t[1], p80=t[2], tflops=tf,
                                  x_sgemm=tf / sg, err=e[0], regs=ci.get("regs"), spills=ci.get("spills"),
-                                 wgmma=ci.get("wgmma"), compile_s=ci.get("compile_s")))
-            del pieces
+                                 wgmma=ci.get("wgmma"), compile_s=ci.get("compile_s"), same_bits=same))
+            del pieces, outs
         del a, b, ref
         torch.cuda.empty_cache()
     # dispatch overhead on a small shape: the launcher alone vs the torch custom op around it

@@ -212,7 +212,8 @@ def test_accumulation_modes_interpret(method, mode):
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("mode", [0, 1])
 def test_presplit_a_same_bits_interpret(method, mode):
-    """A split beforehand (and L0 issued first) runs the same products in the same order: same bits."""
+    """A split beforehand (and L0 issued first, and a persistent tile loop) runs the same products in
+    the same order: same bits."""
     gen = torch.Generator().manual_seed(21)
     a = torch.randn(2, 45, 37, generator=gen).mT  # (2, 37, 45), strided
     a[1, 3, 5] = float("inf")
@@ -221,12 +222,34 @@ def test_presplit_a_same_bits_interpret(method, mode):
     pieces = split_t(b, method)
     base = KernelConfig(32, 32, 16, 4, 1, mode, 4)
     want = emu_mm(a, pieces, method, bias, config=base)
-    for cfg in (replace(base, presplit=True), replace(base, presplit=True, l0_first=True)):
+    for cfg in (replace(base, presplit=True), replace(base, presplit=True, l0_first=True),
+                replace(base, persistent=True), replace(base, presplit=True, persistent=True)):
         got = emu_mm(a, pieces, method, bias, config=cfg)
         assert torch.equal(torch.isnan(got), torch.isnan(want))
         assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)]), str(cfg)
     assert KernelConfig.parse(str(replace(base, presplit=True, l0_first=True))).presplit
+    assert KernelConfig.parse(str(replace(base, presplit=True, persistent=True))).persistent
 
+
+@interpret
+@pytest.mark.parametrize("method", METHODS)
+def test_persistent_loops_over_tiles_interpret(method):
+    """With more tiles than programs (15 tiles per batch entry, 2 programs each), every tile is
+    computed once, with the bits of the one-tile-per-program grid."""
+    gen = torch.Generator().manual_seed(24)
+    a = torch.randn(2, 150, 45, generator=gen)
+    a[0, 140, 2] = float("nan")
+    b = torch.randn(45, 70, generator=gen)
+    bias = torch.randn(70, generator=gen)
+    pieces = split_t(b, method)
+    base = KernelConfig(32, 32, 16, 4, 1, 1 if method != "bf16x9" else 0, 4)
+    want = emu_mm(a, pieces, method, bias, config=base)
+    for cfg in (replace(base, persistent=True), replace(base, persistent=True, presplit=True)):
+        got = emu_mm(a, pieces, method, bias, config=cfg)
+        assert torch.equal(torch.isnan(got), torch.isnan(want)), str(cfg)
+        assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)]), str(cfg)
+    assert torch.isnan(want[0, 140]).all() and not torch.isnan(want[0, :140]).any()
+    assert_close_to_fp64(want[1], a[1], b, method, bias)
 
 @gpu
 @pytest.mark.parametrize("method", METHODS)
@@ -256,6 +279,25 @@ def test_presplit_a_same_bits_gpu(method):
             continue
         want = emu_mm(a, pieces, method, config=replace(cfg, presplit=False, l0_first=False))
         assert torch.equal(emu_mm(a, pieces, method, config=cfg), want), str(cfg)
+
+
+@gpu
+@pytest.mark.parametrize("method", METHODS)
+def test_persistent_same_bits_gpu(method):
+    """The persistent tile loop computes each tile as the one-tile-per-program grid does: same bits,
+    also batched (one persistent grid per batch entry) and with more tiles than programs."""
+    gen = torch.Generator().manual_seed(23)
+    a = torch.randn(2, 2900, 333, generator=gen).to(DEVICE)
+    a[1, 7, 9] = float("inf")
+    b = torch.randn(333, 1100, generator=gen).to(DEVICE)
+    bias = torch.randn(1100, generator=gen).to(DEVICE)
+    pieces = split_t(b, method)
+    for cfg in config_candidates(get_method(method), 2900):
+        cfg = replace(cfg, num_stages=2)  # the flattened loop holds one stage more: 2 fits every tile
+        want = emu_mm(a, pieces, method, bias, config=cfg)
+        got = emu_mm(a, pieces, method, bias, config=replace(cfg, persistent=True))
+        assert torch.equal(torch.isnan(got), torch.isnan(want)), str(cfg)
+        assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)]), str(cfg)
 
 
 @gpu

@@ -191,6 +191,8 @@ class KernelConfig:
         presplit: split A into pieces in global memory first (one memory-bound pass), so that the GEMM
             loop reads both operands' pieces from shared memory and holds no split work.
         l0_first: in mode 1, issue the L0 tile's MMA before the running correction levels'.
+        persistent: about one program per SM loops over the tiles of C, with the tile loop and the K
+            loop flattened into one, so that the next tile's loads overlap this tile's epilogue.
     """
 
     bm: int
@@ -203,23 +205,25 @@ class KernelConfig:
     fast_split: bool = False
     presplit: bool = False
     l0_first: bool = False
+    persistent: bool = False
 
     def __str__(self) -> str:
         return (f"{self.bm}x{self.bn}x{self.bk}w{self.num_warps}s{self.num_stages}m{self.mode}"
                 + ("f" if self.fast_split else "") + ("p" if self.presplit else "")
-                + ("o" if self.l0_first else ""))
+                + ("o" if self.l0_first else "") + ("t" if self.persistent else ""))
 
     @classmethod
     def parse(cls, text: str) -> KernelConfig:
         """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffixes ``f`` fast (diagnostic) split,
-        ``p`` A split beforehand, ``o`` L0 issued first."""
+        ``p`` A split beforehand, ``o`` L0 issued first, ``t`` persistent tile loop."""
         import re  # noqa: PLC0415
 
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)", text.strip())
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)(t?)", text.strip())
         if not m:
-            raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0 (suffixes f, p, o)")
+            raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0 (suffixes f, p, o, t)")
         g = m.groups()
-        return cls(*map(int, g[:6]), fast_split=g[6] == "f", presplit=g[7] == "p", l0_first=g[8] == "o")
+        return cls(*map(int, g[:6]), fast_split=g[6] == "f", presplit=g[7] == "p", l0_first=g[8] == "o",
+                   persistent=g[9] == "t")
 
 
 _C = KernelConfig.parse
@@ -253,6 +257,14 @@ _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
 # Small tiles for the CPU interpreter (TRITON_INTERPRET=1), where tile size is only run time.
 _INTERPRET_CONFIG = KernelConfig(32, 32, 16, 4, 1, 0, 4)
 _TUNED: dict[tuple, KernelConfig] = {}
+
+
+@functools.cache
+def _num_sms(device: torch.device) -> int:
+    """Programs of a persistent launch: one per SM (the configurations use most of an SM's shared memory)."""
+    if device.type != "cuda":
+        return 4  # the CPU interpreter: a few programs, each looping over several tiles
+    return torch.cuda.get_device_properties(device).multi_processor_count
 
 
 def _bucket(M: int, N: int, K: int) -> str:
@@ -395,7 +407,8 @@ def emu_mm(
     hw = hw_split_exact(a.device)
 
     def launch(cfg: KernelConfig) -> None:
-        grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
+        tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
+        grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
         if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
             ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
             ap = ap + (ap[0],) * (3 - len(ap))
@@ -429,6 +442,7 @@ def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw:
         HAS_BIAS=has_bias, EVEN_K=K % cfg.bk == 0,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, HW_SPLIT=bool(hw) and spec.piece_format == "bf16" and not cfg.fast_split,
         FAST_SPLIT=cfg.fast_split, A_PRESPLIT=cfg.presplit, L0_FIRST=cfg.l0_first and mode == 1,
+        PERSISTENT=cfg.persistent,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 

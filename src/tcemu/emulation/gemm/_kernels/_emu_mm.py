@@ -107,7 +107,46 @@ def _emu_mm_kernel(
     # shared memory and the loop holds no split work; L0_FIRST issues the L0 tile's MMA before the
     # running correction levels' (mode 1), so that its wait can overlap them
     A_PRESPLIT: tl.constexpr = False, L0_FIRST: tl.constexpr = False,
+    # PERSISTENT: a fixed grid (about one program per SM, per batch entry) loops over the tiles of C;
+    # the tile loop and the K loop are flattened into one, so that the next tile's loads are issued
+    # during this tile's epilogue (short K: few K-tiles per output tile)
+    PERSISTENT: tl.constexpr = False,
 ):
+    num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
+    if PERSISTENT:
+        for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=True):
+            _emu_mm_tile(
+                a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, M, N, K,
+                stride_az, stride_am, stride_ak, stride_bz, stride_bn, stride_bk, stride_cz, stride_cm, stride_cn,
+                tile, tl.program_id(1).to(tl.int64),
+                FMT, NP, SHIFT, METHOD, MODE, DOT_FMT, HAS_BIAS, EVEN_K, BM, BN, BK, GROUP_M,
+                HW_SPLIT, FAST_SPLIT, A_PRESPLIT, L0_FIRST,
+            )
+    else:
+        _emu_mm_tile(
+            a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, M, N, K,
+            stride_az, stride_am, stride_ak, stride_bz, stride_bn, stride_bk, stride_cz, stride_cm, stride_cn,
+            tl.program_id(0), tl.program_id(1).to(tl.int64),
+            FMT, NP, SHIFT, METHOD, MODE, DOT_FMT, HAS_BIAS, EVEN_K, BM, BN, BK, GROUP_M,
+            HW_SPLIT, FAST_SPLIT, A_PRESPLIT, L0_FIRST,
+        )
+
+
+@triton.jit
+def _emu_mm_tile(
+    a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr,
+    M, N, K,
+    stride_az, stride_am, stride_ak,
+    stride_bz, stride_bn, stride_bk,
+    stride_cz, stride_cm, stride_cn,
+    pid, z,
+    FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, METHOD: tl.constexpr, MODE: tl.constexpr,
+    DOT_FMT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
+    BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
+    HW_SPLIT: tl.constexpr, FAST_SPLIT: tl.constexpr,
+    A_PRESPLIT: tl.constexpr, L0_FIRST: tl.constexpr,
+):
+    """One BM x BN tile of C (linear tile index ``pid``, batch ``z``): the K loop and the epilogue."""
     DOWN: tl.constexpr = 2.0 ** (-SHIFT)
     F: tl.constexpr = DOT_FMT  # operand handling of _mma (see above)
     RUN1: tl.constexpr = MODE == 1  # level 1 on a running accumulator
@@ -116,8 +155,6 @@ def _emu_mm_kernel(
     tl.static_assert(MODE == 0 or MODE == 1 or MODE == 4, "MODE is 0, 1 or 4")
 
     # ---- tile of C owned by this program (grouped order for L2 reuse of B) ----
-    pid = tl.program_id(0)
-    z = tl.program_id(1).to(tl.int64)
     num_m = tl.cdiv(M, BM)
     num_n = tl.cdiv(N, BN)
     width = GROUP_M * num_n
