@@ -46,7 +46,7 @@ def _fallback_enabled() -> bool:
 @torch.compiler.assume_constant_result
 def _fallback_min_flops() -> float:
     """``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS``, read like :func:`_fallback_enabled`."""
-    return float(getattr(sys.modules[__package__], "SMALL_SHAPE_MIN_FLOPS", 4.0e9))
+    return float(getattr(sys.modules[__package__], "SMALL_SHAPE_MIN_FLOPS", 6.0e9))
 
 
 @torch.compiler.assume_constant_result

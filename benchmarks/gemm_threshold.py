@@ -1,0 +1,81 @@
+"""Where emulation starts to pay: emulated GEMM vs cuBLAS SGEMM by row count, on PET's layer shapes.
+
+The small-shape fallback (``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS``) sends GEMMs below a FLOP count
+to cuBLAS SGEMM. This script times, for the PET-S layer shapes (K, N) and row counts M from a 192-atom
+system's edges (7,680) upwards, each method's kernel as ``linear`` runs it (weight split beforehand, A
+split in the call) against ``torch.mm`` in IEEE FP32, two ways:
+
+* ``gpu_ms``: ``triton.testing.do_bench`` median (GPU time, L2 flushed);
+* ``host_ms``: wall time per call of a loop of back-to-back calls (launch overhead included), the
+  regime of a host-bound compiled step.
+
+    python benchmarks/gemm_threshold.py --out benchmarks/results/gemm_threshold_h200.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import time
+
+import torch
+import triton
+
+SHAPES_KN = [(256, 1024), (256, 768), (512, 256), (768, 256), (256, 256), (512, 512), (1024, 256)]
+ROWS = [7680, 15360, 30720, 61440, 122880]
+METHODS = ["tf32x3", "bf16x3", "bf16x6", "bf16x9"]
+
+
+def host_ms(fn, n: int = 50) -> float:
+    """Wall time per call of ``n`` back-to-back calls, synchronised at the end only."""
+    fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) / n * 1e3
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", default="benchmarks/results/gemm_threshold_h200.csv")
+    p.add_argument("--rows", default=",".join(map(str, ROWS)))
+    p.add_argument("--methods", default=",".join(METHODS))
+    args = p.parse_args(argv)
+
+    from tcemu.emulation.gemm import emu_mm, split_t
+
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    info = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
+    gen = torch.Generator(device="cuda").manual_seed(0)
+    rows = []
+    for M in map(int, args.rows.split(",")):
+        for K, N in SHAPES_KN:
+            a = torch.randn(M, K, device="cuda", generator=gen)
+            w = torch.randn(N, K, device="cuda", generator=gen)
+            gflop = 2.0 * M * N * K / 1e9
+            sg_gpu = triton.testing.do_bench(lambda: torch.mm(a, w.T), warmup=10, rep=40)
+            sg_host = host_ms(lambda: torch.mm(a, w.T))
+            line = f"M={M:6d} K={K:4d} N={N:4d} {gflop:6.2f} GFLOP  sgemm {sg_gpu:.4f} ms"
+            for meth in args.methods.split(","):
+                pieces = split_t(w.T, meth)  # (N, K) pieces of W^T's transpose: what linear caches
+                g = triton.testing.do_bench(lambda: emu_mm(a, pieces, meth), warmup=10, rep=40)
+                h = host_ms(lambda: emu_mm(a, pieces, meth))
+                rows.append(dict(method=meth, M=M, K=K, N=N, gflop=gflop, sgemm_gpu_ms=sg_gpu, gpu_ms=g,
+                                 gpu_x_sgemm=sg_gpu / g, sgemm_host_ms=sg_host, host_ms=h, host_x_sgemm=sg_host / h,
+                                 **info))
+                line += f" | {meth} {sg_gpu / g:.2f}x gpu {sg_host / h:.2f}x host"
+            print(line, flush=True)
+            del a, w
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w", newline="") as f:
+        wr = csv.DictWriter(f, fieldnames=list(rows[0]))
+        wr.writeheader()
+        wr.writerows(rows)
+    print(f"wrote {args.out} ({len(rows)} rows)")
+
+
+if __name__ == "__main__":
+    main()
