@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> None:
     from tcemu.emulation.gemm import emu_mm, split_t
 
     torch.backends.cuda.matmul.fp32_precision = "ieee"
-    info = dict(gpu=torch.cuda.get_device_name(), torch=torch.__version__, triton=triton.__version__)
+    info = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows = []
     for M in map(int, args.rows.split(",")):
@@ -56,19 +56,18 @@ def main(argv: list[str] | None = None) -> None:
             a = torch.randn(M, K, device="cuda", generator=gen)
             w = torch.randn(N, K, device="cuda", generator=gen)
             gflop = 2.0 * M * N * K / 1e9
-            sg_gpu = triton.testing.do_bench(lambda: torch.mm(a, w.T), warmup=10, rep=40)
-            sg_host = host_ms(lambda: torch.mm(a, w.T))
+            sg_gpu = triton.testing.do_bench(lambda a=a, w=w: torch.mm(a, w.T), warmup=10, rep=40)
+            sg_host = host_ms(lambda a=a, w=w: torch.mm(a, w.T))
             line = f"M={M:6d} K={K:4d} N={N:4d} {gflop:6.2f} GFLOP  sgemm {sg_gpu:.4f} ms"
             for meth in args.methods.split(","):
                 pieces = split_t(w.T, meth)  # (N, K) pieces of W^T's transpose: what linear caches
-                g = triton.testing.do_bench(lambda: emu_mm(a, pieces, meth), warmup=10, rep=40)
-                h = host_ms(lambda: emu_mm(a, pieces, meth))
+                g = triton.testing.do_bench(lambda a=a, p=pieces, m=meth: emu_mm(a, p, m), warmup=10, rep=40)
+                h = host_ms(lambda a=a, p=pieces, m=meth: emu_mm(a, p, m))
                 rows.append(dict(method=meth, M=M, K=K, N=N, gflop=gflop, sgemm_gpu_ms=sg_gpu, gpu_ms=g,
                                  gpu_x_sgemm=sg_gpu / g, sgemm_host_ms=sg_host, host_ms=h, host_x_sgemm=sg_host / h,
                                  **info))
                 line += f" | {meth} {sg_gpu / g:.2f}x gpu {sg_host / h:.2f}x host"
             print(line, flush=True)
-            del a, w
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w", newline="") as f:
         wr = csv.DictWriter(f, fieldnames=list(rows[0]))
