@@ -40,13 +40,13 @@ log = logging.getLogger("tcemu.emulation.gemm")
 @torch.compiler.assume_constant_result
 def _fallback_enabled() -> bool:
     """``tcemu.emulation.gemm.SMALL_SHAPE_FALLBACK``, read at call time (at trace time under torch.compile)."""
-    return bool(getattr(sys.modules[__package__], "SMALL_SHAPE_FALLBACK", True))
+    return bool(sys.modules[__package__].SMALL_SHAPE_FALLBACK)
 
 
 @torch.compiler.assume_constant_result
 def _fallback_min_flops() -> float:
     """``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS``, read like :func:`_fallback_enabled`."""
-    return float(getattr(sys.modules[__package__], "SMALL_SHAPE_MIN_FLOPS", 6.0e9))
+    return float(sys.modules[__package__].SMALL_SHAPE_MIN_FLOPS)
 
 
 @torch.compiler.assume_constant_result
