@@ -12,6 +12,7 @@ Two kinds of test:
 from __future__ import annotations
 
 import copy
+import importlib
 import math
 import os
 from dataclasses import replace
@@ -213,7 +214,7 @@ def test_accumulation_modes_interpret(method, mode):
 @pytest.mark.parametrize("mode", [0, 1])
 def test_presplit_a_same_bits_interpret(method, mode):
     """A split beforehand (and L0 issued first, and a persistent tile loop) runs the same products in
-    the same order: same bits."""
+    the same order: same bits. A Gluon-kernel configuration ("g") runs the Triton kernel off Hopper."""
     gen = torch.Generator().manual_seed(21)
     a = torch.randn(2, 45, 37, generator=gen).mT  # (2, 37, 45), strided
     a[1, 3, 5] = float("inf")
@@ -223,12 +224,14 @@ def test_presplit_a_same_bits_interpret(method, mode):
     base = KernelConfig(32, 32, 16, 4, 1, mode, 4)
     want = emu_mm(a, pieces, method, bias, config=base)
     for cfg in (replace(base, presplit=True), replace(base, presplit=True, l0_first=True),
-                replace(base, persistent=True), replace(base, presplit=True, persistent=True)):
+                replace(base, persistent=True), replace(base, presplit=True, persistent=True),
+                *([replace(base, wgmma=True)] if mode == 1 and method != "bf16x9" else [])):
         got = emu_mm(a, pieces, method, bias, config=cfg)
         assert torch.equal(torch.isnan(got), torch.isnan(want))
         assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)]), str(cfg)
     assert KernelConfig.parse(str(replace(base, presplit=True, l0_first=True))).presplit
     assert KernelConfig.parse(str(replace(base, presplit=True, persistent=True))).persistent
+    assert KernelConfig.parse(str(replace(base, presplit=True, wgmma=True))).wgmma
 
 
 @interpret
@@ -298,6 +301,72 @@ def test_persistent_same_bits_gpu(method):
         got = emu_mm(a, pieces, method, bias, config=replace(cfg, persistent=True))
         assert torch.equal(torch.isnan(got), torch.isnan(want)), str(cfg)
         assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)]), str(cfg)
+
+
+WGMMA_CONFIGS = {"tf32x3": ["128x128x32w8s3m1pg", "128x128x16w8s5m1pg"],
+                 "bf16x3": ["128x128x64w8s3m1pg", "128x128x32w8s5m1pg"],
+                 "bf16x6": ["128x64x64w8s3m1pg", "128x64x32w8s6m1pg"]}
+SM90 = HAS_CUDA and not INTERPRET and torch.cuda.get_device_capability()[0] == 9
+
+
+@gpu
+@pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
+@pytest.mark.parametrize("method", list(WGMMA_CONFIGS))
+def test_wgmma_kernel_same_bits_gpu(method):
+    """The Gluon wgmma kernel runs the Triton kernel's products in its order: same bits, with ragged tiles,
+    a batch, bias and Inf/NaN; where it cannot run (K not 16-byte aligned) the Triton kernel runs instead."""
+    from tcemu.emulation.gemm.emu_mm import _wgmma_eligible
+
+    gen = torch.Generator().manual_seed(24)
+    for K in (336, 333):
+        a = torch.randn(2, 2900, K, generator=gen)
+        a[1, 7, 9] = float("inf")
+        a[0, 5, 2] = float("nan")
+        a[0, 9, 11] = float("-inf")
+        b = torch.randn(K, 1100, generator=gen)
+        b[20, 6] = float("inf")
+        a, b = a.to(DEVICE), b.to(DEVICE)
+        bias = torch.randn(1100, generator=gen).to(DEVICE)
+        pieces = split_t(b, method)
+        bt3 = tuple(q.unsqueeze(0) for q in pieces)
+        assert _wgmma_eligible(get_method(method), a.device, bt3, K) == (K == 336)
+        for text in WGMMA_CONFIGS[method]:
+            cfg = KernelConfig.parse(text)
+            want = emu_mm(a, pieces, method, bias, config=replace(cfg, wgmma=False))
+            got = emu_mm(a, pieces, method, bias, config=cfg)
+            nan = torch.isnan(want)
+            assert nan.any() and torch.isinf(want).any()
+            assert torch.equal(torch.isnan(got), nan), f"{text} K={K}"
+            assert torch.equal(got[~nan], want[~nan]), f"{text} K={K}"
+            # rows and columns without the Inf/NaN inputs: within the method's bound of FP64
+            assert_close_to_fp64(got[1, 1000:, 7:], a[1, 1000:], b[:, 7:], method, bias[7:])
+
+
+@interpret
+def test_wgmma_failure_falls_back_to_triton_interpret(monkeypatch, caplog):
+    """A Gluon kernel that fails (e.g. another Triton's experimental API) is reported once and the same
+    configuration runs the Triton kernel: the result is still the method's, bit for bit."""
+    emu_mm_module = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+    calls = []
+
+    def broken(*args, **kwargs):
+        calls.append(1)
+        raise RuntimeError("no such Gluon builtin")
+
+    monkeypatch.setattr(emu_mm_module, "_wgmma_eligible", lambda *a: True)
+    monkeypatch.setattr(emu_mm_module, "_launch_wgmma", broken)
+    monkeypatch.setattr(emu_mm_module, "_WGMMA_FAILED", set())
+    gen = torch.Generator().manual_seed(25)
+    a = torch.randn(37, 45, generator=gen)
+    b = torch.randn(45, 29, generator=gen)
+    pieces = split_t(b, "tf32x3")
+    base = KernelConfig(32, 32, 16, 4, 1, 1, 4, presplit=True)
+    want = emu_mm(a, pieces, "tf32x3", config=base)
+    with caplog.at_level("WARNING", logger="tcemu.emulation.gemm"):
+        for _ in range(2):
+            assert torch.equal(emu_mm(a, pieces, "tf32x3", config=replace(base, wgmma=True)), want)
+    assert len(calls) == 1  # not retried
+    assert "Gluon wgmma kernel failed" in caplog.text
 
 
 @gpu

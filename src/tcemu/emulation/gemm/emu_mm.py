@@ -195,6 +195,10 @@ class KernelConfig:
             loop flattened into one, so that the next tile's loads overlap this tile's epilogue. The
             flattened loop holds one more pipeline buffer: the 128x128 presplit tiles fit the H200's shared
             memory at 2 stages, not 3. Opt-in only: on the H200 it ran 0.63-1.05x the default kernels.
+        wgmma: the Gluon kernel of ``_kernels/_emu_mm_wgmma.py`` (Hopper only; implies ``presplit`` and
+            mode 1, same bits): TMA loads and explicit ``wgmma`` waits, so that the L0 tile's FP32 add
+            overlaps the correction MMAs. Where it cannot run (not sm_90, batched B, K not 16-byte aligned,
+            bf16x9) the same configuration runs without it.
     """
 
     bm: int
@@ -208,50 +212,61 @@ class KernelConfig:
     presplit: bool = False
     l0_first: bool = False
     persistent: bool = False
+    wgmma: bool = False
 
     def __str__(self) -> str:
         return (f"{self.bm}x{self.bn}x{self.bk}w{self.num_warps}s{self.num_stages}m{self.mode}"
                 + ("f" if self.fast_split else "") + ("p" if self.presplit else "")
-                + ("o" if self.l0_first else "") + ("t" if self.persistent else ""))
+                + ("o" if self.l0_first else "") + ("t" if self.persistent else "") + ("g" if self.wgmma else ""))
 
     @classmethod
     def parse(cls, text: str) -> KernelConfig:
         """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffixes ``f`` fast (diagnostic) split,
-        ``p`` A split beforehand, ``o`` L0 issued first, ``t`` persistent tile loop."""
+        ``p`` A split beforehand, ``o`` L0 issued first, ``t`` persistent tile loop, ``g`` Gluon wgmma kernel."""
         import re  # noqa: PLC0415
 
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)(t?)", text.strip())
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)(t?)(g?)", text.strip())
         if not m:
-            raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0 (suffixes f, p, o, t)")
+            raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0 (suffixes f, p, o, t, g)")
         g = m.groups()
         return cls(*map(int, g[:6]), fast_split=g[6] == "f", presplit=g[7] == "p", l0_first=g[8] == "o",
-                   persistent=g[9] == "t")
+                   persistent=g[9] == "t", wgmma=g[10] == "g")
 
 
 _C = KernelConfig.parse
 # Shape buckets -> candidate configurations, per method. The first of each bucket is used without
-# autotuning: it is the candidate autotuning chose on the bucket's shapes in benchmarks/results/gemm_h200.csv
-# (H200, Triton 3.6; every candidate's time is in gemm_h200_run.log).
+# autotuning: it is the fastest candidate on the bucket's shapes in the H200 runs of docs/kernels.md
+# (benchmarks/results/gemm_h200*.csv; every candidate's time is in gemm_h200_run.log and the sweep logs).
 #   "wide":   M >= 1024, N >= 640. A split beforehand ("p") wins: its memory pass costs M*K, and the
-#             in-kernel split it saves costs M*K*N/BN ALU work interleaved with the MMAs.
-#   "narrow": M >= 1024, N < 640: the in-kernel split wins for TF32x3 and BF16x9 (few column tiles).
+#             in-kernel split it saves costs M*K*N/BN ALU work interleaved with the MMAs. On Hopper the
+#             Gluon kernel ("g", same bits) runs the presplit products with explicit wgmma waits (TF32x3
+#             and BF16x3 +4-15 %; for BF16x6 it ties with the Triton kernel).
+#   "mid":    M >= 1024, 384 <= N < 640: as "wide" (the Gluon kernel beat the in-kernel split at N = 512).
+#   "narrow": M >= 1024, N < 384: the in-kernel split wins for TF32x3 and BF16x9 (few column tiles).
 #   "small_longk" / "small": M < 1024 (node layers of small systems; usually the SGEMM fallback), K >= 2048 or
 #             not. With few row tiles the grid is small and each program loops over all of K, so a split
 #             pass spread over the whole GPU wins for long K (and for BF16x6/x9 at K = 1024 too).
+# Where the Gluon kernel cannot run (not sm_90, batched B, K not 16-byte aligned) a "g" configuration
+# runs the Triton kernel with the same tiles and A split beforehand.
 _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
-    "tf32x3": {"wide": [_C("128x128x32w8s3m1p"), _C("128x128x32w8s3m1po"), _C("128x128x32w8s3m1")],
-               "narrow": [_C("128x128x32w8s3m1"), _C("128x128x32w8s3m1p"), _C("64x128x32w4s3m0")],
+    "tf32x3": {"wide": [_C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1p"), _C("128x128x32w8s3m1")],
+               "mid": [_C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1"), _C("128x128x32w8s3m1p")],
+               "narrow": [_C("128x128x32w8s3m1"), _C("128x128x32w8s3m1pg"), _C("64x128x32w4s3m0")],
                "small_longk": [_C("128x64x32w8s4m1po"), _C("128x64x32w8s4m1")],
                "small": [_C("128x64x32w8s4m1"), _C("128x64x32w8s4m1po"), _C("64x128x32w4s3m0")]},
-    "bf16x3": {"wide": [_C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1po"), _C("128x128x64w8s3m1")],
-               "narrow": [_C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1")],
+    "bf16x3": {"wide": [_C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1")],
+               "mid": [_C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1")],
+               "narrow": [_C("128x128x64w8s3m1pg"), _C("128x128x32w8s5m1pg"), _C("128x128x64w8s3m1")],
                "small_longk": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
                "small": [_C("128x64x64w8s3m1"), _C("128x64x64w8s3m1po"), _C("64x128x64w4s2m0")]},
-    "bf16x6": {"wide": [_C("128x64x64w8s3m1po"), _C("64x128x64w4s2m0"), _C("128x128x32w8s4m0p")],
-               "narrow": [_C("128x64x64w8s3m1po"), _C("64x128x64w4s2m0")],
+    # BF16x6: the Gluon kernel ("pg") and the Triton kernel ("po") tie within the spread (docs/kernels.md)
+    "bf16x6": {"wide": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1pg"), _C("64x128x64w4s2m0")],
+               "mid": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1pg"), _C("64x128x64w4s2m0")],
+               "narrow": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1pg"), _C("64x128x64w4s2m0")],
                "small_longk": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
                "small": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
     "bf16x9": {"wide": [_C("128x64x64w8s3m0p"), _C("64x128x64w4s2m0")],
+               "mid": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m0p")],
                "narrow": [_C("64x128x64w4s2m0"), _C("128x64x64w8s3m0p")],
                "small_longk": [_C("128x64x64w8s3m0p"), _C("128x64x64w8s3m0")],
                "small": [_C("128x64x64w8s3m0p"), _C("128x64x64w8s3m0"), _C("64x128x64w4s2m0")]},
@@ -271,7 +286,7 @@ def _num_sms(device: torch.device) -> int:
 
 def _bucket(M: int, N: int, K: int) -> str:
     if M >= 1024:
-        return "wide" if N >= 640 else "narrow"
+        return "wide" if N >= 640 else ("mid" if N >= 384 else "narrow")
     return "small_longk" if K >= 2048 else "small"
 
 
@@ -280,7 +295,7 @@ def config_candidates(spec: MethodSpec, M: int, N: int | None = None, K: int | N
     with N or K None, those of every bucket this M can fall in."""
     if N is not None and K is not None:
         return list(_CANDIDATES[spec.name][_bucket(M, N, K)])
-    buckets = ("wide", "narrow") if M >= 1024 else ("small_longk", "small")
+    buckets = ("wide", "mid", "narrow") if M >= 1024 else ("small_longk", "small")
     return list(dict.fromkeys(c for b in buckets for c in _CANDIDATES[spec.name][b]))
 
 
@@ -409,6 +424,18 @@ def emu_mm(
     hw = hw_split_exact(a.device)
 
     def launch(cfg: KernelConfig) -> None:
+        if cfg.wgmma:
+            key = (spec.name, str(cfg))
+            if key not in _WGMMA_FAILED and _wgmma_eligible(spec, a3.device, bt3, K):
+                ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
+                try:
+                    _launch_wgmma(spec, cfg, ap, tuple(q[0] for q in bt3), bias, out3, M, N, K)
+                    return
+                except Exception as exc:  # noqa: BLE001 - e.g. a Triton whose experimental Gluon API differs
+                    _WGMMA_FAILED.add(key)
+                    log.warning("tcemu: the Gluon wgmma kernel failed for %s %s (%s: %s); running the Triton "
+                                "kernel instead (same bits)", spec.name, cfg, type(exc).__name__, str(exc)[:200])
+            cfg = replace(cfg, wgmma=False, presplit=True, mode=1, persistent=False)
         tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
         grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
         if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
@@ -432,6 +459,60 @@ def emu_mm(
             cfg = pick_config(spec, M, N, K)
     launch(cfg)
     return result
+
+
+#: (method, configuration) pairs whose Gluon kernel failed to compile or launch: they run the Triton kernel
+_WGMMA_FAILED: set[tuple[str, str]] = set()
+
+
+@functools.cache
+def _wgmma_module():
+    """The Gluon kernel's module, or None where this Triton has no Gluon for Hopper."""
+    try:
+        from ._kernels import _emu_mm_wgmma  # noqa: PLC0415
+    except Exception as exc:  # noqa: BLE001 - an older/newer Triton without this Gluon API
+        log.info("tcemu: the Gluon wgmma kernel is unavailable (%s)", exc)
+        return None
+    return _emu_mm_wgmma
+
+
+def _wgmma_eligible(spec: MethodSpec, device: torch.device, bt3: tuple[Tensor, ...], K: int) -> bool:
+    """Whether the Gluon wgmma kernel can run this product (else the Triton kernel runs it, same bits)."""
+    if device.type != "cuda" or _interpreting() or spec.name == "bf16x9":
+        return False
+    if torch.cuda.get_device_capability(device)[0] != 9 or _wgmma_module() is None:
+        return False
+    elem = bt3[0].element_size()
+    # TMA: one B for all batch entries, rows 16-byte aligned, K contiguous
+    return (bt3[0].shape[0] == 1 and (K * elem) % 16 == 0
+            and all(q[0].is_contiguous() and q.data_ptr() % 16 == 0 for q in bt3))
+
+
+@functools.cache
+def _smem_layout(rows: int, cols: int, bf16: bool):
+    from triton.experimental.gluon import language as gl  # noqa: PLC0415
+
+    return gl.NVMMASharedLayout.get_default_for([rows, cols], gl.bfloat16 if bf16 else gl.float32)
+
+
+def _launch_wgmma(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], bp: tuple[Tensor, ...],
+                  bias: Tensor | None, out3: Tensor, M: int, N: int, K: int) -> None:
+    """Launch the Gluon kernel on A's pieces (Z*M, K) and B's pieces (N, K), both contiguous."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
+
+    bf16 = spec.piece_format == "bf16"
+    la, lb = _smem_layout(cfg.bm, cfg.bk, bf16), _smem_layout(cfg.bn, cfg.bk, bf16)
+    ad = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bm, cfg.bk], la) for q in ap]
+    bd = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bn, cfg.bk], lb) for q in bp]
+    ad += ad[:1] * (3 - len(ad))
+    bd += bd[:1] * (3 - len(bd))
+    Z = out3.shape[0]
+    grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
+    _wgmma_module()._emu_mm_wgmma_kernel[grid](
+        *ad, *bd, bias if bias is not None else out3, out3, M, N, K, *out3.stride(),
+        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages, num_warps=cfg.num_warps,
+    )
 
 
 def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw: bool) -> dict:
@@ -461,6 +542,8 @@ def emu_mm_compile(
     """
     spec = get_method(method)
     cfg = replace(config or pick_config(spec, M, N, K))
+    if cfg.wgmma:  # the Gluon kernel compiles at its first launch; this is the Triton kernel it falls back to
+        cfg = replace(cfg, wgmma=False, presplit=True, mode=1, persistent=False)
     sa = a_strides or (K, 1)
     f32, pd = torch.float32, piece_dtype(spec)
     at = pd if cfg.presplit else f32

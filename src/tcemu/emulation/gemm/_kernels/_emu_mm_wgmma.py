@@ -1,0 +1,178 @@
+"""Private Gluon kernel (Hopper, sm_90): C = A @ B (+ bias) by TF32x3 / BF16x3 / BF16x6 from pre-split pieces.
+
+Same products, order and levels as ``_emu_mm.py`` in its mode 1 with A split beforehand (``m1p``), so the
+same bits: per K-tile the L0 tile a0 b0 is summed on the Tensor Core from zero and added to the FP32
+register accumulator outside it; the correction levels L1 = a1 b0 + a0 b1 (and L2 = a1 b1 + a2 b0 + a0 b2)
+run on their own Tensor Core accumulators over all of K and are combined once at the end.
+
+Why Gluon: Triton's ``tl.dot`` waits for every MMA whose result feeds another op, so the chain
+a1 b0 -> a0 b1 and the L0 tile wait on each other. Here the waits are explicit: per K-tile the L0 tile is
+issued first, then the correction MMAs, and the wait is for the L0 tile only (``wgmma.wait_group`` with the
+correction MMAs still outstanding), so that its FP32 add overlaps them; the running accumulators are never
+waited for inside the loop. Operands arrive by TMA into a ring of ``STAGES`` shared-memory buffers
+(out-of-range rows, columns and K are filled with zeros by the TMA unit).
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    mbarrier,
+    tma,
+    warpgroup_mma,
+    warpgroup_mma_init,
+    warpgroup_mma_wait,
+)
+
+
+@gluon.jit
+def _fz(c):
+    """Non-finite values (Inf, NaN) -> 0 (correction levels only), as ``_emu_mm._fz``."""
+    return gl.where(gl.abs(c) < float("inf"), c, 0.0)
+
+
+# Float32 operands run as TF32: the compile option default_dot_input_precision, "tf32" by default (Triton
+# 3.6's warpgroup_mma does not accept an explicit precision string from Gluon code: it is not unwrapped).
+
+
+@gluon.jit
+def _mma(a, b, c):
+    """Asynchronous c + a @ b on the Tensor Core."""
+    return warpgroup_mma(a, b, c, is_async=True)
+
+
+@gluon.jit
+def _mma0(a, b, c):
+    """Asynchronous a @ b from a zero accumulator (``c`` gives only the registers' type)."""
+    return warpgroup_mma(a, b, c, use_acc=False, is_async=True)
+
+
+@gluon.jit
+def _issue_loads(i, n_k, row0, off_n,
+                 a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
+                 a0s, a1s, a2s, b0s, b1s, b2s, ready,
+                 NP: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
+    """TMA loads of K-tile ``i`` (all pieces of A and B) into ring slot i % STAGES; none past the last tile."""
+    pred = i < n_k
+    s = i % STAGES
+    bar = ready.index(s)
+    k = i * BK
+    mbarrier.expect(bar, NP * (a0_desc.block_type.nbytes + b0_desc.block_type.nbytes), pred=pred)
+    tma.async_copy_global_to_shared(a0_desc, [row0, k], bar, a0s.index(s), pred)
+    tma.async_copy_global_to_shared(a1_desc, [row0, k], bar, a1s.index(s), pred)
+    tma.async_copy_global_to_shared(b0_desc, [off_n, k], bar, b0s.index(s), pred)
+    tma.async_copy_global_to_shared(b1_desc, [off_n, k], bar, b1s.index(s), pred)
+    if NP == 3:
+        tma.async_copy_global_to_shared(a2_desc, [row0, k], bar, a2s.index(s), pred)
+        tma.async_copy_global_to_shared(b2_desc, [off_n, k], bar, b2s.index(s), pred)
+
+
+@gluon.jit
+def _emu_mm_wgmma_kernel(
+    # TMA descriptors: A's pieces (Z*M, K) with (BM, BK) blocks, B's pieces (N, K) with (BN, BK) blocks;
+    # with NP == 2 the third of each is a placeholder (any of the others)
+    a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
+    bias_ptr, c_ptr,
+    M, N, K,
+    stride_cz, stride_cm, stride_cn,
+    NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, TF32: gl.constexpr,
+    BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    DOWN: gl.constexpr = 2.0 ** (-SHIFT)
+    dtype: gl.constexpr = a0_desc.dtype
+    # MMAs issued after the L0 tile in a K-tile: the wait for the L0 tile leaves these outstanding
+    LATER: gl.constexpr = 5 if NP == 3 else 2
+
+    # ---- tile of C (grouped order for L2 reuse of B), as _emu_mm ----
+    pid = gl.program_id(0)
+    z = gl.program_id(1)
+    num_m = gl.cdiv(M, BM)
+    num_n = gl.cdiv(N, BN)
+    width = GROUP_M * num_n
+    group = pid // width
+    first_m = group * GROUP_M
+    group_size = gl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + ((pid % width) % group_size)
+    pid_n = (pid % width) // group_size
+    off_m = pid_m * BM
+    off_n = pid_n * BN
+    row0 = z * M + off_m  # row of the flattened (Z*M, K) pieces of A
+
+    # ---- shared-memory ring and its barriers ----
+    a0s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
+    a1s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
+    b0s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
+    b1s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
+    if NP == 3:
+        a2s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
+        b2s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
+    else:
+        a2s = a0s
+        b2s = b0s
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+
+    # ---- accumulators: all in the wgmma layout (warps stacked along M, one instruction spans BN) ----
+    mma: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BN, 256 // dtype.primitive_bitwidth])
+    acc = gl.zeros([BM, BN], gl.float32, layout=mma)   # FP32 register accumulator, round to nearest
+    t = gl.zeros([BM, BN], gl.float32, layout=mma)     # the L0 tile of one K-tile
+    c1 = warpgroup_mma_init(gl.zeros([BM, BN], gl.float32, layout=mma))  # running L1, on the Tensor Core
+    if NP == 3:
+        c2 = warpgroup_mma_init(gl.zeros([BM, BN], gl.float32, layout=mma))  # running L2
+    else:
+        c2 = c1
+
+    n_k = gl.cdiv(K, BK)
+    for i in gl.static_range(STAGES - 1):
+        _issue_loads(i, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
+                     a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES)
+
+    for kt in range(n_k):
+        s = kt % STAGES
+        mbarrier.wait(ready.index(s), (kt // STAGES) & 1)
+        a0 = a0s.index(s)
+        a1 = a1s.index(s)
+        b0 = b0s.index(s).permute((1, 0))  # (BK, BN) view of the K-major (BN, BK) tile
+        b1 = b1s.index(s).permute((1, 0))
+        t_tok = _mma0(a0, b0, t)   # L0 tile, from zero
+        if NP == 3:
+            a2 = a2s.index(s)
+            b2 = b2s.index(s).permute((1, 0))
+            c2 = _mma(a1, b1, c2)                  # L2, running
+            c2 = _mma(a2, b0, c2)
+            c2 = _mma(a0, b2, c2)
+        c1 = _mma(a1, b0, c1)                      # L1, running
+        c1 = _mma(a0, b1, c1)
+        t = warpgroup_mma_wait(num_outstanding=LATER, deps=(t_tok,))  # the L0 tile only
+        acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
+        # Each warpgroup has finished K-tile kt-1's MMAs (they were issued before this L0 tile); once
+        # both have, its ring slot may be refilled with K-tile kt + STAGES - 1.
+        gl.thread_barrier()
+        _issue_loads(kt + STAGES - 1, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
+                     a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES)
+
+    # ---- combine the running levels (smallest first), as the reference ----
+    if NP == 3:
+        c1, c2 = warpgroup_mma_wait(num_outstanding=0, deps=(c1, c2))
+        corr = _fz(c1) + _fz(c2) * DOWN
+    else:
+        c1 = warpgroup_mma_wait(num_outstanding=0, deps=(c1,))
+        corr = _fz(c1)
+    acc += corr * DOWN
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(i))
+
+    # ---- epilogue: bias, store ----
+    offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+    offs_n = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
+    if HAS_BIAS:
+        bias = gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
+        acc += gl.expand_dims(bias, 0)
+    c_ptrs = (c_ptr + z.to(gl.int64) * stride_cz + gl.expand_dims(offs_m.to(gl.int64) * stride_cm, 1)
+              + gl.expand_dims(offs_n.to(gl.int64) * stride_cn, 0))
+    mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0)
+    gl.store(c_ptrs, acc, mask=mask)
