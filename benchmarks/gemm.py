@@ -296,7 +296,8 @@ def run_full(args) -> None:
         for direction, (m_, k_, n_) in (("fwd", (M, K, N)), ("bwd_input", (M, N, K))):
             for meth in methods:
                 for cfg in config_candidates(get_method(meth), m_, n_, k_):
-                    jobs.append(("tcemu", meth, m_, n_, k_, str(cfg), False, hw))
+                    if not cfg.wgmma:  # the Gluon kernel compiles at its first launch
+                        jobs.append(("tcemu", meth, m_, n_, k_, str(cfg), False, hw))
             if not args.no_builtin:
                 # fwd: B = W^T (strides 1, K); bwd: B = W (strides K, 1)
                 sb = (1, K) if direction == "fwd" else (K, 1)
@@ -517,7 +518,10 @@ def run_sweep(args) -> None:
 
     info = env_info()
     print(info, flush=True)
-    sweep = {m: v for m, v in SWEEP.items() if not args.methods or m in args.methods.split(",")}
+    table = SWEEP
+    if args.configs:  # "tf32x3=cfg+cfg,bf16x6=cfg"
+        table = {m: v.split("+") for m, v in (item.split("=") for item in args.configs.split(","))}
+    sweep = {m: v for m, v in table.items() if not args.methods or m in args.methods.split(",")}
     shapes = SWEEP_SHAPES
     if args.shapes:
         keep = set(args.shapes.split(","))
@@ -525,7 +529,8 @@ def run_sweep(args) -> None:
     from tcemu.emulation.gemm import hw_split_exact
 
     hw = hw_split_exact("cuda")
-    jobs = [("tcemu", m, M, N, K, c, False, hw) for m, cfgs in sweep.items() for c in cfgs for (M, K, N) in shapes]
+    jobs = [("tcemu", m, M, N, K, c, False, hw) for m, cfgs in sweep.items() for c in cfgs for (M, K, N) in shapes
+            if not KernelConfig.parse(c).wgmma]  # the Gluon kernel compiles at its first launch
     comp = precompile(jobs, args.workers)
     rows = []
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -553,9 +558,12 @@ def run_sweep(args) -> None:
                 try:
                     out = emu_mm(a, pieces, meth, config=cfg)
                     e = errors(out, ref)
-                    twin = str(dataclasses.replace(cfg, persistent=False))
-                    same = torch.equal(out, outs[twin]) if cfg.persistent and twin in outs else ""
-                    if not cfg.persistent:
+                    # the persistent loop and the Gluon kernel: same bits as the plain Triton kernel's
+                    twin = str(dataclasses.replace(cfg, persistent=False, wgmma=False,
+                                                   presplit=cfg.presplit or cfg.wgmma))
+                    variant = cfg.persistent or cfg.wgmma
+                    same = torch.equal(out, outs[twin]) if variant and twin in outs else ""
+                    if not variant:
                         outs[c] = out
                     del out
                     t = bench_torch(lambda: emu_mm(a, pieces, meth, config=cfg), args.rep)
@@ -604,6 +612,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--sweep", action="store_true", help="time tile configurations of the tcemu kernels")
     p.add_argument("--shapes", default="", help="comma list MxKxN to keep")
     p.add_argument("--methods", default="", help="comma list of tcemu methods")
+    p.add_argument("--configs", default="", help="sweep these instead: method=cfg+cfg,method=cfg")
     p.add_argument("--no-xla", action="store_true")
     p.add_argument("--no-builtin", action="store_true")
     p.add_argument("--no-plot", action="store_true")
