@@ -303,9 +303,10 @@ def test_persistent_same_bits_gpu(method):
         assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)]), str(cfg)
 
 
-WGMMA_CONFIGS = {"tf32x3": ["128x128x32w8s3m1pg", "128x128x16w8s5m1pg"],
-                 "bf16x3": ["128x128x64w8s3m1pg", "128x128x32w8s5m1pg"],
-                 "bf16x6": ["128x64x64w8s3m1pg", "128x64x32w8s6m1pg"]}
+# A split beforehand ("pg") and split by the kernel's warps ("g")
+WGMMA_CONFIGS = {"tf32x3": ["128x128x32w8s3m1pg", "128x128x16w8s5m1pg", "128x128x32w8s3m1g"],
+                 "bf16x3": ["128x128x64w8s3m1pg", "128x128x32w8s5m1pg", "128x128x64w8s2m1g"],
+                 "bf16x6": ["128x64x64w8s3m1pg", "128x64x32w8s6m1pg", "128x64x64w8s2m1g"]}
 SM90 = HAS_CUDA and not INTERPRET and torch.cuda.get_device_capability()[0] == 9
 
 
@@ -340,6 +341,13 @@ def test_wgmma_kernel_same_bits_gpu(method):
             assert torch.equal(got[~nan], want[~nan]), f"{text} K={K}"
             # rows and columns without the Inf/NaN inputs: within the method's bound of FP64
             assert_close_to_fp64(got[1, 1000:, 7:], a[1, 1000:], b[:, 7:], method, bias[7:])
+    # A whose rows TMA cannot read (K-major storage): the in-kernel-split configuration splits A beforehand
+    a = torch.randn(336, 2900, generator=gen).to(DEVICE).T
+    b = torch.randn(336, 1100, generator=gen).to(DEVICE)
+    pieces = split_t(b, method)
+    cfg = KernelConfig.parse(WGMMA_CONFIGS[method][-1])
+    want = emu_mm(a, pieces, method, config=replace(cfg, wgmma=False))
+    assert torch.equal(emu_mm(a, pieces, method, config=cfg), want)
 
 
 @interpret

@@ -195,10 +195,12 @@ class KernelConfig:
             loop flattened into one, so that the next tile's loads overlap this tile's epilogue. The
             flattened loop holds one more pipeline buffer: the 128x128 presplit tiles fit the H200's shared
             memory at 2 stages, not 3. Opt-in only: on the H200 it ran 0.63-1.05x the default kernels.
-        wgmma: the Gluon kernel of ``_kernels/_emu_mm_wgmma.py`` (Hopper only; implies ``presplit`` and
-            mode 1, same bits): TMA loads and explicit ``wgmma`` waits, so that the L0 tile's FP32 add
-            overlaps the correction MMAs. Where it cannot run (not sm_90, batched B, K not 16-byte aligned,
-            bf16x9) the same configuration runs without it.
+        wgmma: the Gluon kernel of ``_kernels/_emu_mm_wgmma.py`` (Hopper only; mode 1, same bits): TMA
+            loads and explicit ``wgmma`` waits, so that the L0 tile's FP32 add overlaps the correction MMAs.
+            With ``presplit`` it reads A's pieces; without, it reads FP32 A and its warps split each tile
+            into shared memory (where A's rows suit TMA; else A is split beforehand). Where it cannot run
+            (not sm_90, batched B, K not 16-byte aligned, bf16x9) the same configuration runs the Triton
+            kernel.
     """
 
     bm: int
@@ -427,15 +429,19 @@ def emu_mm(
         if cfg.wgmma:
             key = (spec.name, str(cfg))
             if key not in _WGMMA_FAILED and _wgmma_eligible(spec, a3.device, bt3, K):
-                ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
+                split_a = not cfg.presplit and _tma_rows(a3)
+                if split_a:  # A's FP32 rows by TMA, split in the kernel
+                    ap = (a3,)
+                else:
+                    ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
                 try:
-                    _launch_wgmma(spec, cfg, ap, tuple(q[0] for q in bt3), bias, out3, M, N, K)
+                    _launch_wgmma(spec, cfg, ap, tuple(q[0] for q in bt3), bias, out3, M, N, K, split_a)
                     return
                 except Exception as exc:  # noqa: BLE001 - e.g. a Triton whose experimental Gluon API differs
                     _WGMMA_FAILED.add(key)
                     log.warning("tcemu: the Gluon wgmma kernel failed for %s %s (%s: %s); running the Triton "
                                 "kernel instead (same bits)", spec.name, cfg, type(exc).__name__, str(exc)[:200])
-            cfg = replace(cfg, wgmma=False, presplit=True, mode=1, persistent=False)
+            cfg = replace(cfg, wgmma=False, mode=1, persistent=False)
         tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
         grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
         if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
@@ -488,6 +494,13 @@ def _wgmma_eligible(spec: MethodSpec, device: torch.device, bt3: tuple[Tensor, .
             and all(q[0].is_contiguous() and q.data_ptr() % 16 == 0 for q in bt3))
 
 
+def _tma_rows(a3: Tensor) -> bool:
+    """Whether FP32 ``a3`` (Z, M, K) can be read by TMA as (Z*M, K) rows: K contiguous, rows 16-byte aligned."""
+    Z, M, _ = a3.shape
+    return (a3.stride(2) == 1 and (a3.stride(1) * 4) % 16 == 0 and a3.data_ptr() % 16 == 0
+            and (Z == 1 or a3.stride(0) == M * a3.stride(1)))
+
+
 @functools.cache
 def _smem_layout(rows: int, cols: int, bf16: bool):
     from triton.experimental.gluon import language as gl  # noqa: PLC0415
@@ -496,22 +509,29 @@ def _smem_layout(rows: int, cols: int, bf16: bool):
 
 
 def _launch_wgmma(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], bp: tuple[Tensor, ...],
-                  bias: Tensor | None, out3: Tensor, M: int, N: int, K: int) -> None:
-    """Launch the Gluon kernel on A's pieces (Z*M, K) and B's pieces (N, K), both contiguous."""
+                  bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, split_a: bool = False) -> None:
+    """Launch the Gluon kernel on B's pieces (N, K), contiguous, and either A's pieces (Z*M, K), contiguous,
+    or (``split_a``) FP32 A itself, (Z, M, K) with rows readable by TMA (:func:`_tma_rows`)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
 
     bf16 = spec.piece_format == "bf16"
-    la, lb = _smem_layout(cfg.bm, cfg.bk, bf16), _smem_layout(cfg.bn, cfg.bk, bf16)
-    ad = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bm, cfg.bk], la) for q in ap]
+    Z = out3.shape[0]
+    lb = _smem_layout(cfg.bn, cfg.bk, bf16)
+    if split_a:
+        a = ap[0]
+        ad = [TensorDescriptor(a, [Z * M, K], [a.stride(1), 1], [cfg.bm, cfg.bk], _smem_layout(cfg.bm, cfg.bk, False))]
+    else:
+        la = _smem_layout(cfg.bm, cfg.bk, bf16)
+        ad = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bm, cfg.bk], la) for q in ap]
     bd = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bn, cfg.bk], lb) for q in bp]
     ad += ad[:1] * (3 - len(ad))
     bd += bd[:1] * (3 - len(bd))
-    Z = out3.shape[0]
     grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
     _wgmma_module()._emu_mm_wgmma_kernel[grid](
         *ad, *bd, bias if bias is not None else out3, out3, M, N, K, *out3.stride(),
         NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
-        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages, num_warps=cfg.num_warps,
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages, SPLIT_A=split_a,
+        num_warps=cfg.num_warps,
     )
 
 
@@ -543,7 +563,7 @@ def emu_mm_compile(
     spec = get_method(method)
     cfg = replace(config or pick_config(spec, M, N, K))
     if cfg.wgmma:  # the Gluon kernel compiles at its first launch; this is the Triton kernel it falls back to
-        cfg = replace(cfg, wgmma=False, presplit=True, mode=1, persistent=False)
+        cfg = replace(cfg, wgmma=False, mode=1, persistent=False)
     sa = a_strides or (K, 1)
     f32, pd = torch.float32, piece_dtype(spec)
     at = pd if cfg.presplit else f32

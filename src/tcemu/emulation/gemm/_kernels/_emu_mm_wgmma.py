@@ -18,6 +18,7 @@ from __future__ import annotations
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
     mbarrier,
     tma,
     warpgroup_mma,
@@ -48,23 +49,86 @@ def _mma0(a, b, c):
     return warpgroup_mma(a, b, c, use_acc=False, is_async=True)
 
 
+@gluon.constexpr_function
+def _piece_smem_layout(rows, cols, dtype):
+    return gl.NVMMASharedLayout.get_default_for([rows, cols], dtype)
+
+
+@gluon.constexpr_function
+def _split_layout(bk, num_warps):
+    """Registers of the in-kernel split: 4 consecutive K elements (16 bytes) per thread, rows across warps."""
+    return gl.BlockedLayout([1, 4], [32 // (bk // 4), bk // 4], [num_warps, 1], [1, 0])
+
+
+@gluon.constexpr_function
+def _split_rows_per_pass(bk, num_warps):
+    return 32 // (bk // 4) * num_warps
+
+
+@gluon.jit
+def _round_piece_bits(bits, BF16: gl.constexpr, KEEP_NONZERO: gl.constexpr):
+    """int32 bits of FP32 values -> bits rounded to the piece format: ``_split.round_piece_bits`` in Gluon."""
+    mag = bits & 0x7FFFFFFF
+    if BF16:  # RNE: + 0x7FFF + lowest kept bit, clear 16 bits; saturate at 0x7F7F0000
+        r = gl.minimum((mag + 0x7FFF + ((mag >> 16) & 1)) & -65536, 0x7F7F0000)
+        if KEEP_NONZERO:
+            r = gl.maximum(r, gl.minimum(mag, 1) << 16)
+    else:  # TF32, RNA: + half ulp, clear 13 bits; saturate at 0x7F7FE000
+        r = gl.minimum((mag + 0x1000) & -8192, 0x7F7FE000)
+        if KEEP_NONZERO:
+            r = gl.maximum(r, gl.minimum(mag, 1) << 13)
+    r = gl.where(mag < 0x7F800000, r, mag)  # Inf and NaN unchanged
+    return (bits & -2147483648) | r
+
+
+@gluon.jit
+def _operand(bits, BF16: gl.constexpr):
+    """Piece bits -> the Tensor Core operand: fp32 holding a TF32 value, or bf16 (exact)."""
+    if BF16:
+        return (bits >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
+    else:
+        return bits.to(gl.float32, bitcast=True)
+
+
+@gluon.jit
+def _split_rows(src, d0, d1, d2, NP: gl.constexpr, SHIFT: gl.constexpr, BF16: gl.constexpr,
+                layout: gl.constexpr):
+    """Split the FP32 rows of shared-memory tile ``src`` into pieces written to ``d0..d2``, bit for bit
+    as ``_split.split3`` (integer rounding: p0 = R(x), r1 = (x - p0) 2^s, p1 = R(r1), ...)."""
+    scale: gl.constexpr = 2.0 ** SHIFT
+    x = src.load(layout)
+    b0 = _round_piece_bits(x.to(gl.int32, bitcast=True), BF16, True)
+    d0.store(_operand(b0, BF16))
+    r1 = (x - b0.to(gl.float32, bitcast=True)) * scale  # exact: Sterbenz, then a power of two
+    b1 = _round_piece_bits(r1.to(gl.int32, bitcast=True), BF16, False)
+    d1.store(_operand(b1, BF16))
+    if NP == 3:
+        r2 = (r1 - b1.to(gl.float32, bitcast=True)) * scale
+        d2.store(_operand(_round_piece_bits(r2.to(gl.int32, bitcast=True), BF16, False), BF16))
+
+
 @gluon.jit
 def _issue_loads(i, n_k, row0, off_n,
                  a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
                  a0s, a1s, a2s, b0s, b1s, b2s, ready,
-                 NP: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
+                 NP: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr, SPLIT_A: gl.constexpr):
     """TMA loads of K-tile ``i`` (all pieces of A and B) into ring slot i % STAGES; none past the last tile."""
     pred = i < n_k
     s = i % STAGES
     bar = ready.index(s)
     k = i * BK
-    mbarrier.expect(bar, NP * (a0_desc.block_type.nbytes + b0_desc.block_type.nbytes), pred=pred)
-    tma.async_copy_global_to_shared(a0_desc, [row0, k], bar, a0s.index(s), pred)
-    tma.async_copy_global_to_shared(a1_desc, [row0, k], bar, a1s.index(s), pred)
+    if SPLIT_A:  # one FP32 tile of A (a0_desc), split in the kernel
+        mbarrier.expect(bar, a0_desc.block_type.nbytes + NP * b0_desc.block_type.nbytes, pred=pred)
+        tma.async_copy_global_to_shared(a0_desc, [row0, k], bar, a0s.index(s), pred)
+    else:
+        mbarrier.expect(bar, NP * (a0_desc.block_type.nbytes + b0_desc.block_type.nbytes), pred=pred)
+        tma.async_copy_global_to_shared(a0_desc, [row0, k], bar, a0s.index(s), pred)
+        tma.async_copy_global_to_shared(a1_desc, [row0, k], bar, a1s.index(s), pred)
+        if NP == 3:
+            tma.async_copy_global_to_shared(a2_desc, [row0, k], bar, a2s.index(s), pred)
     tma.async_copy_global_to_shared(b0_desc, [off_n, k], bar, b0s.index(s), pred)
     tma.async_copy_global_to_shared(b1_desc, [off_n, k], bar, b1s.index(s), pred)
     if NP == 3:
-        tma.async_copy_global_to_shared(a2_desc, [row0, k], bar, a2s.index(s), pred)
         tma.async_copy_global_to_shared(b2_desc, [off_n, k], bar, b2s.index(s), pred)
 
 
@@ -78,10 +142,10 @@ def _emu_mm_wgmma_kernel(
     stride_cz, stride_cm, stride_cn,
     NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, TF32: gl.constexpr,
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
-    num_warps: gl.constexpr,
+    SPLIT_A: gl.constexpr, num_warps: gl.constexpr,
 ):
     DOWN: gl.constexpr = 2.0 ** (-SHIFT)
-    dtype: gl.constexpr = a0_desc.dtype
+    dtype: gl.constexpr = b0_desc.dtype  # the pieces' dtype (A's descriptor is FP32 with SPLIT_A)
     # MMAs issued after the L0 tile in a K-tile: the wait for the L0 tile leaves these outstanding
     LATER: gl.constexpr = 5 if NP == 3 else 2
 
@@ -101,16 +165,31 @@ def _emu_mm_wgmma_kernel(
     row0 = z * M + off_m  # row of the flattened (Z*M, K) pieces of A
 
     # ---- shared-memory ring and its barriers ----
-    a0s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
-    a1s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
+    # SPLIT_A: the ring holds A's FP32 tiles (a0s); the warps split each into A's pieces in two more buffers
+    # (ap0..ap2, double-buffered: the MMAs of K-tile kt-2 are done when K-tile kt is split)
+    a0s = gl.allocate_shared_memory(a0_desc.dtype, [STAGES, BM, BK], a0_desc.layout)
     b0s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
     b1s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
     if NP == 3:
-        a2s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
         b2s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
     else:
-        a2s = a0s
         b2s = b0s
+    if SPLIT_A:
+        pl: gl.constexpr = _piece_smem_layout(BM, BK, dtype)
+        ap0 = gl.allocate_shared_memory(dtype, [2, BM, BK], pl)
+        ap1 = gl.allocate_shared_memory(dtype, [2, BM, BK], pl)
+        if NP == 3:
+            ap2 = gl.allocate_shared_memory(dtype, [2, BM, BK], pl)
+        else:
+            ap2 = ap0
+        a1s = a0s
+        a2s = a0s
+    else:
+        a1s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
+        if NP == 3:
+            a2s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
+        else:
+            a2s = a0s
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
@@ -129,18 +208,31 @@ def _emu_mm_wgmma_kernel(
     n_k = gl.cdiv(K, BK)
     for i in gl.static_range(STAGES - 1):
         _issue_loads(i, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
-                     a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES)
+                     a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES, SPLIT_A)
 
     for kt in range(n_k):
         s = kt % STAGES
         mbarrier.wait(ready.index(s), (kt // STAGES) & 1)
-        a0 = a0s.index(s)
-        a1 = a1s.index(s)
+        if SPLIT_A:
+            q = kt % 2
+            SR: gl.constexpr = _split_rows_per_pass(BK, num_warps)
+            for r in gl.static_range(BM // SR):
+                _split_rows(a0s.index(s).slice(r * SR, SR), ap0.index(q).slice(r * SR, SR),
+                            ap1.index(q).slice(r * SR, SR), ap2.index(q).slice(r * SR, SR),
+                            NP, SHIFT, not TF32, _split_layout(BK, num_warps))
+            fence_async_shared()  # the pieces, written by the threads, are read by wgmma (async proxy)
+            gl.thread_barrier()
+            a0 = ap0.index(q)
+            a1 = ap1.index(q)
+            a2 = ap2.index(q)
+        else:
+            a0 = a0s.index(s)
+            a1 = a1s.index(s)
+            a2 = a2s.index(s)
         b0 = b0s.index(s).permute((1, 0))  # (BK, BN) view of the K-major (BN, BK) tile
         b1 = b1s.index(s).permute((1, 0))
         t_tok = _mma0(a0, b0, t)   # L0 tile, from zero
         if NP == 3:
-            a2 = a2s.index(s)
             b2 = b2s.index(s).permute((1, 0))
             c2 = _mma(a1, b1, c2)                  # L2, running
             c2 = _mma(a2, b0, c2)
@@ -153,7 +245,7 @@ def _emu_mm_wgmma_kernel(
         # both have, its ring slot may be refilled with K-tile kt + STAGES - 1.
         gl.thread_barrier()
         _issue_loads(kt + STAGES - 1, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
-                     a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES)
+                     a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES, SPLIT_A)
 
     # ---- combine the running levels (smallest first), as the reference ----
     if NP == 3:
