@@ -11,6 +11,10 @@ issued first, then the correction MMAs, and the wait is for the L0 tile only (``
 correction MMAs still outstanding), so that its FP32 add overlaps them; the running accumulators are never
 waited for inside the loop. Operands arrive by TMA into a ring of ``STAGES`` shared-memory buffers
 (out-of-range rows, columns and K are filled with zeros by the TMA unit).
+
+SPLIT_A (opt-in): A arrives as FP32 and the kernel's warps split each tile into shared-memory piece buffers
+before its MMAs, bit for bit as ``_split.split3``. Measured slower than splitting beforehand or the Triton
+kernel's in-register split (docs/kernels.md, section 5).
 """
 
 from __future__ import annotations
