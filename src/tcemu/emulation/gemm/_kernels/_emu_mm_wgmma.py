@@ -30,6 +30,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from ._split import split3
+
 
 @gluon.jit
 def _fz(c):
@@ -70,45 +72,15 @@ def _split_rows_per_pass(bk, num_warps):
 
 
 @gluon.jit
-def _round_piece_bits(bits, BF16: gl.constexpr, KEEP_NONZERO: gl.constexpr):
-    """int32 bits of FP32 values -> bits rounded to the piece format: ``_split.round_piece_bits`` in Gluon."""
-    mag = bits & 0x7FFFFFFF
-    if BF16:  # RNE: + 0x7FFF + lowest kept bit, clear 16 bits; saturate at 0x7F7F0000
-        r = gl.minimum((mag + 0x7FFF + ((mag >> 16) & 1)) & -65536, 0x7F7F0000)
-        if KEEP_NONZERO:
-            r = gl.maximum(r, gl.minimum(mag, 1) << 16)
-    else:  # TF32, RNA: + half ulp, clear 13 bits; saturate at 0x7F7FE000
-        r = gl.minimum((mag + 0x1000) & -8192, 0x7F7FE000)
-        if KEEP_NONZERO:
-            r = gl.maximum(r, gl.minimum(mag, 1) << 13)
-    r = gl.where(mag < 0x7F800000, r, mag)  # Inf and NaN unchanged
-    return (bits & -2147483648) | r
-
-
-@gluon.jit
-def _operand(bits, BF16: gl.constexpr):
-    """Piece bits -> the Tensor Core operand: fp32 holding a TF32 value, or bf16 (exact)."""
-    if BF16:
-        return (bits >> 16).to(gl.int16).to(gl.bfloat16, bitcast=True)
-    else:
-        return bits.to(gl.float32, bitcast=True)
-
-
-@gluon.jit
 def _split_rows(src, d0, d1, d2, NP: gl.constexpr, SHIFT: gl.constexpr, BF16: gl.constexpr,
                 layout: gl.constexpr):
-    """Split the FP32 rows of shared-memory tile ``src`` into pieces written to ``d0..d2``, bit for bit
-    as ``_split.split3`` (integer rounding: p0 = R(x), r1 = (x - p0) 2^s, p1 = R(r1), ...)."""
-    scale: gl.constexpr = 2.0 ** SHIFT
-    x = src.load(layout)
-    b0 = _round_piece_bits(x.to(gl.int32, bitcast=True), BF16, True)
-    d0.store(_operand(b0, BF16))
-    r1 = (x - b0.to(gl.float32, bitcast=True)) * scale  # exact: Sterbenz, then a power of two
-    b1 = _round_piece_bits(r1.to(gl.int32, bitcast=True), BF16, False)
-    d1.store(_operand(b1, BF16))
+    """Split the FP32 rows of shared-memory tile ``src`` into pieces written to ``d0..d2``, with the
+    Triton kernels' own ``split3`` (bit for bit as :func:`~tcemu.emulation.split.split`)."""
+    p0, p1, p2 = split3(src.load(layout), 1 if BF16 else 0, NP, SHIFT)
+    d0.store(p0)
+    d1.store(p1)
     if NP == 3:
-        r2 = (r1 - b1.to(gl.float32, bitcast=True)) * scale
-        d2.store(_operand(_round_piece_bits(r2.to(gl.int32, bitcast=True), BF16, False), BF16))
+        d2.store(p2)
 
 
 @gluon.jit
