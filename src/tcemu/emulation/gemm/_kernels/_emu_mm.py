@@ -86,6 +86,19 @@ def _down(c, DOWN: tl.constexpr):
 
 
 @triton.jit
+def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.constexpr):
+    """(row, column) tile of C for linear tile index ``pid``: GROUP_M row tiles per column sweep, so that
+    neighbouring programs share B's tiles in L2. Also called by the Gluon kernel."""
+    num_m = tl.cdiv(M, BM)
+    num_n = tl.cdiv(N, BN)
+    width = GROUP_M * num_n
+    group = pid // width
+    first_m = group * GROUP_M
+    group_size = tl.minimum(num_m - first_m, GROUP_M)
+    return first_m + ((pid % width) % group_size), (pid % width) // group_size
+
+
+@triton.jit
 def _emu_mm_kernel(
     # pointers (a1_ptr, a2_ptr: A's pieces 1 and 2 when A_PRESPLIT, then a_ptr holds piece 0)
     a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr,
@@ -155,14 +168,7 @@ def _emu_mm_tile(
     tl.static_assert(MODE == 0 or MODE == 1 or MODE == 4, "MODE is 0, 1 or 4")
 
     # ---- tile of C owned by this program (grouped order for L2 reuse of B) ----
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    width = GROUP_M * num_n
-    group = pid // width
-    first_m = group * GROUP_M
-    group_size = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + ((pid % width) % group_size)
-    pid_n = (pid % width) // group_size
+    pid_m, pid_n = grouped_tile(pid, M, N, BM, BN, GROUP_M)
 
     offs_m = pid_m * BM + tl.arange(0, BM)
     offs_n = pid_n * BN + tl.arange(0, BN)

@@ -30,6 +30,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
+from ._emu_mm import grouped_tile
 from ._split import split3
 
 
@@ -126,16 +127,8 @@ def _emu_mm_wgmma_kernel(
     LATER: gl.constexpr = 5 if NP == 3 else 2
 
     # ---- tile of C (grouped order for L2 reuse of B), as _emu_mm ----
-    pid = gl.program_id(0)
     z = gl.program_id(1)
-    num_m = gl.cdiv(M, BM)
-    num_n = gl.cdiv(N, BN)
-    width = GROUP_M * num_n
-    group = pid // width
-    first_m = group * GROUP_M
-    group_size = gl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + ((pid % width) % group_size)
-    pid_n = (pid % width) // group_size
+    pid_m, pid_n = grouped_tile(gl.program_id(0), M, N, BM, BN, GROUP_M)
     off_m = pid_m * BM
     off_n = pid_n * BN
     row0 = z * M + off_m  # row of the flattened (Z*M, K) pieces of A
