@@ -30,14 +30,8 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._emu_mm import grouped_tile
+from ._emu_mm import _fz, grouped_tile
 from ._split import split3
-
-
-@gluon.jit
-def _fz(c):
-    """Non-finite values (Inf, NaN) -> 0 (correction levels only), as ``_emu_mm._fz``."""
-    return gl.where(gl.abs(c) < float("inf"), c, 0.0)
 
 
 # Float32 operands run as TF32: the compile option default_dot_input_precision, "tf32" by default (Triton
