@@ -316,7 +316,7 @@ SM90 = HAS_CUDA and not INTERPRET and torch.cuda.get_device_capability()[0] == 9
 def test_wgmma_kernel_same_bits_gpu(method):
     """The Gluon wgmma kernel runs the Triton kernel's products in its order: same bits, with ragged tiles,
     a batch, bias and Inf/NaN; where it cannot run (K not 16-byte aligned) the Triton kernel runs instead."""
-    from tcemu.emulation.gemm.emu_mm import _wgmma_eligible
+    from tcemu.emulation.gemm.emu_mm import _WGMMA_FAILED, _wgmma_eligible
 
     gen = torch.Generator().manual_seed(24)
     for K in (336, 333):
@@ -348,6 +348,7 @@ def test_wgmma_kernel_same_bits_gpu(method):
     cfg = KernelConfig.parse(WGMMA_CONFIGS[method][-1])
     want = emu_mm(a, pieces, method, config=replace(cfg, wgmma=False))
     assert torch.equal(emu_mm(a, pieces, method, config=cfg), want)
+    assert not _WGMMA_FAILED, f"the Gluon kernel failed and the Triton kernel ran instead: {_WGMMA_FAILED}"
 
 
 @interpret
