@@ -351,6 +351,39 @@ def test_wgmma_kernel_same_bits_gpu(method):
     assert not _WGMMA_FAILED, f"the Gluon kernel failed and the Triton kernel ran instead: {_WGMMA_FAILED}"
 
 
+def _gluon_available() -> bool:
+    try:
+        from tcemu.emulation.gemm.emu_mm import _wgmma_module
+
+        return _wgmma_module() is not None
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@pytest.mark.skipif(INTERPRET or not _gluon_available(), reason="needs Triton's Gluon (and no TRITON_INTERPRET)")
+@pytest.mark.parametrize(("method", "config", "split_a", "later"), [
+    ("tf32x3", "128x128x32w8s3m1pg", False, 2), ("bf16x3", "128x128x64w8s3m1pg", False, 2),
+    ("bf16x6", "128x64x64w8s3m1pg", False, 5), ("tf32x3", "128x128x32w8s3m1g", True, 2),
+])
+def test_wgmma_kernel_waits_for_the_l0_tile_only(method, config, split_a, later):
+    """Offline sm_90 compile of the Gluon kernel with this machine's Triton (no GPU needed). Its point is
+    the wait structure: per K-tile one commit group per product term (the L0 tile, then the correction
+    terms), one wait that leaves the correction groups outstanding (wgmma.wait_group LATER), and the
+    running accumulators waited for only after the loop (wait_group 0)."""
+    import re
+
+    from tcemu.emulation.gemm.emu_mm import wgmma_compile
+
+    cfg = KernelConfig.parse(config)
+    spec = get_method(method)
+    ptx = wgmma_compile(method, cfg, split_a=split_a).asm["ptx"]
+    k_steps = cfg.bk // (8 if spec.piece_format == "tf32" else 16)  # wgmma K is 8 (TF32) or 16 (BF16)
+    groups = 1 + later  # the L0 tile and the correction products
+    assert len(re.findall(r"wgmma\.mma_async", ptx)) == groups * k_steps
+    assert len(re.findall(r"wgmma\.commit_group", ptx)) == groups
+    assert re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx) == [str(later), "0"]
+
+
 @interpret
 def test_wgmma_failure_falls_back_to_triton_interpret(monkeypatch, caplog):
     """A Gluon kernel that fails (e.g. another Triton's experimental API) is reported once and the same

@@ -38,6 +38,7 @@ from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "pick_config", "config_candidates", "tuned_configs", "piece_dtype",
     "hw_split_exact", "split_t", "split_t_reference", "emu_mm", "emu_mm_compile", "emu_mm_reference",
+    "wgmma_compile",
 ]
 
 log = logging.getLogger("tcemu.emulation.gemm")
@@ -533,6 +534,36 @@ def _launch_wgmma(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], b
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages, SPLIT_A=split_a,
         num_warps=cfg.num_warps,
     )
+
+
+def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
+                  split_a: bool = False, arch: int = 90):
+    """Compile (without a GPU) the Gluon kernel a ``g`` configuration launches, for ``sm_<arch>``.
+
+    The signature is that of a launch on contiguous operands (the output's column stride 1). Returns
+    Triton's compiled kernel (``.asm["ptx"]``, ``.asm["cubin"]``): tests read its ``wgmma`` waits from the PTX.
+    """
+    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
+    from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
+
+    spec = get_method(method)
+    cfg = KernelConfig.parse(config) if isinstance(config, str) else config
+    bf16 = spec.piece_format == "bf16"
+    piece = "bf16" if bf16 else "fp32"
+    la = _smem_layout(cfg.bm, cfg.bk, bf16 and not split_a)
+    lb = _smem_layout(cfg.bn, cfg.bk, bf16)
+    a_ty = f"tensordesc<{'fp32' if split_a else piece}[{cfg.bm}, {cfg.bk}],{la!r}>"
+    b_ty = f"tensordesc<{piece}[{cfg.bn}, {cfg.bk}],{lb!r}>"
+    names = ["a0_desc", "a1_desc", "a2_desc", "b0_desc", "b1_desc", "b2_desc", "bias_ptr", "c_ptr", "M", "N", "K",
+             "stride_cz", "stride_cm"]
+    signature = dict(zip(names, [a_ty] * 3 + [b_ty] * 3 + ["*fp32"] * 2 + ["i32"] * 5))
+    constexprs = dict(stride_cn=1, NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
+                      BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages,
+                      SPLIT_A=split_a, num_warps=cfg.num_warps)
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
+    attrs = {(i,): [["tt.divisibility", 16]] for i in (6, 7, 9, 10, 11, 12)}
+    src = GluonASTSource(_wgmma_module()._emu_mm_wgmma_kernel, signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": cfg.num_warps})
 
 
 def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw: bool) -> dict:

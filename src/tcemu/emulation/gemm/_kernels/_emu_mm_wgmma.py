@@ -33,6 +33,10 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from ._emu_mm import _fz, grouped_tile
 from ._split import split3
 
+# Names that changed after Triton 3.6 (3.6's first): TMA load into shared memory, CTA-wide barrier
+_tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+_cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
+
 
 # Float32 operands run as TF32: the compile option default_dot_input_precision, "tf32" by default (Triton
 # 3.6's warpgroup_mma does not accept an explicit precision string from Gluon code: it is not unwrapped).
@@ -90,17 +94,17 @@ def _issue_loads(i, n_k, row0, off_n,
     k = i * BK
     if SPLIT_A:  # one FP32 tile of A (a0_desc), split in the kernel
         mbarrier.expect(bar, a0_desc.block_type.nbytes + NP * b0_desc.block_type.nbytes, pred=pred)
-        tma.async_copy_global_to_shared(a0_desc, [row0, k], bar, a0s.index(s), pred)
+        _tma_load(a0_desc, [row0, k], bar, a0s.index(s), pred)
     else:
         mbarrier.expect(bar, NP * (a0_desc.block_type.nbytes + b0_desc.block_type.nbytes), pred=pred)
-        tma.async_copy_global_to_shared(a0_desc, [row0, k], bar, a0s.index(s), pred)
-        tma.async_copy_global_to_shared(a1_desc, [row0, k], bar, a1s.index(s), pred)
+        _tma_load(a0_desc, [row0, k], bar, a0s.index(s), pred)
+        _tma_load(a1_desc, [row0, k], bar, a1s.index(s), pred)
         if NP == 3:
-            tma.async_copy_global_to_shared(a2_desc, [row0, k], bar, a2s.index(s), pred)
-    tma.async_copy_global_to_shared(b0_desc, [off_n, k], bar, b0s.index(s), pred)
-    tma.async_copy_global_to_shared(b1_desc, [off_n, k], bar, b1s.index(s), pred)
+            _tma_load(a2_desc, [row0, k], bar, a2s.index(s), pred)
+    _tma_load(b0_desc, [off_n, k], bar, b0s.index(s), pred)
+    _tma_load(b1_desc, [off_n, k], bar, b1s.index(s), pred)
     if NP == 3:
-        tma.async_copy_global_to_shared(b2_desc, [off_n, k], bar, b2s.index(s), pred)
+        _tma_load(b2_desc, [off_n, k], bar, b2s.index(s), pred)
 
 
 @gluon.jit
@@ -184,7 +188,7 @@ def _emu_mm_wgmma_kernel(
                             ap1.index(q).slice(r * SR, SR), ap2.index(q).slice(r * SR, SR),
                             NP, SHIFT, not TF32, _split_layout(BK, num_warps))
             fence_async_shared()  # the pieces, written by the threads, are read by wgmma (async proxy)
-            gl.thread_barrier()
+            _cta_barrier()
             a0 = ap0.index(q)
             a1 = ap1.index(q)
             a2 = ap2.index(q)
@@ -206,7 +210,7 @@ def _emu_mm_wgmma_kernel(
         acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
         # Each warpgroup has finished K-tile kt-1's MMAs (they were issued before this L0 tile); once
         # both have, its ring slot may be refilled with K-tile kt + STAGES - 1.
-        gl.thread_barrier()
+        _cta_barrier()
         _issue_loads(kt + STAGES - 1, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
                      a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES, SPLIT_A)
 
