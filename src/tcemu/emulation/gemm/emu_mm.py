@@ -249,8 +249,8 @@ _C = KernelConfig.parse
 #   "small_longk" / "small": M < 1024 (node layers of small systems; usually the SGEMM fallback), K >= 2048 or
 #             not. With few row tiles the grid is small and each program loops over all of K, so a split
 #             pass spread over the whole GPU wins for long K (and for BF16x6/x9 at K = 1024 too).
-# Where the Gluon kernel cannot run (not sm_90, batched B, K not 16-byte aligned) a "g" configuration
-# runs the Triton kernel with the same tiles and A split beforehand.
+# Where the Gluon kernel cannot run (not sm_90, batched B, K not 16-byte aligned) or fails, a "g"
+# configuration runs the Triton kernel with the same tiles (A split beforehand or not, as it says).
 _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
     "tf32x3": {"wide": [_C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1p"), _C("128x128x32w8s3m1")],
                "mid": [_C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1"), _C("128x128x32w8s3m1p")],
@@ -520,7 +520,8 @@ def _launch_wgmma(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], b
     lb = _smem_layout(cfg.bn, cfg.bk, bf16)
     if split_a:
         a = ap[0]
-        ad = [TensorDescriptor(a, [Z * M, K], [a.stride(1), 1], [cfg.bm, cfg.bk], _smem_layout(cfg.bm, cfg.bk, False))]
+        la = _smem_layout(cfg.bm, cfg.bk, False)  # FP32 tiles
+        ad = [TensorDescriptor(a, [Z * M, K], [a.stride(1), 1], [cfg.bm, cfg.bk], la)]
     else:
         la = _smem_layout(cfg.bm, cfg.bk, bf16)
         ad = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bm, cfg.bk], la) for q in ap]
