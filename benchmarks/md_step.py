@@ -19,6 +19,8 @@ visible. Compared side by side in one run, per (PET shape, system):
 
 Modes: ``eager``; ``compile`` (``torch.compile`` of PET's backend, static shapes); ``graph`` (the same with
 ``mode="reduce-overhead"``: Inductor captures CUDA graphs; the note counts Inductor's cudagraph skips).
+``--compile-scope full`` compiles PET's structure preprocessing too (``COMPILE_SCOPES``), for every compiled
+configuration of the invocation, FP32 included (column ``compile_scope``).
 ``--configs fp32:eager,tf32x3:compile,...`` runs an explicit list instead of methods x modes, in that order,
 and ``--budget-s`` skips what would start after that many seconds (noted), so a run on a time-limited
 machine keeps its priorities. Rows are written as they finish.
@@ -52,7 +54,7 @@ import torch
 
 COLUMNS = ["model", "n_atoms", "method", "mode", "median_ms", "speedup_vs_fp32_compile", "force_err_vs_fp64",
            "fp32_noise_floor", "gemm_share", "peak_mem_gb", "gpu", "driver", "torch", "triton", "p20_ms",
-           "p80_ms", "nl_build_ms", "gemm_ms", "round", "note"]
+           "p80_ms", "nl_build_ms", "gemm_ms", "round", "compile_scope", "note"]
 # GPU kernels counted as GEMM work: cuBLAS/CUTLASS GEMMs, Triton and Inductor matmul templates, and tcemu's
 # emulated GEMM and split kernels (the split is part of what an emulated GEMM costs). Not counted: attention
 # (CUTLASS "fmha" kernels: not nn.Linear, left in FP32 by emulate_) and Inductor's fused kernels, whose names
@@ -180,12 +182,20 @@ def gemm_share(fn, device: torch.device) -> tuple[float, float, str]:
     return (gemm / total if total else math.nan), gemm / 1e3, "\n".join(lines)
 
 
-def compile_backend(pet, graphs: bool = False) -> None:
-    """torch.compile the PET backend's two methods (static shapes), as metatrain allows since PR #1180;
-    ``graphs``: with ``mode="reduce-overhead"`` (Inductor's CUDA graphs)."""
+#: What ``torch.compile`` covers (``--compile-scope``): PET's feature and prediction methods (``backend``), or
+#: these and its structure preprocessing (``full``: edge vectors, cutoffs, the padded neighbour layout). The
+#: preprocessing's gathers have backward passes with many repeated indices (the padded slots of PET's
+#: neighbour layout all point at edge 0); eager PyTorch runs them with its sorting index backward.
+COMPILE_SCOPES = {"backend": ("calculate_features", "predict"),
+                  "full": ("preprocess", "calculate_features", "predict")}
+
+
+def compile_backend(pet, graphs: bool = False, scope: str = "backend") -> None:
+    """torch.compile the PET backend's methods of ``scope`` (static shapes), as metatrain allows since PR
+    #1180; ``graphs``: with ``mode="reduce-overhead"`` (Inductor's CUDA graphs)."""
     backend = pet.backend
     kw = {"mode": "reduce-overhead"} if graphs else {}
-    for name in ("calculate_features", "predict"):
+    for name in COMPILE_SCOPES[scope]:
         setattr(backend, name, torch.compile(getattr(backend, name), dynamic=False, **kw))
 
 
@@ -262,7 +272,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                 results = {}
                 for method, mode in plan:
                     row = dict(model=model_name, n_atoms=n_atoms, method=method, mode=mode, note="",
-                               nl_build_ms=round(inp.nl_build_ms, 3), round=rnd, **meta)
+                               nl_build_ms=round(inp.nl_build_ms, 3), round=rnd,
+                               compile_scope=args.compile_scope if mode != "eager" else "", **meta)
                     if args.budget_s and time.perf_counter() - t_start > args.budget_s:
                         row["note"] = "skipped: time budget"
                         results[method, mode] = row
@@ -306,7 +317,7 @@ def measure_config(args: argparse.Namespace, base, inp: StepInputs, method: str,
     if method not in ("fp32", "tf32"):
         tcemu.emulate_(pet, method, warn_unreachable=False)
     if mode in ("compile", "graph"):
-        compile_backend(pet, graphs=mode == "graph")
+        compile_backend(pet, graphs=mode == "graph", scope=args.compile_scope)
     elif mode != "eager":
         raise ValueError(f"unknown mode {mode!r} (eager, compile, graph)")
     model = pet.export()
@@ -441,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--systems", default="water_192,water_17280")
     p.add_argument("--methods", default="fp32,tf32,tf32x3,bf16x3,bf16x6,bf16x9")
     p.add_argument("--modes", default="eager,compile")
+    p.add_argument("--compile-scope", choices=sorted(COMPILE_SCOPES), default="full",
+                   help="what compile/graph modes compile: PET's backend methods, or also its preprocessing")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--profile", action="store_true", help="GEMM share of GPU time (one extra step, profiled)")

@@ -89,3 +89,30 @@ def test_rounds_interleave_and_aggregate(tmp_path):
     times = [float(r["median_ms"]) for r in rows if r["method"] == "bf16x3"]
     assert agg["bf16x3"]["rounds"] == 2 and agg["bf16x3"]["median_ms"] == sum(times) / 2
     assert agg["bf16x3"]["round_min_ms"] == min(times)
+
+
+def test_full_compile_scope_keeps_fp32_forces():
+    """``--compile-scope full`` also compiles PET's preprocessing (its gathers' backward then runs as Inductor
+    atomics instead of eager PyTorch's sorting kernel): the forces stay FP32's, within 3 times eager FP32's
+    own error against FP64 (the MD-step goal's accuracy criterion), and the compiled methods are the scope's."""
+    import copy
+
+    from tcemu.mlip import systems
+    from tcemu.mlip.models import build_pet
+
+    bench = load_bench()
+    assert bench.COMPILE_SCOPES["full"] == ("preprocess",) + bench.COMPILE_SCOPES["backend"]
+    atoms = systems.build("water_192")
+    base = build_pet("tiny")
+    inp = bench.prepare_inputs(atoms, base.export(), torch.device("cpu"), torch.float32)
+    inp64 = bench.prepare_inputs(atoms, base.export(), torch.device("cpu"), torch.float64)
+    _, f64 = bench.energy_and_forces(copy.deepcopy(base).double().export(), inp64, torch.float64)
+    _, f_eager = bench.energy_and_forces(base.export(), inp, torch.float32)
+    pet = copy.deepcopy(base)
+    bench.compile_backend(pet, scope="full")
+    assert all(name in vars(pet.backend) for name in bench.COMPILE_SCOPES["full"])  # compiled copies set
+    torch._dynamo.reset()
+    _, f_full = bench.energy_and_forces(pet.export(), inp, torch.float32)
+    err_eager = (f_eager.double() - f64).norm(dim=1).mean().item()
+    err_full = (f_full.double() - f64).norm(dim=1).mean().item()
+    assert 0 < err_full <= 3 * err_eager, (err_full, err_eager)
