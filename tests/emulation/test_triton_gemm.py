@@ -351,6 +351,49 @@ def test_wgmma_kernel_same_bits_gpu(method):
     assert not _WGMMA_FAILED, f"the Gluon kernel failed and the Triton kernel ran instead: {_WGMMA_FAILED}"
 
 
+# The warp-specialised Gluon kernel ("gw": A split by the kernel's splitter warps) and its "pg" twin
+WGMMA_WS_CONFIGS = {"tf32x3": ["128x128x32w8s3m1gw"], "bf16x3": ["128x128x64w8s3m1gw"],
+                    "bf16x6": ["128x64x64w8s3m1gw", "128x64x32w8s4m1gw"]}
+
+
+@gpu
+@pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
+@pytest.mark.parametrize("method", list(WGMMA_WS_CONFIGS))
+def test_wgmma_ws_kernel_same_bits_gpu(method):
+    """The warp-specialised kernel (A split in the kernel, by warps of their own) gives the bits of the "pg"
+    configuration (A split beforehand): batched, ragged tiles and K, bias, Inf/NaN in A and B; K-major A
+    (not TMA-readable) runs the "pg" kernel."""
+    from tcemu.emulation.gemm.emu_mm import _WGMMA_FAILED
+
+    gen = torch.Generator().manual_seed(26)
+    for Z, M, K, N in ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1000, 129)):
+        a = torch.randn(Z, M, K, generator=gen)
+        a[Z - 1, 7, 9] = float("inf")
+        a[0, 5, 2] = float("nan")
+        a[0, 9, K - 1] = float("-inf")
+        b = torch.randn(K, N, generator=gen)
+        b[K // 2, 6] = float("inf")
+        a, b = a.to(DEVICE), b.to(DEVICE)
+        bias = torch.randn(N, generator=gen).to(DEVICE)
+        pieces = split_t(b, method)
+        for text in WGMMA_WS_CONFIGS[method]:
+            cfg = KernelConfig.parse(text)
+            want = emu_mm(a, pieces, method, bias, config=replace(cfg, warp_specialized=False, presplit=True))
+            got = emu_mm(a, pieces, method, bias, config=cfg)
+            nan = torch.isnan(want)
+            assert nan.any() and torch.isinf(want).any()
+            assert torch.equal(torch.isnan(got), nan), f"{text} {(Z, M, K, N)}"
+            assert torch.equal(got[~nan], want[~nan]), f"{text} {(Z, M, K, N)}"
+            assert_close_to_fp64(got[Z - 1, 100:, 7:], a[Z - 1, 100:], b[:, 7:], method, bias[7:])
+    a = torch.randn(336, 2900, generator=gen).to(DEVICE).T  # K-major: A split beforehand, then "pg"
+    b = torch.randn(336, 1100, generator=gen).to(DEVICE)
+    pieces = split_t(b, method)
+    cfg = KernelConfig.parse(WGMMA_WS_CONFIGS[method][0])
+    want = emu_mm(a, pieces, method, config=replace(cfg, warp_specialized=False, presplit=True))
+    assert torch.equal(emu_mm(a, pieces, method, config=cfg), want)
+    assert not _WGMMA_FAILED, f"the Gluon kernel failed and the Triton kernel ran instead: {_WGMMA_FAILED}"
+
+
 def _gluon_available() -> bool:
     try:
         from tcemu.emulation.gemm.emu_mm import _wgmma_module
@@ -382,6 +425,88 @@ def test_wgmma_kernel_waits_for_the_l0_tile_only(method, config, split_a, later)
     assert len(re.findall(r"wgmma\.mma_async", ptx)) == groups * k_steps
     assert len(re.findall(r"wgmma\.commit_group", ptx)) == groups
     assert re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx) == [str(later), "0"]
+
+
+def _resource_usage(cubin: bytes) -> dict[str, int] | None:
+    """REG/STACK/SHARED/LOCAL of a cubin by Triton's cuobjdump, or None where it is not there."""
+    import re
+    import subprocess
+    import tempfile
+
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.path.exists(tool):
+        return None
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run([tool, "--dump-resource-usage", f.name], capture_output=True, text=True).stdout
+    return {k: int(v) for k, v in re.findall(r"\b(REG|STACK|SHARED|LOCAL):(\d+)", out)} or None
+
+
+@pytest.mark.skipif(INTERPRET or not _gluon_available(), reason="needs Triton's Gluon (and no TRITON_INTERPRET)")
+@pytest.mark.parametrize(("method", "config", "later"), [
+    ("tf32x3", "128x128x32w8s3m1gw", 2), ("bf16x3", "128x128x64w8s3m1gw", 2), ("bf16x6", "128x64x64w8s3m1gw", 5),
+])
+def test_wgmma_ws_kernel_waits_and_partitions(method, config, later):
+    """Offline sm_90 compile of the warp-specialised Gluon kernel. The MMA partition keeps the wgmma kernel's
+    wait structure (one commit group per product term, wait_group LATER in the loop, 0 after it); the
+    partitions get their registers by setmaxnreg (loader 24, splitter _WS_SPLIT_REGS, the MMA warps what is
+    left: 256 - (24 + splitter) / 2 with 16 warps in all); nothing spills; the rings fit 227 KB."""
+    import re
+
+    from tcemu.emulation.gemm.emu_mm import _SMEM_PER_BLOCK, _WS_SPLIT_REGS, _WS_SPLIT_WARPS, wgmma_ws_compile
+
+    cfg = KernelConfig.parse(config)
+    spec = get_method(method)
+    ck = wgmma_ws_compile(method, cfg, has_bias=True)
+    ptx = ck.asm["ptx"]
+    k_steps = cfg.bk // (8 if spec.piece_format == "tf32" else 16)
+    groups = 1 + later
+    assert len(re.findall(r"wgmma\.mma_async", ptx)) == groups * k_steps
+    assert len(re.findall(r"wgmma\.commit_group", ptx)) == groups
+    assert re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx) == [str(later), "0"]
+    regs = set(re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))
+    assert _WS_SPLIT_WARPS == 4  # the MMA warps' share below assumes 8 + 1 + 4 (+ 3 padding) warps
+    mma_regs = (256 - (24 + _WS_SPLIT_REGS) // 2) // 8 * 8
+    assert {"24", str(_WS_SPLIT_REGS), str(mma_regs)} <= regs, regs
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    assert ck.metadata.shared <= _SMEM_PER_BLOCK
+    usage = _resource_usage(ck.asm["cubin"])
+    if usage is not None:  # ptxas's spills: local memory, stack
+        assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
+
+
+def test_kernel_config_warp_specialized_suffix():
+    """'w' follows 'g' in the configuration string (round trip), needs 'g' and excludes 'p'."""
+    for text in ("128x128x32w8s3m1gw", "128x64x64w8s3m1ogw", "128x128x64w8s2m1tgw"):
+        cfg = KernelConfig.parse(text)
+        assert cfg.warp_specialized and cfg.wgmma and not cfg.presplit
+        assert str(cfg) == text and KernelConfig.parse(str(cfg)) == cfg
+    assert not KernelConfig.parse("128x128x32w8s3m1pg").warp_specialized
+    for bad in ("128x128x32w8s3m1w", "128x128x32w8s3m1pgw", "128x128x32w8s3m1wg"):
+        with pytest.raises(ValueError):
+            KernelConfig.parse(bad)
+    with pytest.raises(ValueError, match="needs 'g'"):
+        KernelConfig(128, 128, 32, 8, 3, 1, warp_specialized=True)
+    with pytest.raises(ValueError, match="excludes"):
+        KernelConfig(128, 128, 32, 8, 3, 1, presplit=True, wgmma=True, warp_specialized=True)
+
+
+@interpret
+@pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
+def test_wgmma_ws_config_runs_triton_kernel_off_hopper_interpret(method):
+    """Off Hopper (here the interpreter) a "gw" configuration runs the Triton kernel: the same bits."""
+    gen = torch.Generator().manual_seed(27)
+    a = torch.randn(2, 37, 45, generator=gen)
+    a[1, 3, 5] = float("inf")
+    b = torch.randn(45, 29, generator=gen)
+    bias = torch.randn(29, generator=gen)
+    pieces = split_t(b, method)
+    base = KernelConfig(32, 32, 16, 4, 1, 1, 4)
+    want = emu_mm(a, pieces, method, bias, config=base)
+    got = emu_mm(a, pieces, method, bias, config=replace(base, wgmma=True, warp_specialized=True))
+    assert torch.equal(torch.isnan(got), torch.isnan(want))
+    assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)])
 
 
 @interpret

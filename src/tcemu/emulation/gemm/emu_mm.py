@@ -38,7 +38,7 @@ from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "pick_config", "config_candidates", "tuned_configs", "piece_dtype",
     "hw_split_exact", "split_t", "split_t_reference", "emu_mm", "emu_mm_compile", "emu_mm_reference",
-    "wgmma_compile",
+    "wgmma_compile", "wgmma_ws_compile",
 ]
 
 log = logging.getLogger("tcemu.emulation.gemm")
@@ -202,6 +202,11 @@ class KernelConfig:
             into shared memory (where A's rows suit TMA; else A is split beforehand). Where it cannot run
             (not sm_90, batched B, K not 16-byte aligned, bf16x9) the same configuration runs the Triton
             kernel.
+        warp_specialized: with ``wgmma`` and without ``presplit`` (suffix ``gw``): the warp-specialised Gluon
+            kernel of ``_kernels/_emu_mm_wgmma_ws.py`` (same bits): a loader warp brings A's FP32 tiles and B's
+            pieces by TMA, splitter warps split A's tiles into shared memory, and the MMA warps (the ``wgmma``
+            kernel's loop) run on the pieces while the next tile is split. Where A's rows do not suit TMA, A
+            is split beforehand and the ``pg`` kernel runs.
     """
 
     bm: int
@@ -216,24 +221,36 @@ class KernelConfig:
     l0_first: bool = False
     persistent: bool = False
     wgmma: bool = False
+    warp_specialized: bool = False
+
+    def __post_init__(self) -> None:
+        if self.warp_specialized and not self.wgmma:
+            raise ValueError(f"kernel config {self}: 'w' (warp-specialised) is a variant of the Gluon wgmma kernel "
+                             "and needs 'g' (e.g. 128x128x32w8s3m1gw)")
+        if self.warp_specialized and self.presplit:
+            raise ValueError(f"kernel config {self}: 'w' (warp-specialised) splits A in the kernel and excludes "
+                             "'p' (A split beforehand); use ...gw or ...pg")
 
     def __str__(self) -> str:
         return (f"{self.bm}x{self.bn}x{self.bk}w{self.num_warps}s{self.num_stages}m{self.mode}"
                 + ("f" if self.fast_split else "") + ("p" if self.presplit else "")
-                + ("o" if self.l0_first else "") + ("t" if self.persistent else "") + ("g" if self.wgmma else ""))
+                + ("o" if self.l0_first else "") + ("t" if self.persistent else "") + ("g" if self.wgmma else "")
+                + ("w" if self.warp_specialized else ""))
 
     @classmethod
     def parse(cls, text: str) -> KernelConfig:
         """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffixes ``f`` fast (diagnostic) split,
-        ``p`` A split beforehand, ``o`` L0 issued first, ``t`` persistent tile loop, ``g`` Gluon wgmma kernel."""
+        ``p`` A split beforehand, ``o`` L0 issued first, ``t`` persistent tile loop, ``g`` Gluon wgmma kernel,
+        ``w`` (after ``g``, not with ``p``) its warp-specialised variant. Raises ValueError otherwise."""
         import re  # noqa: PLC0415
 
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)(t?)(g?)", text.strip())
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)(t?)(g?)(w?)", text.strip())
         if not m:
-            raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0 (suffixes f, p, o, t, g)")
+            raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0 "
+                             "(suffixes f, p, o, t, g, w)")
         g = m.groups()
         return cls(*map(int, g[:6]), fast_split=g[6] == "f", presplit=g[7] == "p", l0_first=g[8] == "o",
-                   persistent=g[9] == "t", wgmma=g[10] == "g")
+                   persistent=g[9] == "t", wgmma=g[10] == "g", warp_specialized=g[11] == "w")
 
 
 _C = KernelConfig.parse
@@ -244,8 +261,13 @@ _C = KernelConfig.parse
 #             in-kernel split it saves costs M*K*N/BN ALU work interleaved with the MMAs. On Hopper the
 #             Gluon kernel ("g", same bits) runs the presplit products with explicit wgmma waits (TF32x3
 #             and BF16x3 +4-15 %; for BF16x6 it ties with the Triton kernel).
-#   "mid":    M >= 1024, 384 <= N < 640: as "wide" (the Gluon kernel beat the in-kernel split at N = 512).
-#   "narrow": M >= 1024, N < 384: the in-kernel split wins for TF32x3 and BF16x9 (few column tiles).
+#   "mid":    M >= 1024, 384 <= N < 640: as "wide" (the Gluon kernel beat the in-kernel split at N = 512);
+#             for TF32x3 the warp-specialised Gluon kernel ("gw": A split by splitter warps while the MMAs
+#             run, no split pass) wins: 1.68x SGEMM at (K, N) = (512, 512) against 1.56-1.59x for "pg".
+#   "narrow": M >= 1024, N < 384: the in-kernel split wins (few column tiles, so each A tile is split a few
+#             times only): for TF32x3 the warp-specialised Gluon kernel, 1.16-1.23x the Triton kernel's
+#             in-register split at N = 256 (ws_probe_h200.csv); for BF16x9 the Triton kernel. For BF16x3 and
+#             BF16x6 "gw" is bound by the split's ALU work (0.5-1.0x "pg"), so it is not a candidate.
 #   "small_longk" / "small": M < 1024 (node layers of small systems; usually the SGEMM fallback), K >= 2048 or
 #             not. With few row tiles the grid is small and each program loops over all of K, so a split
 #             pass spread over the whole GPU wins for long K (and for BF16x6/x9 at K = 1024 too).
@@ -253,8 +275,8 @@ _C = KernelConfig.parse
 # configuration runs the Triton kernel with the same tiles (A split beforehand or not, as it says).
 _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
     "tf32x3": {"wide": [_C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1p"), _C("128x128x32w8s3m1")],
-               "mid": [_C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1"), _C("128x128x32w8s3m1p")],
-               "narrow": [_C("128x128x32w8s3m1"), _C("128x128x32w8s3m1pg"), _C("64x128x32w4s3m0")],
+               "mid": [_C("128x128x32w8s3m1gw"), _C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1")],
+               "narrow": [_C("128x128x32w8s3m1gw"), _C("128x128x32w8s3m1"), _C("128x128x32w8s3m1pg")],
                "small_longk": [_C("128x64x32w8s4m1po"), _C("128x64x32w8s4m1")],
                "small": [_C("128x64x32w8s4m1"), _C("128x64x32w8s4m1po"), _C("64x128x32w4s3m0")]},
     "bf16x3": {"wide": [_C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1")],
@@ -433,16 +455,19 @@ def emu_mm(
                 split_a = not cfg.presplit and _tma_rows(a3)
                 if split_a:  # A's FP32 rows by TMA, split in the kernel
                     ap = (a3,)
-                else:
+                else:  # (also "gw": A split beforehand, then the "pg" kernel)
                     ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
                 try:
-                    _launch_wgmma(spec, cfg, ap, tuple(q[0] for q in bt3), bias, out3, M, N, K, split_a)
+                    if split_a and cfg.warp_specialized:  # split by the kernel's own splitter warps
+                        _launch_wgmma_ws(spec, cfg, a3, tuple(q[0] for q in bt3), bias, out3, M, N, K)
+                    else:
+                        _launch_wgmma(spec, cfg, ap, tuple(q[0] for q in bt3), bias, out3, M, N, K, split_a)
                     return
                 except Exception as exc:  # noqa: BLE001 - e.g. a Triton whose experimental Gluon API differs
                     _WGMMA_FAILED.add(key)
                     log.warning("tcemu: the Gluon wgmma kernel failed for %s %s (%s: %s); running the Triton "
                                 "kernel instead (same bits)", spec.name, cfg, type(exc).__name__, str(exc)[:200])
-            cfg = replace(cfg, wgmma=False, mode=1, persistent=False)
+            cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
         tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
         grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
         if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
@@ -481,6 +506,19 @@ def _wgmma_module():
         log.info("tcemu: the Gluon wgmma kernel is unavailable (%s)", exc)
         return None
     return _emu_mm_wgmma
+
+
+@functools.cache
+def _wgmma_ws_module():
+    """The warp-specialised Gluon kernel's module, or None where this Triton has no Gluon for Hopper."""
+    if _wgmma_module() is None:
+        return None
+    try:
+        from ._kernels import _emu_mm_wgmma_ws  # noqa: PLC0415
+    except Exception as exc:  # noqa: BLE001 - an older/newer Triton without this Gluon API
+        log.info("tcemu: the warp-specialised Gluon wgmma kernel is unavailable (%s)", exc)
+        return None
+    return _emu_mm_wgmma_ws
 
 
 def _wgmma_eligible(spec: MethodSpec, device: torch.device, bt3: tuple[Tensor, ...], K: int) -> bool:
@@ -537,6 +575,68 @@ def _launch_wgmma(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], b
     )
 
 
+#: shared memory per block of the H100/H200 (227 KB): the warp-specialised kernel's rings are sized to it
+_SMEM_PER_BLOCK = 232448
+#: the warp-specialised kernel's splitter partition: warps, and registers per thread (setmaxnreg). With 4
+#: splitter warps and the 1 loader warp (padded to two warpgroups) the 8 MMA warps get 256 - (24 + 72) / 2 =
+#: 208 registers, the Gluon wgmma kernel's own count.
+_WS_SPLIT_WARPS = 4
+_WS_SPLIT_REGS = 72
+
+
+def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
+    """Ring depths of the warp-specialised kernel for a configuration: (B pieces, A's FP32 tiles, A's pieces).
+
+    B's ring has ``num_stages`` slots (as the ``pg`` kernel's) where it fits. A's pieces get three slots where
+    shared memory allows: with two, the splitter can run only one K-tile ahead of the MMAs, and on the H200
+    TF32x3 128x128x32 ran 1.16-1.22x faster with three (``benchmarks/results/ws_probe_h200.csv``, ``gw:p3``
+    against ``gw``). A's FP32 tiles get two slots (three were not faster), else one. E.g. TF32x3 128x128x32 s3:
+    3 x 32 KB (B) + 3 x 32 KB (A's pieces) + 2 x 16 KB (A) = 224 KB; BF16x3 128x128x64 s3: 96 + 2 x 32 + 2 x
+    32 = 224 KB; BF16x6 128x64x64 s3 -> B 2: 48 + 2 x 48 + 2 x 32 = 208 KB. Raises ValueError where no depth
+    of at least (2, 1, 2) fits.
+    """
+    elem = 2 if spec.piece_format == "bf16" else 4
+    npc = spec.n_pieces
+    raw = cfg.bm * cfg.bk * 4
+    a_pieces = npc * cfg.bm * cfg.bk * elem
+    b_pieces = npc * cfg.bn * cfg.bk * elem
+    barriers = 1024  # mbarriers and alignment, generously
+    for stages in range(max(2, cfg.num_stages), 1, -1):
+        for a_stages, p_stages in ((2, 3), (2, 2), (1, 2)):
+            if stages * b_pieces + p_stages * a_pieces + a_stages * raw + barriers <= _SMEM_PER_BLOCK:
+                return stages, a_stages, p_stages
+    raise ValueError(f"{spec.name} {cfg}: the warp-specialised kernel's rings do not fit {_SMEM_PER_BLOCK} bytes "
+                     "of shared memory")
+
+
+def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[Tensor, ...],
+                     bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, *,
+                     stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
+                     split_regs: int | None = None) -> None:
+    """Launch the warp-specialised Gluon kernel on FP32 ``a3`` (Z, M, K), rows readable by TMA
+    (:func:`_tma_rows`), and B's pieces (N, K), contiguous. ``stages`` (B, A, A's pieces; default
+    :func:`_ws_stages`), ``split_warps`` and ``split_regs`` override the tunables (benchmarks)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
+
+    bf16 = spec.piece_format == "bf16"
+    Z = out3.shape[0]
+    st, a_st, p_st = stages or _ws_stages(spec, cfg)
+    if min(st, p_st) < 2 or a_st < 1:
+        raise ValueError(f"the warp-specialised kernel needs 2 or more B and piece slots, got {(st, a_st, p_st)}")
+    ad = TensorDescriptor(a3, [Z * M, K], [a3.stride(1), 1], [cfg.bm, cfg.bk], _smem_layout(cfg.bm, cfg.bk, False))
+    lb = _smem_layout(cfg.bn, cfg.bk, bf16)
+    bd = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bn, cfg.bk], lb) for q in bp]
+    bd += bd[:1] * (3 - len(bd))
+    grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
+    _wgmma_ws_module()._emu_mm_wgmma_ws_kernel[grid](
+        ad, *bd, bias if bias is not None else out3, out3, M, N, K, *out3.stride(),
+        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
+        SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
+        num_warps=cfg.num_warps,
+    )
+
+
 def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
                   split_a: bool = False, arch: int = 90):
     """Compile (without a GPU) the Gluon kernel a ``g`` configuration launches, for ``sm_<arch>``.
@@ -564,6 +664,37 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     attrs = {(i,): [["tt.divisibility", 16]] for i in (6, 7, 9, 10, 11, 12)}
     src = GluonASTSource(_wgmma_module()._emu_mm_wgmma_kernel, signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": cfg.num_warps})
+
+
+def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False, arch: int = 90,
+                     stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
+                     split_regs: int | None = None):
+    """Compile (without a GPU) the warp-specialised Gluon kernel a ``gw`` configuration launches, for
+    ``sm_<arch>``, as :func:`wgmma_compile` (contiguous operands, the output's column stride 1; ``stages``,
+    ``split_warps``, ``split_regs`` as :func:`_launch_wgmma_ws`). Returns Triton's compiled kernel."""
+    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
+    from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
+
+    spec = get_method(method)
+    cfg = KernelConfig.parse(config) if isinstance(config, str) else config
+    bf16 = spec.piece_format == "bf16"
+    st, a_st, p_st = stages or _ws_stages(spec, cfg)
+    la = _smem_layout(cfg.bm, cfg.bk, False)
+    lb = _smem_layout(cfg.bn, cfg.bk, bf16)
+    a_ty = f"tensordesc<fp32[{cfg.bm}, {cfg.bk}],{la!r}>"
+    b_ty = f"tensordesc<{'bf16' if bf16 else 'fp32'}[{cfg.bn}, {cfg.bk}],{lb!r}>"
+    names = ["a_desc", "b0_desc", "b1_desc", "b2_desc", "bias_ptr", "c_ptr", "M", "N", "K", "stride_cz", "stride_cm"]
+    signature = dict(zip(names, [a_ty] + [b_ty] * 3 + ["*fp32"] * 2 + ["i32"] * 5))
+    constexprs = dict(stride_cn=1, NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
+                      BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
+                      SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
+                      num_warps=cfg.num_warps)
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
+    divisible = ("bias_ptr", "c_ptr", "N", "K", "stride_cz", "stride_cm")
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}
+    kernel = _wgmma_ws_module()._emu_mm_wgmma_ws_kernel
+    src = GluonASTSource(kernel, signature, constexprs=constexprs, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": cfg.num_warps})
 
 
@@ -595,7 +726,7 @@ def emu_mm_compile(
     spec = get_method(method)
     cfg = replace(config or pick_config(spec, M, N, K))
     if cfg.wgmma:  # the Gluon kernel compiles at its first launch; this is the Triton kernel it falls back to
-        cfg = replace(cfg, wgmma=False, mode=1, persistent=False)
+        cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
     sa = a_strides or (K, 1)
     f32, pd = torch.float32, piece_dtype(spec)
     at = pd if cfg.presplit else f32

@@ -1,0 +1,253 @@
+"""Private Gluon kernel (Hopper, sm_90): the wgmma kernel of ``_emu_mm_wgmma.py`` with A split in the kernel
+by warps of their own (warp specialisation), so that the split overlaps the MMAs.
+
+Same products, order, waits and final combine as ``_emu_mm_wgmma_kernel`` on pre-split pieces, and A's
+pieces bit for bit as ``_split.split3`` (the SPLIT_A code path ``_split_rows``): same bits as the ``pg``
+configurations, without the separate memory-bound pass that splits A in global memory first.
+
+Partitions (``gl.warp_specialize``):
+
+* consumer (the default partition, ``num_warps`` = 8: two warpgroups, BM = 128): the MMA loop of
+  ``_emu_mm_wgmma_kernel`` on A's and B's pieces in shared memory, then the combine and the epilogue.
+  After the wait for K-tile kt's L0 tile (``wgmma.wait_group LATER``) every MMA of K-tile kt-1 is
+  complete, so it releases K-tile kt-1's B slot and A-piece slot;
+* loader (1 warp): TMA loads of A's FP32 tile and of B's pieces;
+* splitter (``SPLIT_WARPS`` warps): A's FP32 tile from shared memory into registers, ``split3``, the pieces
+  into shared memory, ``fence_async_shared``, then "pieces ready".
+
+Three rings, each slot with a "ready" and an "empty" mbarrier (count 1; ``mbarrier.arrive`` is one
+arrival per call whatever the partition's size: Triton synchronises the partition's warps and one thread
+arrives; ``mbarrier.expect`` is the loader's arrival plus the TMA bytes):
+
+* raw ring, ``A_STAGES`` slots: A's FP32 tile (BM, BK); loader -> splitter, which frees the slot once it has
+  split the tile (it reads and splits the tile in chunks of rows, 16 values per thread at a time, so that
+  few registers suffice), not waiting for the MMAs: the loader runs up to A_STAGES tiles ahead of the split;
+* piece ring, ``P_STAGES`` slots: A's pieces (BM, BK) each; splitter -> consumer;
+* B ring, ``STAGES`` slots: B's pieces (BN, BK) each; loader -> consumer (as the existing kernel's ring).
+
+Use i of a slot (i = kt // slots) waits for "ready" with phase i & 1 and, for the producer, "empty" with
+phase (i & 1) ^ 1 (a fresh mbarrier counts as having completed the phase before its first: the first
+pass through the ring does not wait). The loader issues A's tile kt before B's tile kt; as it waits for B's
+slot of tile kt (freed once the MMAs of tile kt - STAGES are done) before it issues A's tile kt + 1, A's loads
+run at most STAGES tiles ahead of the MMAs, and the split about one tile ahead (P_STAGES = 2).
+
+Deadlock-free for STAGES >= 2, P_STAGES >= 2, A_STAGES >= 1: each wait is for a release by a partition that
+is at an earlier K-tile. The last K-tile's slots are never released (nothing waits for them).
+"""
+
+from __future__ import annotations
+
+from triton.experimental import gluon
+from triton.experimental.gluon import language as gl
+from triton.experimental.gluon.language.nvidia.hopper import (
+    fence_async_shared,
+    mbarrier,
+    warpgroup_mma_init,
+    warpgroup_mma_wait,
+)
+
+from ._emu_mm import _fz, grouped_tile
+from ._emu_mm_wgmma import _mma, _mma0, _piece_smem_layout, _split_layout, _split_rows, _tma_load
+
+#: registers (per thread) asked for the loader warp: setmaxnreg's minimum
+LOAD_REGS = gl.constexpr(24)
+
+
+@gluon.constexpr_function
+def _split_chunk_rows(bm, bk, warps):
+    """Rows split per step: 4 vectors of 4 FP32 per thread (16 values in flight: ILP for the integer split
+    at few registers), at most the tile."""
+    return min(bm, 4 * (32 // (bk // 4)) * warps)
+
+
+@gluon.jit
+def _ws_loader(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
+               raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, row0, off_n, K,
+               NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr,
+               STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr):
+    """1 warp: TMA loads of A's FP32 tile kt (raw ring) and of B's pieces of K-tile kt (B ring)."""
+    n_k = gl.cdiv(K, BK)
+    for kt in range(n_k):
+        k = kt * BK
+        r = kt % A_STAGES
+        mbarrier.wait(raw_empty.index(r), ((kt // A_STAGES) & 1) ^ 1)
+        mbarrier.expect(raw_ready.index(r), a_desc.block_type.nbytes)
+        _tma_load(a_desc, [row0, k], raw_ready.index(r), araw.index(r))
+        s = kt % STAGES
+        bar = b_ready.index(s)
+        mbarrier.wait(b_empty.index(s), ((kt // STAGES) & 1) ^ 1)
+        mbarrier.expect(bar, NP * b0_desc.block_type.nbytes)
+        _tma_load(b0_desc, [off_n, k], bar, b0s.index(s))
+        _tma_load(b1_desc, [off_n, k], bar, b1s.index(s))
+        if NP == 3:
+            _tma_load(b2_desc, [off_n, k], bar, b2s.index(s))
+
+
+@gluon.jit
+def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
+                 raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, row0, off_n, K,
+                 NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr,
+                 STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr):
+    """SPLIT_WARPS warps: A's FP32 tile kt -> its pieces in piece slot kt % P_STAGES (as ``_split_rows``)."""
+    layout: gl.constexpr = _split_layout(BK, SPLIT_WARPS)
+    CH: gl.constexpr = _split_chunk_rows(BM, BK, SPLIT_WARPS)
+    n_k = gl.cdiv(K, BK)
+    for kt in range(n_k):
+        r = kt % A_STAGES
+        q = kt % P_STAGES
+        src = araw.index(r)
+        mbarrier.wait(raw_ready.index(r), (kt // A_STAGES) & 1)
+        mbarrier.wait(a_empty.index(q), ((kt // P_STAGES) & 1) ^ 1)
+        for c in gl.static_range(BM // CH):
+            _split_rows(src.slice(c * CH, CH), ap0.index(q).slice(c * CH, CH), ap1.index(q).slice(c * CH, CH),
+                        ap2.index(q).slice(c * CH, CH), NP, SHIFT, not TF32, layout)
+        # the raw tile was read by the threads (generic proxy) and is next written by TMA (async proxy);
+        # the pieces written by the threads are next read by wgmma (async proxy)
+        fence_async_shared()
+        mbarrier.arrive(raw_empty.index(r))
+        mbarrier.arrive(a_ready.index(q))
+
+
+@gluon.jit
+def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
+                 bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn, z, off_m, off_n,
+                 NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
+                 BK: gl.constexpr, STAGES: gl.constexpr, P_STAGES: gl.constexpr, num_warps: gl.constexpr):
+    """The default partition: ``_emu_mm_wgmma_kernel``'s MMA loop, combine and epilogue."""
+    DOWN: gl.constexpr = 2.0 ** (-SHIFT)
+    dtype: gl.constexpr = b0s.dtype
+    LATER: gl.constexpr = 5 if NP == 3 else 2  # MMAs issued after the L0 tile in a K-tile
+
+    mma: gl.constexpr = gl.NVMMADistributedLayout(
+        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BN, 256 // dtype.primitive_bitwidth])
+    acc = gl.zeros([BM, BN], gl.float32, layout=mma)   # FP32 register accumulator, round to nearest
+    t = gl.zeros([BM, BN], gl.float32, layout=mma)     # the L0 tile of one K-tile
+    c1 = warpgroup_mma_init(gl.zeros([BM, BN], gl.float32, layout=mma))  # running L1, on the Tensor Core
+    if NP == 3:
+        c2 = warpgroup_mma_init(gl.zeros([BM, BN], gl.float32, layout=mma))  # running L2
+    else:
+        c2 = c1
+
+    n_k = gl.cdiv(K, BK)
+    for kt in range(n_k):
+        s = kt % STAGES
+        q = kt % P_STAGES
+        mbarrier.wait(b_ready.index(s), (kt // STAGES) & 1)
+        mbarrier.wait(a_ready.index(q), (kt // P_STAGES) & 1)
+        a0 = ap0.index(q)
+        a1 = ap1.index(q)
+        a2 = ap2.index(q)
+        b0 = b0s.index(s).permute((1, 0))  # (BK, BN) view of the K-major (BN, BK) tile
+        b1 = b1s.index(s).permute((1, 0))
+        t_tok = _mma0(a0, b0, t)   # L0 tile, from zero
+        if NP == 3:
+            b2 = b2s.index(s).permute((1, 0))
+            c2 = _mma(a1, b1, c2)                  # L2, running
+            c2 = _mma(a2, b0, c2)
+            c2 = _mma(a0, b2, c2)
+        c1 = _mma(a1, b0, c1)                      # L1, running
+        c1 = _mma(a0, b1, c1)
+        t = warpgroup_mma_wait(num_outstanding=LATER, deps=(t_tok,))  # the L0 tile only
+        # K-tile kt-1's MMAs were issued before this L0 tile: in each warpgroup they are complete. The
+        # arrive synchronises the partition's warps (both warpgroups) first, then one thread arrives.
+        mbarrier.arrive(b_empty.index((kt + STAGES - 1) % STAGES), pred=kt > 0)
+        mbarrier.arrive(a_empty.index((kt + P_STAGES - 1) % P_STAGES), pred=kt > 0)
+        acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
+
+    # ---- combine the running levels (smallest first), as the reference ----
+    if NP == 3:
+        c1, c2 = warpgroup_mma_wait(num_outstanding=0, deps=(c1, c2))
+        corr = _fz(c1) + _fz(c2) * DOWN
+    else:
+        c1 = warpgroup_mma_wait(num_outstanding=0, deps=(c1,))
+        corr = _fz(c1)
+    acc += corr * DOWN
+
+    # ---- epilogue: bias, store ----
+    offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+    offs_n = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
+    if HAS_BIAS:
+        bias = gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
+        acc += gl.expand_dims(bias, 0)
+    c_ptrs = (c_ptr + z.to(gl.int64) * stride_cz + gl.expand_dims(offs_m.to(gl.int64) * stride_cm, 1)
+              + gl.expand_dims(offs_n.to(gl.int64) * stride_cn, 0))
+    mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0)
+    gl.store(c_ptrs, acc, mask=mask)
+
+
+@gluon.jit
+def _emu_mm_wgmma_ws_kernel(
+    # TMA descriptors: FP32 A (Z*M, K) with (BM, BK) blocks; B's pieces (N, K) with (BN, BK) blocks (with
+    # NP == 2, b2_desc is a placeholder: any of the others)
+    a_desc, b0_desc, b1_desc, b2_desc,
+    bias_ptr, c_ptr,
+    M, N, K,
+    stride_cz, stride_cm, stride_cn,
+    NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, TF32: gl.constexpr,
+    BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr,
+    STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr,
+    SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, num_warps: gl.constexpr,
+):
+    dtype: gl.constexpr = b0_desc.dtype  # the pieces' dtype
+
+    # ---- tile of C (grouped order for L2 reuse of B), as _emu_mm ----
+    z = gl.program_id(1)
+    pid_m, pid_n = grouped_tile(gl.program_id(0), M, N, BM, BN, GROUP_M)
+    off_m = pid_m * BM
+    off_n = pid_n * BN
+    row0 = z * M + off_m  # row of the flattened (Z*M, K) A
+
+    # ---- shared memory: the three rings and their barriers ----
+    araw = gl.allocate_shared_memory(a_desc.dtype, [A_STAGES, BM, BK], a_desc.layout)
+    pl: gl.constexpr = _piece_smem_layout(BM, BK, dtype)
+    ap0 = gl.allocate_shared_memory(dtype, [P_STAGES, BM, BK], pl)
+    ap1 = gl.allocate_shared_memory(dtype, [P_STAGES, BM, BK], pl)
+    if NP == 3:
+        ap2 = gl.allocate_shared_memory(dtype, [P_STAGES, BM, BK], pl)
+    else:
+        ap2 = ap0
+    b0s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
+    b1s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
+    if NP == 3:
+        b2s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
+    else:
+        b2s = b0s
+    raw_ready = gl.allocate_shared_memory(gl.int64, [A_STAGES, 1], mbarrier.MBarrierLayout())
+    raw_empty = gl.allocate_shared_memory(gl.int64, [A_STAGES, 1], mbarrier.MBarrierLayout())
+    a_ready = gl.allocate_shared_memory(gl.int64, [P_STAGES, 1], mbarrier.MBarrierLayout())
+    a_empty = gl.allocate_shared_memory(gl.int64, [P_STAGES, 1], mbarrier.MBarrierLayout())
+    b_ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    b_empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(A_STAGES):
+        mbarrier.init(raw_ready.index(i), count=1)
+        mbarrier.init(raw_empty.index(i), count=1)
+    for i in gl.static_range(P_STAGES):
+        mbarrier.init(a_ready.index(i), count=1)
+        mbarrier.init(a_empty.index(i), count=1)
+    for i in gl.static_range(STAGES):
+        mbarrier.init(b_ready.index(i), count=1)
+        mbarrier.init(b_empty.index(i), count=1)
+
+    # (the argument tuples are written out: a tuple assigned to a variable first turns its constexprs into
+    # tensors under Triton 3.6)
+    gl.warp_specialize([
+        (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
+                        bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn, z, off_m, off_n,
+                        NP, SHIFT, HAS_BIAS, BM, BN, BK, STAGES, P_STAGES, num_warps)),
+        (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
+                      raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, row0, off_n, K,
+                      NP, SHIFT, TF32, BM, BK, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
+        (_ws_splitter, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
+                        raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, row0, off_n, K,
+                        NP, SHIFT, TF32, BM, BK, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
+    ], [1, SPLIT_WARPS], [LOAD_REGS, SPLIT_REGS])
+
+    for i in gl.static_range(A_STAGES):
+        mbarrier.invalidate(raw_ready.index(i))
+        mbarrier.invalidate(raw_empty.index(i))
+    for i in gl.static_range(P_STAGES):
+        mbarrier.invalidate(a_ready.index(i))
+        mbarrier.invalidate(a_empty.index(i))
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(b_ready.index(i))
+        mbarrier.invalidate(b_empty.index(i))
