@@ -60,8 +60,8 @@ COLUMNS = ["model", "n_atoms", "method", "mode", "median_ms", "speedup_vs_fp32_c
 # (CUTLASS "fmha" kernels: not nn.Linear, left in FP32 by emulate_) and Inductor's fused kernels, whose names
 # list the ops they follow ("triton_poi_fused_..._emu_mm_...").
 GEMM_KERNEL_MARKERS = (
-    "gemm", "xmma", "_emu_mm_kernel", "_emu_mm_wgmma_kernel", "cutlass", "_mm_kernel", "matmul", "_split_t_kernel",
-    "triton_tem_",
+    "gemm", "xmma", "_emu_mm_kernel", "_emu_mm_wgmma_kernel", "_emu_mm_wgmma_ws_kernel", "cutlass", "_mm_kernel",
+    "matmul", "_split_t_kernel", "triton_tem_",
 )
 NOT_GEMM_MARKERS = ("fmha", "triton_poi_", "triton_per_", "triton_red_")
 
