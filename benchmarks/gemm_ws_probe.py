@@ -17,7 +17,7 @@ Run: ``PYTHONPATH=src OUT=<dir> python3 benchmarks/gemm_ws_probe.py`` (about 3-5
 Output: tables on stdout, ``$OUT/ws_probe.csv`` (written row by row).
 
 Recorded: ``benchmarks/results/ws_probe_h200.csv`` (session 6). There, "gw" for TF32x3 ran with two slots
-for A's pieces, the library's choice then; the variant "gw:p3" (three slots) ran 1.11-1.22x faster and
+for A's pieces, the library's choice then; the variant "gw:p3" (three slots) ran 1.11-1.20x faster and
 became the library's choice (``emu_mm._ws_stages``), so "gw" now runs what "gw:p3" measured.
 """
 

@@ -265,9 +265,9 @@ _C = KernelConfig.parse
 #             for TF32x3 the warp-specialised Gluon kernel ("gw": A split by splitter warps while the MMAs
 #             run, no split pass) wins: 1.68x SGEMM at (K, N) = (512, 512) against 1.56-1.59x for "pg".
 #   "narrow": M >= 1024, N < 384: the in-kernel split wins (few column tiles, so each A tile is split a few
-#             times only): for TF32x3 the warp-specialised Gluon kernel, 1.16-1.23x the Triton kernel's
+#             times only): for TF32x3 the warp-specialised Gluon kernel, 1.16-1.25x the Triton kernel's
 #             in-register split at N = 256 (ws_probe_h200.csv); for BF16x9 the Triton kernel. For BF16x3 and
-#             BF16x6 "gw" is bound by the split's ALU work (0.5-1.0x "pg"), so it is not a candidate.
+#             BF16x6 "gw" is bound by the split's ALU work (0.45-0.9x "pg"), so it is not a candidate.
 #   "small_longk" / "small": M < 1024 (node layers of small systems; usually the SGEMM fallback), K >= 2048 or
 #             not. With few row tiles the grid is small and each program loops over all of K, so a split
 #             pass spread over the whole GPU wins for long K (and for BF16x6/x9 at K = 1024 too).
@@ -589,7 +589,7 @@ def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
 
     B's ring has ``num_stages`` slots (as the ``pg`` kernel's) where it fits. A's pieces get three slots where
     shared memory allows: with two, the splitter can run only one K-tile ahead of the MMAs, and on the H200
-    TF32x3 128x128x32 ran 1.16-1.22x faster with three (``benchmarks/results/ws_probe_h200.csv``, ``gw:p3``
+    TF32x3 128x128x32 ran 1.11-1.20x faster with three (``benchmarks/results/ws_probe_h200.csv``, ``gw:p3``
     against ``gw``). A's FP32 tiles get two slots (three were not faster), else one. E.g. TF32x3 128x128x32 s3:
     3 x 32 KB (B) + 3 x 32 KB (A's pieces) + 2 x 16 KB (A) = 224 KB; BF16x3 128x128x64 s3: 96 + 2 x 32 + 2 x
     32 = 224 KB; BF16x6 128x64x64 s3 -> B 2: 48 + 2 x 48 + 2 x 32 = 208 KB. Raises ValueError where no depth
