@@ -55,12 +55,13 @@ import torch
 COLUMNS = ["model", "n_atoms", "method", "mode", "median_ms", "speedup_vs_fp32_compile", "force_err_vs_fp64",
            "fp32_noise_floor", "gemm_share", "peak_mem_gb", "gpu", "driver", "torch", "triton", "p20_ms",
            "p80_ms", "nl_build_ms", "gemm_ms", "round", "compile_scope", "note"]
-# GPU kernels counted as GEMM work: cuBLAS/CUTLASS GEMMs, Triton and Inductor matmul templates, and tcemu's
-# emulated GEMM and split kernels (the split is part of what an emulated GEMM costs). Not counted: attention
-# (CUTLASS "fmha" kernels: not nn.Linear, left in FP32 by emulate_) and Inductor's fused kernels, whose names
-# list the ops they follow ("triton_poi_fused_..._emu_mm_...").
+# GPU kernels counted as GEMM work: cuBLAS/CUTLASS GEMMs and GEMVs (PET's one-output energy heads are nn.Linear
+# layers that cuBLAS runs as GEMVs in FP32; counted after run 6d, earlier CSVs leave them out), Triton and
+# Inductor matmul templates, and tcemu's emulated GEMM and split kernels (the split is part of what an emulated
+# GEMM costs). Not counted: attention (CUTLASS "fmha" kernels: not nn.Linear, left in FP32 by emulate_) and
+# Inductor's fused kernels, whose names list the ops they follow ("triton_poi_fused_..._emu_mm_...").
 GEMM_KERNEL_MARKERS = (
-    "gemm", "xmma", "_emu_mm_kernel", "_emu_mm_wgmma_kernel", "_emu_mm_wgmma_ws_kernel", "cutlass", "_mm_kernel",
+    "gemm", "gemv", "xmma", "_emu_mm_kernel", "_emu_mm_wgmma_kernel", "_emu_mm_wgmma_ws_kernel", "cutlass", "_mm_kernel",
     "matmul", "_split_t_kernel", "triton_tem_",
 )
 NOT_GEMM_MARKERS = ("fmha", "triton_poi_", "triton_per_", "triton_red_")

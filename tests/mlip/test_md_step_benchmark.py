@@ -55,7 +55,8 @@ def test_gemm_kernel_classification():
     kernels named after the emulated GEMM they follow (both were counted once, inflating the share)."""
     bench = load_bench()
     gemm = ["_emu_mm_kernel", "_emu_mm_wgmma_kernel", "_emu_mm_wgmma_ws_kernel", "_split_t_kernel", "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8",
-            "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>", "triton_tem_fused_mm_0"]
+            "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>", "triton_tem_fused_mm_0",
+            "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 2, 2, false, false, cublasGemvParamsEx"]
     other = ["fmha_cutlassB_f32_aligned_64x64_k32_sm80", "triton_poi_fused_cat_emu_mm_mul_sigmoid_3",
              "triton_per_fused_add_addmm_cat_index_native_layer_norm_12", "indexing_backward_kernel_small_stride"]
     assert all(bench.is_gemm_kernel(k) for k in gemm)
