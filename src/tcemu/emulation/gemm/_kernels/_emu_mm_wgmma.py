@@ -107,6 +107,72 @@ def _issue_loads(i, n_k, row0, off_n,
         _tma_load(b2_desc, [off_n, k], bar, b2s.index(s), pred)
 
 
+@gluon.constexpr_function
+def _mma_layout(num_warps, bn, dtype):
+    """Registers of the accumulators: the wgmma layout, warps stacked along M, one instruction spans BN."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
+                                     instr_shape=[16, bn, 256 // dtype.primitive_bitwidth])
+
+
+@gluon.jit
+def _accumulators(BM: gl.constexpr, BN: gl.constexpr, NP: gl.constexpr, mma: gl.constexpr):
+    """(acc, t, c1, c2): the FP32 register accumulator (round to nearest), the L0 tile of one K-tile, and the
+    running correction levels L1 and L2 on the Tensor Core (c2 is c1 with two pieces)."""
+    acc = gl.zeros([BM, BN], gl.float32, layout=mma)
+    t = gl.zeros([BM, BN], gl.float32, layout=mma)
+    c1 = warpgroup_mma_init(gl.zeros([BM, BN], gl.float32, layout=mma))
+    if NP == 3:
+        c2 = warpgroup_mma_init(gl.zeros([BM, BN], gl.float32, layout=mma))
+    else:
+        c2 = c1
+    return acc, t, c1, c2
+
+
+@gluon.jit
+def _k_tile_mmas(a0, a1, a2, b0, b1, b2, t, c1, c2, NP: gl.constexpr):
+    """One K-tile's MMAs on (BM, BK) A pieces and (BK, BN) B pieces in shared memory: the L0 tile first, from
+    zero, then the correction levels on their running accumulators; then the wait for the L0 tile only
+    (``wgmma.wait_group`` with the correction MMAs still outstanding). Returns (t, c1, c2)."""
+    LATER: gl.constexpr = 5 if NP == 3 else 2  # MMAs issued after the L0 tile
+    t_tok = _mma0(a0, b0, t)   # L0 tile, from zero
+    if NP == 3:
+        c2 = _mma(a1, b1, c2)                  # L2, running
+        c2 = _mma(a2, b0, c2)
+        c2 = _mma(a0, b2, c2)
+    c1 = _mma(a1, b0, c1)                      # L1, running
+    c1 = _mma(a0, b1, c1)
+    t = warpgroup_mma_wait(num_outstanding=LATER, deps=(t_tok,))
+    return t, c1, c2
+
+
+@gluon.jit
+def _combine_levels(acc, c1, c2, NP: gl.constexpr, SHIFT: gl.constexpr):
+    """acc + the running correction levels, combined smallest first as the reference does."""
+    DOWN: gl.constexpr = 2.0 ** (-SHIFT)
+    if NP == 3:
+        c1, c2 = warpgroup_mma_wait(num_outstanding=0, deps=(c1, c2))
+        corr = _fz(c1) + _fz(c2) * DOWN
+    else:
+        c1 = warpgroup_mma_wait(num_outstanding=0, deps=(c1,))
+        corr = _fz(c1)
+    return acc + corr * DOWN
+
+
+@gluon.jit
+def _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n,
+                HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, mma: gl.constexpr):
+    """Epilogue: + bias, masked store of the (BM, BN) tile of C."""
+    offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+    offs_n = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
+    if HAS_BIAS:
+        bias = gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
+        acc += gl.expand_dims(bias, 0)
+    c_ptrs = (c_ptr + z.to(gl.int64) * stride_cz + gl.expand_dims(offs_m.to(gl.int64) * stride_cm, 1)
+              + gl.expand_dims(offs_n.to(gl.int64) * stride_cn, 0))
+    mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0)
+    gl.store(c_ptrs, acc, mask=mask)
+
+
 @gluon.jit
 def _emu_mm_wgmma_kernel(
     # TMA descriptors: A's pieces (Z*M, K) with (BM, BK) blocks, B's pieces (N, K) with (BN, BK) blocks;
@@ -119,10 +185,7 @@ def _emu_mm_wgmma_kernel(
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
     SPLIT_A: gl.constexpr, num_warps: gl.constexpr,
 ):
-    DOWN: gl.constexpr = 2.0 ** (-SHIFT)
     dtype: gl.constexpr = b0_desc.dtype  # the pieces' dtype (A's descriptor is FP32 with SPLIT_A)
-    # MMAs issued after the L0 tile in a K-tile: the wait for the L0 tile leaves these outstanding
-    LATER: gl.constexpr = 5 if NP == 3 else 2
 
     # ---- tile of C (grouped order for L2 reuse of B), as _emu_mm ----
     z = gl.program_id(1)
@@ -161,16 +224,9 @@ def _emu_mm_wgmma_kernel(
     for i in gl.static_range(STAGES):
         mbarrier.init(ready.index(i), count=1)
 
-    # ---- accumulators: all in the wgmma layout (warps stacked along M, one instruction spans BN) ----
-    mma: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BN, 256 // dtype.primitive_bitwidth])
-    acc = gl.zeros([BM, BN], gl.float32, layout=mma)   # FP32 register accumulator, round to nearest
-    t = gl.zeros([BM, BN], gl.float32, layout=mma)     # the L0 tile of one K-tile
-    c1 = warpgroup_mma_init(gl.zeros([BM, BN], gl.float32, layout=mma))  # running L1, on the Tensor Core
-    if NP == 3:
-        c2 = warpgroup_mma_init(gl.zeros([BM, BN], gl.float32, layout=mma))  # running L2
-    else:
-        c2 = c1
+    # ---- accumulators: all in the wgmma layout ----
+    mma: gl.constexpr = _mma_layout(num_warps, BN, dtype)
+    acc, t, c1, c2 = _accumulators(BM, BN, NP, mma)
 
     n_k = gl.cdiv(K, BK)
     for i in gl.static_range(STAGES - 1):
@@ -196,17 +252,9 @@ def _emu_mm_wgmma_kernel(
             a0 = a0s.index(s)
             a1 = a1s.index(s)
             a2 = a2s.index(s)
-        b0 = b0s.index(s).permute((1, 0))  # (BK, BN) view of the K-major (BN, BK) tile
-        b1 = b1s.index(s).permute((1, 0))
-        t_tok = _mma0(a0, b0, t)   # L0 tile, from zero
-        if NP == 3:
-            b2 = b2s.index(s).permute((1, 0))
-            c2 = _mma(a1, b1, c2)                  # L2, running
-            c2 = _mma(a2, b0, c2)
-            c2 = _mma(a0, b2, c2)
-        c1 = _mma(a1, b0, c1)                      # L1, running
-        c1 = _mma(a0, b1, c1)
-        t = warpgroup_mma_wait(num_outstanding=LATER, deps=(t_tok,))  # the L0 tile only
+        # (BK, BN) views of the K-major (BN, BK) tiles of B
+        t, c1, c2 = _k_tile_mmas(a0, a1, a2, b0s.index(s).permute((1, 0)), b1s.index(s).permute((1, 0)),
+                                 b2s.index(s).permute((1, 0)), t, c1, c2, NP)
         acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
         # Each warpgroup has finished K-tile kt-1's MMAs (they were issued before this L0 tile); once
         # both have, its ring slot may be refilled with K-tile kt + STAGES - 1.
@@ -214,24 +262,7 @@ def _emu_mm_wgmma_kernel(
         _issue_loads(kt + STAGES - 1, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
                      a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES, SPLIT_A)
 
-    # ---- combine the running levels (smallest first), as the reference ----
-    if NP == 3:
-        c1, c2 = warpgroup_mma_wait(num_outstanding=0, deps=(c1, c2))
-        corr = _fz(c1) + _fz(c2) * DOWN
-    else:
-        c1 = warpgroup_mma_wait(num_outstanding=0, deps=(c1,))
-        corr = _fz(c1)
-    acc += corr * DOWN
+    acc = _combine_levels(acc, c1, c2, NP, SHIFT)
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(i))
-
-    # ---- epilogue: bias, store ----
-    offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
-    offs_n = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
-    if HAS_BIAS:
-        bias = gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
-        acc += gl.expand_dims(bias, 0)
-    c_ptrs = (c_ptr + z.to(gl.int64) * stride_cz + gl.expand_dims(offs_m.to(gl.int64) * stride_cm, 1)
-              + gl.expand_dims(offs_n.to(gl.int64) * stride_cn, 0))
-    mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0)
-    gl.store(c_ptrs, acc, mask=mask)
+    _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n, HAS_BIAS, BM, BN, mma)

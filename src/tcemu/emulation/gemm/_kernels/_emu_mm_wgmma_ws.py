@@ -29,7 +29,9 @@ Use i of a slot (i = kt // slots) waits for "ready" with phase i & 1 and, for th
 phase (i & 1) ^ 1 (a fresh mbarrier counts as having completed the phase before its first: the first
 pass through the ring does not wait). The loader issues A's tile kt before B's tile kt; as it waits for B's
 slot of tile kt (freed once the MMAs of tile kt - STAGES are done) before it issues A's tile kt + 1, A's loads
-run at most STAGES tiles ahead of the MMAs, and the split about one tile ahead (P_STAGES = 2).
+run at most STAGES tiles ahead of the MMAs, and the split up to P_STAGES - 1 tiles ahead (``emu_mm._ws_stages``
+gives three piece slots where shared memory allows: with two, the split of tile kt + 1 can start only once the
+MMAs of tile kt - 1 are done, and TF32x3 ran 1.11-1.20x slower).
 
 Deadlock-free for STAGES >= 2, P_STAGES >= 2, A_STAGES >= 1: each wait is for a release by a partition that
 is at an earlier K-tile. The last K-tile's slots are never released (nothing waits for them).
@@ -39,15 +41,20 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (
-    fence_async_shared,
-    mbarrier,
-    warpgroup_mma_init,
-    warpgroup_mma_wait,
-)
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
-from ._emu_mm import _fz, grouped_tile
-from ._emu_mm_wgmma import _mma, _mma0, _piece_smem_layout, _split_layout, _split_rows, _tma_load
+from ._emu_mm import grouped_tile
+from ._emu_mm_wgmma import (
+    _accumulators,
+    _combine_levels,
+    _k_tile_mmas,
+    _mma_layout,
+    _piece_smem_layout,
+    _split_layout,
+    _split_rows,
+    _store_tile,
+    _tma_load,
+)
 
 #: registers (per thread) asked for the loader warp: setmaxnreg's minimum
 LOAD_REGS = gl.constexpr(24)
@@ -114,19 +121,8 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
                  NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
                  BK: gl.constexpr, STAGES: gl.constexpr, P_STAGES: gl.constexpr, num_warps: gl.constexpr):
     """The default partition: ``_emu_mm_wgmma_kernel``'s MMA loop, combine and epilogue."""
-    DOWN: gl.constexpr = 2.0 ** (-SHIFT)
-    dtype: gl.constexpr = b0s.dtype
-    LATER: gl.constexpr = 5 if NP == 3 else 2  # MMAs issued after the L0 tile in a K-tile
-
-    mma: gl.constexpr = gl.NVMMADistributedLayout(
-        version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, BN, 256 // dtype.primitive_bitwidth])
-    acc = gl.zeros([BM, BN], gl.float32, layout=mma)   # FP32 register accumulator, round to nearest
-    t = gl.zeros([BM, BN], gl.float32, layout=mma)     # the L0 tile of one K-tile
-    c1 = warpgroup_mma_init(gl.zeros([BM, BN], gl.float32, layout=mma))  # running L1, on the Tensor Core
-    if NP == 3:
-        c2 = warpgroup_mma_init(gl.zeros([BM, BN], gl.float32, layout=mma))  # running L2
-    else:
-        c2 = c1
+    mma: gl.constexpr = _mma_layout(num_warps, BN, b0s.dtype)
+    acc, t, c1, c2 = _accumulators(BM, BN, NP, mma)
 
     n_k = gl.cdiv(K, BK)
     for kt in range(n_k):
@@ -134,45 +130,17 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
         q = kt % P_STAGES
         mbarrier.wait(b_ready.index(s), (kt // STAGES) & 1)
         mbarrier.wait(a_ready.index(q), (kt // P_STAGES) & 1)
-        a0 = ap0.index(q)
-        a1 = ap1.index(q)
-        a2 = ap2.index(q)
-        b0 = b0s.index(s).permute((1, 0))  # (BK, BN) view of the K-major (BN, BK) tile
-        b1 = b1s.index(s).permute((1, 0))
-        t_tok = _mma0(a0, b0, t)   # L0 tile, from zero
-        if NP == 3:
-            b2 = b2s.index(s).permute((1, 0))
-            c2 = _mma(a1, b1, c2)                  # L2, running
-            c2 = _mma(a2, b0, c2)
-            c2 = _mma(a0, b2, c2)
-        c1 = _mma(a1, b0, c1)                      # L1, running
-        c1 = _mma(a0, b1, c1)
-        t = warpgroup_mma_wait(num_outstanding=LATER, deps=(t_tok,))  # the L0 tile only
+        # (BK, BN) views of the K-major (BN, BK) tiles of B
+        t, c1, c2 = _k_tile_mmas(ap0.index(q), ap1.index(q), ap2.index(q), b0s.index(s).permute((1, 0)),
+                                 b1s.index(s).permute((1, 0)), b2s.index(s).permute((1, 0)), t, c1, c2, NP)
         # K-tile kt-1's MMAs were issued before this L0 tile: in each warpgroup they are complete. The
         # arrive synchronises the partition's warps (both warpgroups) first, then one thread arrives.
         mbarrier.arrive(b_empty.index((kt + STAGES - 1) % STAGES), pred=kt > 0)
         mbarrier.arrive(a_empty.index((kt + P_STAGES - 1) % P_STAGES), pred=kt > 0)
         acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
 
-    # ---- combine the running levels (smallest first), as the reference ----
-    if NP == 3:
-        c1, c2 = warpgroup_mma_wait(num_outstanding=0, deps=(c1, c2))
-        corr = _fz(c1) + _fz(c2) * DOWN
-    else:
-        c1 = warpgroup_mma_wait(num_outstanding=0, deps=(c1,))
-        corr = _fz(c1)
-    acc += corr * DOWN
-
-    # ---- epilogue: bias, store ----
-    offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
-    offs_n = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
-    if HAS_BIAS:
-        bias = gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
-        acc += gl.expand_dims(bias, 0)
-    c_ptrs = (c_ptr + z.to(gl.int64) * stride_cz + gl.expand_dims(offs_m.to(gl.int64) * stride_cm, 1)
-              + gl.expand_dims(offs_n.to(gl.int64) * stride_cn, 0))
-    mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0)
-    gl.store(c_ptrs, acc, mask=mask)
+    acc = _combine_levels(acc, c1, c2, NP, SHIFT)
+    _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n, HAS_BIAS, BM, BN, mma)
 
 
 @gluon.jit
