@@ -180,3 +180,25 @@ def test_inference_mode_models_and_inputs():
     model2 = tcemu.emulate_(mlp(), "bf16x6")
     with torch.inference_mode():
         assert model2(torch.randn(3, 64)).shape == (3, 1)
+
+
+def test_emulated_layers_under_emulation_mode_compile_without_graph_breaks():
+    """A swapped model run inside emulation_mode (for its functional products) compiles with fullgraph=True,
+    forward and input gradient (as forces), with the eager results. The ops' operand check used to read
+    ``tensor.layout``, which Dynamo refuses inside an autograd.Function while a torch-function mode is active:
+    the graph broke at every emulated layer."""
+    torch._dynamo.reset()
+    model = mlp()
+    tcemu.emulate_(model, "tf32x3", warn_unreachable=False)
+    x = torch.randn(8, 64, requires_grad=True)
+
+    def energy_and_force(fn):
+        with tcemu.emulation_mode("tf32x3"):
+            e = fn(x).sum()
+            (g,) = torch.autograd.grad(e, x)
+        return e.detach(), g
+
+    e_eager, g_eager = energy_and_force(model)
+    e_comp, g_comp = energy_and_force(torch.compile(model, fullgraph=True))
+    torch.testing.assert_close(e_comp, e_eager)
+    torch.testing.assert_close(g_comp, g_eager)

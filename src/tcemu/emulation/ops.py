@@ -87,7 +87,9 @@ def check_operands(op: str, *tensors: Tensor | None) -> None:
             device = t.device
         elif t.device != device:
             raise ValueError(f"tcemu.{op}: operands are on different devices ({device} and {t.device})")
-        if t.is_sparse or t.layout != torch.strided:
+        # (not while compiling: Dynamo refuses a `layout` read inside an autograd.Function under a torch-function
+        # mode such as emulation_mode; the eager call of the same code has checked it)
+        if not torch.compiler.is_compiling() and (t.is_sparse or t.layout != torch.strided):
             raise ValueError(f"tcemu.{op}: only dense (strided) tensors are supported; call .to_dense() first")
 
 
