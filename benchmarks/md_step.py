@@ -54,7 +54,7 @@ import torch
 
 COLUMNS = ["model", "n_atoms", "method", "mode", "median_ms", "speedup_vs_fp32_compile", "force_err_vs_fp64",
            "fp32_noise_floor", "gemm_share", "peak_mem_gb", "gpu", "driver", "torch", "triton", "p20_ms",
-           "p80_ms", "nl_build_ms", "gemm_ms", "round", "compile_scope", "note"]
+           "p80_ms", "nl_build_ms", "gemm_ms", "round", "compile_scope", "attention", "note"]
 # GPU kernels counted as GEMM work: cuBLAS/CUTLASS GEMMs and GEMVs (PET's one-output energy heads are nn.Linear
 # layers that cuBLAS runs as GEMVs in FP32; counted after run 6d, earlier CSVs leave them out), Triton and
 # Inductor matmul templates, and tcemu's emulated GEMM and split kernels (the split is part of what an emulated
@@ -274,7 +274,9 @@ def run(args: argparse.Namespace) -> list[dict]:
                 for method, mode in plan:
                     row = dict(model=model_name, n_atoms=n_atoms, method=method, mode=mode, note="",
                                nl_build_ms=round(inp.nl_build_ms, 3), round=rnd,
-                               compile_scope=args.compile_scope if mode != "eager" else "", **meta)
+                               compile_scope=args.compile_scope if mode != "eager" else "",
+                               attention="emulated" if args.emulate_attention and method not in ("fp32", "tf32")
+                               else "fp32", **meta)
                     if args.budget_s and time.perf_counter() - t_start > args.budget_s:
                         row["note"] = "skipped: time budget"
                         results[method, mode] = row
@@ -324,6 +326,10 @@ def measure_config(args: argparse.Namespace, base, inp: StepInputs, method: str,
     model = pet.export()
 
     def step() -> tuple[torch.Tensor, torch.Tensor]:
+        if args.emulate_attention and method not in ("fp32", "tf32"):
+            # PET's F.scaled_dot_product_attention calls (and any other float32 product outside an nn.Linear)
+            with tcemu.emulation_mode(method, attention=True):
+                return energy_and_forces(model, inp, torch.float32)
         return energy_and_forces(model, inp, torch.float32)
 
     old = torch.backends.cuda.matmul.fp32_precision
@@ -455,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default="eager,compile")
     p.add_argument("--compile-scope", choices=sorted(COMPILE_SCOPES), default="full",
                    help="what compile/graph modes compile: PET's backend methods, or also its preprocessing")
+    p.add_argument("--emulate-attention", action="store_true",
+                   help="split methods also emulate PET's attention (tcemu.emulation_mode(method, attention=True))")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--profile", action="store_true", help="GEMM share of GPU time (one extra step, profiled)")

@@ -21,6 +21,7 @@ from .emulation import (
     matmul,
     method_names,
     restore_,
+    scaled_dot_product_attention,
     unreachable_layers,
 )
 
@@ -28,5 +29,6 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulation_mode",
-    "get_method", "linear", "matmul", "method_names", "restore_", "unreachable_layers", "__version__",
+    "get_method", "linear", "matmul", "method_names", "restore_", "scaled_dot_product_attention",
+    "unreachable_layers", "__version__",
 ]

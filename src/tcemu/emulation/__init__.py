@@ -1,5 +1,6 @@
 """Part 1: FP32 emulation for PyTorch (methods, reference and fast GEMMs, autograd, module swap)."""
 
+from .attention import scaled_dot_product_attention
 from .linear import EmulatedLinear
 from .methods import METHODS, Method, MethodSpec, get_method, method_names
 from .mode import emulation_mode
@@ -9,5 +10,6 @@ from .swap import emulate_, restore_, unreachable_layers
 
 __all__ = [
     "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulation_mode",
-    "get_method", "linear", "matmul", "method_names", "restore_", "split", "unreachable_layers",
+    "get_method", "linear", "matmul", "method_names", "restore_", "scaled_dot_product_attention", "split",
+    "unreachable_layers",
 ]

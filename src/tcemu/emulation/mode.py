@@ -3,7 +3,9 @@
 Inside ``with tcemu.emulation_mode("tf32x3"):`` every float32 ``torch.matmul`` / ``@`` /
 ``torch.mm`` / ``torch.bmm`` / ``torch.addmm`` / ``F.linear`` call goes through
 :func:`tcemu.matmul` / :func:`tcemu.linear` (with autograd). Other dtypes pass through
-untouched. ``F.scaled_dot_product_attention`` is a single fused op and is *not* intercepted.
+untouched. ``F.scaled_dot_product_attention`` is a single fused op: with ``attention=True`` its float32
+calls without dropout or causal masking run :func:`tcemu.scaled_dot_product_attention` (fused emulated
+kernels where they apply); otherwise it is not intercepted.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from .attention import scaled_dot_product_attention
 from .methods import MethodSpec, get_method
 from .ops import linear, matmul
 
@@ -21,6 +24,8 @@ _MATMULS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm
             torch.bmm, torch.Tensor.bmm}
 _ADDMM = {torch.addmm, torch.Tensor.addmm}
 _LINEAR = {F.linear, torch._C._nn.linear}
+_SDPA = {F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention}
+_SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
 
 def _all_fp32(*tensors) -> bool:
@@ -33,15 +38,24 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
     Args:
         method: emulation method (name or spec).
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
+        attention: also route float32 ``F.scaled_dot_product_attention`` (no dropout, not causal, no
+            grouped-query heads) through :func:`tcemu.scaled_dot_product_attention`.
     """
 
-    def __init__(self, method: str | MethodSpec = "tf32x3", *, backend: str = "auto") -> None:
+    def __init__(self, method: str | MethodSpec = "tf32x3", *, backend: str = "auto", attention: bool = False) -> None:
         super().__init__()
         self.method = get_method(method)
         self.backend = backend
+        self.attention = attention
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.attention and func in _SDPA:
+            a = dict(zip(_SDPA_ARGS, args)) | kwargs
+            if (_all_fp32(a["query"], a["key"], a["value"]) and not a.get("dropout_p", 0.0)
+                    and not a.get("is_causal", False) and not a.get("enable_gqa", False)):
+                return scaled_dot_product_attention(a["query"], a["key"], a["value"], a.get("attn_mask"),
+                                                    scale=a.get("scale"), method=self.method, backend=self.backend)
         if func in _MATMULS and len(args) == 2 and not kwargs and _all_fp32(*args):
             return matmul(args[0], args[1], self.method, backend=self.backend)
         if func in _LINEAR and _all_fp32(*args[:2]) and (len(args) < 3 or args[2] is None or _all_fp32(args[2])):

@@ -1,0 +1,225 @@
+"""Scaled-dot-product attention with emulated FP32 products: ``tcemu.scaled_dot_product_attention``.
+
+``torch.nn.functional.scaled_dot_product_attention`` on float32 runs its Q K^T and P V products in FP32
+(cuBLAS/CUTLASS SIMT) or, with TF32 allowed, in single-pass TF32. Here the two products are emulated by a
+split method (TF32x3, BF16x3, BF16x6, BF16x9) and the softmax stays in FP32:
+
+* reference (any device, ``backend="torch"``): :func:`tcemu.matmul` for both products, with autograd, so
+  double backward (training on forces) works;
+* fused Triton kernels (``backend="triton"``; CUDA, and the CPU under ``TRITON_INTERPRET=1``): self-attention
+  with L and D up to 128, one program per (batch entry, head) forward and one per batch entry backward, so
+  that a mask shared by the heads (PET's cutoff weights, which need a gradient for the forces) is read once
+  per head and its gradient summed in registers. First-order gradients only (MD forces); double backward
+  raises. TF32x3, BF16x3, BF16x6.
+
+Inside ``tcemu.emulation_mode(method, attention=True)`` every float32 ``F.scaled_dot_product_attention``
+call without dropout or causal masking runs here.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import torch
+from torch import Tensor
+
+from .methods import MethodSpec, get_method
+from .ops import matmul
+
+__all__ = ["scaled_dot_product_attention", "sdpa_reference", "FUSED_METHODS", "MAX_FUSED_LEN"]
+
+#: methods with a fused kernel; the others run the reference
+FUSED_METHODS = ("tf32x3", "bf16x3", "bf16x6")
+#: longest sequence and head dimension of the fused kernels (one tile per head)
+MAX_FUSED_LEN = 128
+
+
+def _check(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None) -> None:
+    for name, t in (("query", q), ("key", k), ("value", v)):
+        if not isinstance(t, Tensor) or t.dtype != torch.float32:
+            raise TypeError(f"tcemu.scaled_dot_product_attention: {name} must be a float32 tensor, got "
+                            f"{getattr(t, 'dtype', type(t))}; convert it, or call torch's own for other dtypes")
+        if t.dim() < 2:
+            raise ValueError(f"tcemu.scaled_dot_product_attention: {name} needs at least 2 dimensions (..., L, D)")
+    if q.shape[-1] != k.shape[-1] or k.shape[:-1] != v.shape[:-1]:
+        raise ValueError(f"tcemu.scaled_dot_product_attention: shapes query {tuple(q.shape)}, key "
+                         f"{tuple(k.shape)}, value {tuple(v.shape)} do not form an attention")
+    if attn_mask is not None and attn_mask.dtype not in (torch.float32, torch.bool):
+        raise TypeError(f"tcemu.scaled_dot_product_attention: attn_mask must be float32 (added to the scores) or "
+                        f"bool (True = keep), got {attn_mask.dtype}")
+    if len({t.device for t in (q, k, v)} | ({attn_mask.device} if attn_mask is not None else set())) != 1:
+        raise ValueError("tcemu.scaled_dot_product_attention: all tensors must be on one device")
+
+
+def _additive(attn_mask: Tensor | None) -> Tensor | None:
+    if attn_mask is None or attn_mask.dtype != torch.bool:
+        return attn_mask
+    return torch.zeros(attn_mask.shape, dtype=torch.float32, device=attn_mask.device).masked_fill(
+        ~attn_mask, float("-inf"))
+
+
+def sdpa_reference(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, *, scale: float | None = None,
+                   method: str | MethodSpec = "tf32x3", backend: str = "torch") -> Tensor:
+    """softmax(Q K^T * scale + mask) V with both products by :func:`tcemu.matmul` (autograd through both)."""
+    spec = get_method(method)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    s = matmul(q, k.transpose(-2, -1), spec, backend=backend) * scale
+    mask = _additive(attn_mask)
+    if mask is not None:
+        s = s + mask
+    return matmul(torch.softmax(s, dim=-1), v, spec, backend=backend)
+
+
+def _fused_eligible(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, spec: MethodSpec) -> bool:
+    if spec.name not in FUSED_METHODS or q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
+        return False
+    if q.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        return False
+    B, H, L, D = q.shape
+    if L > MAX_FUSED_LEN or D > MAX_FUSED_LEN or min(B, H, L, D) == 0:
+        return False
+    if mask is not None:
+        m = mask
+        while m.dim() < 4:
+            m = m.unsqueeze(0)
+        if m.dim() != 4 or m.shape[2:] != (L, L) or m.shape[0] not in (1, B) or m.shape[1] not in (1, H):
+            return False
+    try:
+        from .gemm._kernels import _attention  # noqa: F401, PLC0415 - Triton importable
+    except ImportError:
+        return False
+    return True
+
+
+def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, *,
+                                 scale: float | None = None, method: str | MethodSpec = "tf32x3",
+                                 backend: str = "auto") -> Tensor:
+    """Emulated-FP32 ``F.scaled_dot_product_attention(q, k, v, attn_mask, scale=scale)`` (no dropout, not causal).
+
+    Args:
+        q, k, v: float32 (..., L, D), (..., S, D), (..., S, Dv).
+        attn_mask: float32 added to the scores, or bool (True = attend), broadcastable to (..., L, S).
+        scale: score scale; default 1 / sqrt(D), as torch.
+        method: emulation method of the two products.
+        backend: ``"auto"`` (the fused kernels where they apply, else the reference), ``"torch"`` (reference)
+            or ``"triton"`` (the fused kernels; ValueError where they do not apply).
+
+    Returns:
+        float32 (..., L, Dv).
+    """
+    _check(q, k, v, attn_mask)
+    spec = get_method(method)
+    if backend not in ("auto", "torch", "triton"):
+        raise ValueError(f"unknown backend {backend!r}; choose auto, torch or triton")
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    mask = _additive(attn_mask)
+    if backend != "torch" and _fused_eligible(q, k, v, mask, spec):
+        if mask is not None and mask.dim() < 4:
+            mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
+        return torch.ops.tcemu.attention_fwd(q, k, v, mask, scale, spec.name)[0]
+    if backend == "triton":
+        raise ValueError(f"tcemu.scaled_dot_product_attention: no fused kernel for {spec.name} on shapes "
+                         f"{tuple(q.shape)} / {tuple(k.shape)} on {q.device} (self-attention, 4-D, L and D <= "
+                         f"{MAX_FUSED_LEN}, methods {', '.join(FUSED_METHODS)}, CUDA); use backend='auto'")
+    return sdpa_reference(q, k, v, mask, scale=scale, method=spec, backend="auto" if backend == "auto" else "torch")
+
+
+# ------------------------------------------------------------------------------------------- fused kernels
+
+_LIB = torch.library.Library("tcemu", "FRAGMENT")  # noqa: TOR901 - kept alive for the process
+_LIB.define("attention_fwd(Tensor q, Tensor k, Tensor v, Tensor? mask, float scale, str method) -> (Tensor, Tensor)")
+_LIB.define("attention_bwd(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor o, Tensor lse, Tensor do, float scale, "
+            "str method, bool mask_grad) -> (Tensor, Tensor, Tensor, Tensor)")
+
+
+def _launch_args(spec: MethodSpec, L: int, D: int) -> dict:
+    from .gemm.emu_mm import _fmt, _interpreting  # noqa: PLC0415
+    from .gemm._kernels._split import FMT_BF16  # noqa: PLC0415
+
+    fmt = _fmt(spec)
+    lp = max(16, _next_pow2(L))
+    return dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, DOT_FMT=2 if (fmt == FMT_BF16 and _interpreting()) else fmt,
+                LP=lp, DP=max(16, _next_pow2(D)), num_warps=4 if lp <= 64 else 8)
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def _mask4(mask: Tensor | None, B: int, H: int, L: int) -> Tensor | None:
+    return None if mask is None else mask.expand(B, H, L, L)
+
+
+def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, method: str) -> tuple[Tensor, Tensor]:
+    from .gemm._kernels._attention import _attn_fwd_kernel  # noqa: PLC0415
+
+    spec = get_method(method)
+    B, H, L, D = q.shape
+    # O in (B, L, H, D) memory: O.transpose(1, 2).reshape(B, L, H * D), the usual next step, is then a view
+    o = torch.empty((B, L, H, D), dtype=torch.float32, device=q.device).transpose(1, 2)
+    lse = torch.empty((B, H, L), dtype=torch.float32, device=q.device)
+    m4 = _mask4(mask, B, H, L)
+    ms = m4.stride() if m4 is not None else (0, 0, 0, 0)
+    _attn_fwd_kernel[(B, H)](
+        q, k, v, m4 if m4 is not None else q, o, lse, L, D, scale,
+        *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2],
+        HAS_MASK=m4 is not None, **_launch_args(spec, L, D))
+    return o, lse
+
+
+def _bwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, o: Tensor, lse: Tensor, do: Tensor,
+              scale: float, method: str, mask_grad: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    from .gemm._kernels._attention import _attn_bwd_kernel  # noqa: PLC0415
+
+    spec = get_method(method)
+    B, H, L, D = q.shape
+    dq, dk, dv = (torch.empty((B, H, L, D), dtype=torch.float32, device=q.device) for _ in range(3))
+    m4 = _mask4(mask, B, H, L)
+    ms = m4.stride() if m4 is not None else (0, 0, 0, 0)
+    per_head = mask is not None and mask.shape[1] == H
+    mask_grad = bool(mask_grad and mask is not None)
+    dm = torch.empty((B, H if per_head else 1, L, L) if mask_grad else (0,), dtype=torch.float32, device=q.device)
+    _attn_bwd_kernel[(B,)](
+        q, k, v, m4 if m4 is not None else q, o, lse, do, dq, dk, dv, dm, H, L, D, scale,
+        *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2], *do.stride(),
+        dm.stride(0) if mask_grad else 0, dm.stride(1) if mask_grad else 0,
+        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad, MASK_PER_HEAD=per_head, **_launch_args(spec, L, D))
+    if mask_grad and mask.shape[0] == 1 and B > 1:
+        dm = dm.sum(0, keepdim=True)
+    return dq, dk, dv, dm
+
+
+for _name, _fn in (("attention_fwd", _fwd_impl), ("attention_bwd", _bwd_impl)):
+    _LIB.impl(_name, _fn, "CUDA")
+    _LIB.impl(_name, _fn, "CPU")  # CPU tensors: the kernels under TRITON_INTERPRET=1 (tests)
+
+
+@torch.library.register_fake("tcemu::attention_fwd", lib=_LIB)
+def _fwd_fake(q, k, v, mask, scale, method):
+    B, H, L, D = q.shape
+    return q.new_empty((B, L, H, D)).transpose(1, 2), q.new_empty((B, H, L))
+
+
+@torch.library.register_fake("tcemu::attention_bwd", lib=_LIB)
+def _bwd_fake(q, k, v, mask, o, lse, do, scale, method, mask_grad):
+    B, H, L, D = q.shape
+    dm_shape = (mask.shape[0], mask.shape[1], L, L) if (mask_grad and mask is not None) else (0,)
+    return q.new_empty(q.shape), q.new_empty(q.shape), q.new_empty(q.shape), q.new_empty(dm_shape)
+
+
+def _setup_context(ctx, inputs, output) -> None:
+    q, k, v, mask, scale, method = inputs
+    o, lse = output
+    ctx.save_for_backward(q, k, v, mask, o, lse)
+    ctx.scale, ctx.method = scale, method
+    ctx.mask_grad = mask is not None and mask.requires_grad
+
+
+def _backward(ctx, do, _dlse):
+    q, k, v, mask, o, lse = ctx.saved_tensors
+    dq, dk, dv, dm = torch.ops.tcemu.attention_bwd(q, k, v, mask, o, lse, do, ctx.scale, ctx.method, ctx.mask_grad)
+    return dq, dk, dv, (dm if ctx.mask_grad else None), None, None
+
+
+torch.library.register_autograd("tcemu::attention_fwd", _backward, setup_context=_setup_context, lib=_LIB)

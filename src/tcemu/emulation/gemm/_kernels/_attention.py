@@ -1,0 +1,128 @@
+"""Private Triton kernels: fused scaled-dot-product attention with the products emulated (TF32x3, BF16x3,
+BF16x6), softmax in FP32. For short sequences (one tile of L and D per head), as in a transformer over each
+atom's neighbours (PET: 8 heads of 32 over a few dozen tokens, for 10^4-10^5 atoms).
+
+Forward, one program per (batch entry, head):
+    S = Q K^T * scale + mask, P = softmax(S) (FP32), O = P V, LSE = rowmax + log(rowsum);
+backward, one program per batch entry, looping over the heads so that a mask shared by the heads gets its
+gradient summed in registers:
+    P = exp(S - LSE), dV = P^T dO, dP = dO V^T, delta = rowsum(dO o O), dS = P o (dP - delta),
+    dQ = dS K * scale, dK = dS^T Q * scale, dMask = dS (summed over heads where the mask is shared).
+
+Each product covers its whole contraction (D or L) in one tile, by the method's kept products: the L0 tile
+a0 b0 from zero, the correction levels from zero, combined smallest first (x 2^-s, non-finite -> 0) and added
+to L0 in FP32, as the GEMM kernel's tile mode for one K-tile.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from ._emu_mm import _fz, _mma, _mma0
+from ._split import split3
+
+
+@triton.jit
+def _emu_dot(a, b, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr):
+    """a @ b of FP32 tiles by the method's products, the contraction in one tile."""
+    DOWN: tl.constexpr = 2.0 ** (-SHIFT)
+    a0, a1, a2 = split3(a, FMT, NP, SHIFT)
+    b0, b1, b2 = split3(b, FMT, NP, SHIFT)
+    t = _mma0(a0, b0, DOT_FMT)
+    c1 = _mma(a0, b1, _mma0(a1, b0, DOT_FMT), DOT_FMT)
+    if NP == 3:
+        c2 = _mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, DOT_FMT), DOT_FMT), DOT_FMT)
+        corr = _fz(c1) + _fz(c2) * DOWN
+    else:
+        corr = _fz(c1)
+    return t + corr * DOWN
+
+
+@triton.jit
+def _tile(ptr, s0, s1, rows, cols, n_rows, n_cols):
+    """(len(rows), len(cols)) FP32 tile at ptr + rows*s0 + cols*s1; zeros outside (n_rows, n_cols)."""
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    return tl.load(ptr + rows[:, None].to(tl.int64) * s0 + cols[None, :] * s1, mask=mask, other=0.0)
+
+
+@triton.jit
+def _store_tile(ptr, s0, s1, rows, cols, n_rows, n_cols, x):
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    tl.store(ptr + rows[:, None].to(tl.int64) * s0 + cols[None, :] * s1, x, mask=mask)
+
+
+@triton.jit
+def _attn_fwd_kernel(
+    q_ptr, k_ptr, v_ptr, m_ptr, o_ptr, lse_ptr,
+    L, D, scale,
+    sqb, sqh, sql, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
+    smb, smh, sml, smn, sob, soh, sol, sod, slb, slh,
+    HAS_MASK: tl.constexpr, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
+    LP: tl.constexpr, DP: tl.constexpr,
+):
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    rows = tl.arange(0, LP)
+    cols = tl.arange(0, DP)
+    q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D)
+    k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D)
+    v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
+    s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
+    if HAS_MASK:
+        s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L)
+    s = tl.where(rows[None, :] < L, s, float("-inf"))  # key columns past L
+    m = tl.max(s, 1)
+    p = tl.exp(s - m[:, None])
+    den = tl.sum(p, 1)
+    o = _emu_dot(p, v, FMT, NP, SHIFT, DOT_FMT) / den[:, None]
+    _store_tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D, o)
+    tl.store(lse_ptr + b * slb + h * slh + rows, m + tl.log(den), mask=rows < L)
+
+
+@triton.jit
+def _attn_bwd_kernel(
+    q_ptr, k_ptr, v_ptr, m_ptr, o_ptr, lse_ptr, do_ptr, dq_ptr, dk_ptr, dv_ptr, dm_ptr,
+    H, L, D, scale,
+    sqb, sqh, sql, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
+    smb, smh, sml, smn, sob, soh, sol, sod, slb, slh, sdob, sdoh, sdol, sdod,
+    sdmb, sdmh,
+    HAS_MASK: tl.constexpr, MASK_GRAD: tl.constexpr, MASK_PER_HEAD: tl.constexpr,
+    FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
+    LP: tl.constexpr, DP: tl.constexpr,
+):
+    # dq, dk, dv: contiguous (B, H, L, D); dm: (B, H or 1, L, L), last two dimensions contiguous
+    b = tl.program_id(0).to(tl.int64)
+    rows = tl.arange(0, LP)
+    cols = tl.arange(0, DP)
+    valid = (rows[:, None] < L) & (rows[None, :] < L)
+    dmask = tl.zeros([LP, LP], tl.float32)
+    for h in range(H):
+        q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D)
+        k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D)
+        v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
+        o = _tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D)
+        do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D)
+        lse = tl.load(lse_ptr + b * slb + h * slh + rows, mask=rows < L, other=0.0)
+        s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
+        if HAS_MASK:
+            s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L)
+        p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
+        dv = _emu_dot(tl.trans(p), do, FMT, NP, SHIFT, DOT_FMT)
+        dp = _emu_dot(do, tl.trans(v), FMT, NP, SHIFT, DOT_FMT)
+        delta = tl.sum(do * o, 1)
+        ds = p * (dp - delta[:, None])
+        dq = _emu_dot(ds, k, FMT, NP, SHIFT, DOT_FMT) * scale
+        dk = _emu_dot(tl.trans(ds), q, FMT, NP, SHIFT, DOT_FMT) * scale
+        base = (b * H + h) * L * D
+        _store_tile(dq_ptr + base, D, 1, rows, cols, L, D, dq)
+        _store_tile(dk_ptr + base, D, 1, rows, cols, L, D, dk)
+        _store_tile(dv_ptr + base, D, 1, rows, cols, L, D, dv)
+        if MASK_GRAD:
+            if MASK_PER_HEAD:
+                _store_tile(dm_ptr + b * sdmb + h * sdmh, L, 1, rows, rows, L, L, ds)
+            else:
+                dmask += ds
+    if MASK_GRAD:
+        if not MASK_PER_HEAD:
+            _store_tile(dm_ptr + b * sdmb, L, 1, rows, rows, L, L, dmask)

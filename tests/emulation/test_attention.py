@@ -1,0 +1,162 @@
+"""tcemu.scaled_dot_product_attention: emulated Q K^T and P V, softmax in FP32; reference and fused kernels.
+
+Accuracy criterion (``FP32_FAITHFUL``): against FP64 attention on the same inputs, the normwise errors of the
+output and of the gradients of Q, K, V and the mask stay within this factor of FP32 attention's own errors
+(torch's float32 SDPA on the CPU) for the FP32-accurate methods. BF16x3 is near-FP32: its products carry a
+split residual of about 2^-16 (``MethodSpec.split_residual``), so its bound is ``BF16X3_NEAR_FP32`` times that.
+"""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import tcemu
+from tcemu.emulation.attention import scaled_dot_product_attention, sdpa_reference
+from tcemu.emulation.methods import get_method
+
+FP32_FAITHFUL = 4.0
+BF16X3_NEAR_FP32 = 8.0
+interpret = pytest.mark.interpret
+
+
+def _pet_like(B=3, L=37, H=4, D=32, mask="shared", seed=0):
+    """Q, K, V as PET makes them (one (B, L, 3, H, D) projection, permuted) and a log-cutoff mask."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, L, 3, H, D, dtype=torch.float64, generator=gen)
+    if mask == "shared":
+        m = torch.log(torch.rand(B, 1, L, L, dtype=torch.float64, generator=gen) * 0.9 + 0.05)
+    elif mask == "per_head":
+        m = torch.randn(B, H, L, L, dtype=torch.float64, generator=gen)
+    elif mask == "batch_shared":
+        m = torch.randn(1, 1, L, L, dtype=torch.float64, generator=gen)
+    elif mask == "bool":
+        m = torch.rand(L, L, generator=gen) > 0.3
+        m.fill_diagonal_(True)
+    else:
+        m = None
+    return x, m
+
+
+def _run(x, m, dtype, fn, seed=1):
+    """Output and gradients (x, mask) of fn on copies in ``dtype``, as float64."""
+    xx = x.detach().clone().to(dtype).requires_grad_(True)
+    mm = None
+    if m is not None:
+        mm = m.detach().clone()
+        if mm.dtype != torch.bool:
+            mm = mm.to(dtype).requires_grad_(True)
+    q, k, v = xx.permute(2, 0, 3, 1, 4)
+    o = fn(q, k, v, mm)
+    g = torch.randn(o.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)).to(dtype)
+    (o * g).sum().backward()
+    out = [o.double(), xx.grad.double()]
+    if mm is not None and mm.requires_grad:
+        out.append(mm.grad.double())
+    return out
+
+
+def _errors(got, ref):
+    return [((a - r).norm() / r.norm()).item() for a, r in zip(got, ref)]
+
+
+def _check_accuracy(method, fn, mask):
+    x, m = _pet_like(mask=mask)
+    ref = _run(x, m, torch.float64, lambda q, k, v, mm: F.scaled_dot_product_attention(q, k, v, attn_mask=mm))
+    f32 = _errors(_run(x, m, torch.float32, lambda q, k, v, mm: F.scaled_dot_product_attention(q, k, v, attn_mask=mm)),
+                  ref)
+    got = _errors(_run(x, m, torch.float32, fn), ref)
+    spec = get_method(method)
+    for name, e, e32 in zip(("output", "grad qkv", "grad mask"), got, f32):
+        if spec.name == "bf16x3":
+            assert e <= BF16X3_NEAR_FP32 * spec.split_residual, (method, name, e)
+        else:
+            assert e <= FP32_FAITHFUL * e32, (method, name, e, e32)
+    return got
+
+
+@pytest.mark.parametrize("method", ["tf32x3", "bf16x3", "bf16x6", "bf16x9"])
+def test_reference_is_fp32_faithful(method):
+    _check_accuracy(method, lambda q, k, v, m: sdpa_reference(q, k, v, m, method=method), "shared")
+
+
+@interpret
+@pytest.mark.parametrize("method", ["tf32x3", "bf16x3", "bf16x6"])
+@pytest.mark.parametrize("mask", ["shared", "per_head", "batch_shared", "bool", None])
+def test_fused_kernels_are_fp32_faithful_interpret(method, mask):
+    """The fused forward and backward kernels (under the interpreter): PET's layout (permuted views of one
+    projection), L = 37 (not a power of two), the mask shared by the heads, per head, shared by the batch,
+    boolean, or absent; gradients of Q, K, V and of a float mask."""
+    _check_accuracy(method, lambda q, k, v, m: scaled_dot_product_attention(q, k, v, m, method=method,
+                                                                            backend="triton"), mask)
+
+
+@interpret
+def test_fused_output_is_a_view_of_the_next_layout_interpret():
+    """O is stored as (B, L, H, D), so O.transpose(1, 2).reshape(B, L, H * D) (PET's next step) is a view."""
+    x, m = _pet_like(B=2, L=20, H=2, D=16)
+    q, k, v = x.float().permute(2, 0, 3, 1, 4)
+    o = scaled_dot_product_attention(q, k, v, m.float(), backend="triton")
+    assert o.transpose(1, 2).is_contiguous()
+    torch.testing.assert_close(o, F.scaled_dot_product_attention(q, k, v, attn_mask=m.float()), rtol=1e-5, atol=1e-5)
+
+
+def test_auto_backend_off_gpu_runs_the_reference():
+    x, m = _pet_like(B=2, L=9, H=2, D=8)
+    q, k, v = x.float().permute(2, 0, 3, 1, 4)
+    got = scaled_dot_product_attention(q, k, v, m.float(), method="bf16x6")
+    want = sdpa_reference(q, k, v, m.float(), method="bf16x6")
+    assert torch.equal(got, want)
+
+
+def test_refuses_bad_input_with_a_message():
+    q = torch.randn(2, 3, 5, 8)
+    with pytest.raises(TypeError, match="float32"):
+        scaled_dot_product_attention(q.double(), q.double(), q.double())
+    with pytest.raises(TypeError, match="attn_mask"):
+        scaled_dot_product_attention(q, q, q, torch.zeros(5, 5, dtype=torch.int32))
+    with pytest.raises(ValueError, match="do not form an attention"):
+        scaled_dot_product_attention(q, q[..., :4], q)
+    with pytest.raises(ValueError, match="no fused kernel"):
+        scaled_dot_product_attention(q, q, q, method="bf16x9", backend="triton")
+
+
+def test_default_scale_is_torchs():
+    x, _ = _pet_like(B=1, L=6, H=2, D=8, mask=None)
+    q, k, v = x.float().permute(2, 0, 3, 1, 4)
+    a = scaled_dot_product_attention(q, k, v)
+    b = scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(8))
+    assert torch.equal(a, b)
+
+
+def test_emulation_mode_routes_attention_only_when_asked(monkeypatch):
+    import tcemu.emulation.mode as mode
+
+    calls = []
+    real = mode.scaled_dot_product_attention
+    monkeypatch.setattr(mode, "scaled_dot_product_attention", lambda *a, **k: calls.append(1) or real(*a, **k))
+    x, m = _pet_like(B=2, L=7, H=2, D=8)
+    q, k, v = x.float().permute(2, 0, 3, 1, 4)
+    with tcemu.emulation_mode("tf32x3"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=m.float())
+    assert calls == []
+    with tcemu.emulation_mode("tf32x3", attention=True):
+        got = F.scaled_dot_product_attention(q, k, v, attn_mask=m.float())
+        F.scaled_dot_product_attention(q, k, v, attn_mask=m.float(), dropout_p=0.5)  # not routed: dropout
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)  # not routed: causal
+    assert calls == [1]
+    assert torch.equal(got, scaled_dot_product_attention(q, k, v, m.float(), method="tf32x3"))
+
+
+@interpret
+def test_fused_op_registration_interpret():
+    """torch.library.opcheck of the fused ops (schema, fake tensors for torch.compile, autograd registration)."""
+    x, m = _pet_like(B=2, L=11, H=2, D=16)
+    q, k, v = (t.float().requires_grad_(True) for t in x.permute(2, 0, 3, 1, 4))
+    mask = m.float().requires_grad_(True)
+    torch.library.opcheck(torch.ops.tcemu.attention_fwd.default, (q, k, v, mask, 0.25, "tf32x3"))
+    o, lse = torch.ops.tcemu.attention_fwd(q.detach(), k.detach(), v.detach(), mask.detach(), 0.25, "tf32x3")
+    torch.library.opcheck(torch.ops.tcemu.attention_bwd.default,
+                          (q.detach(), k.detach(), v.detach(), mask.detach(), o, lse, torch.randn_like(o), 0.25,
+                           "tf32x3", True))
