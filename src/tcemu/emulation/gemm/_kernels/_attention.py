@@ -24,11 +24,10 @@ from ._split import split3
 
 
 @triton.jit
-def _emu_dot(a, b, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr):
-    """a @ b of FP32 tiles by the method's products, the contraction in one tile."""
+def _dot_pieces(a0, a1, a2, b0, b1, b2, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr):
+    """a @ b from the operands' pieces (``split3``), the contraction in one tile: the L0 tile from zero, the
+    correction levels from zero, combined smallest first (x 2^-s, non-finite -> 0), added to L0 in FP32."""
     DOWN: tl.constexpr = 2.0 ** (-SHIFT)
-    a0, a1, a2 = split3(a, FMT, NP, SHIFT)
-    b0, b1, b2 = split3(b, FMT, NP, SHIFT)
     t = _mma0(a0, b0, DOT_FMT)
     c1 = _mma(a0, b1, _mma0(a1, b0, DOT_FMT), DOT_FMT)
     if NP == 3:
@@ -37,6 +36,14 @@ def _emu_dot(a, b, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT
     else:
         corr = _fz(c1)
     return t + corr * DOWN
+
+
+@triton.jit
+def _emu_dot(a, b, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr):
+    """a @ b of FP32 tiles by the method's products, the contraction in one tile."""
+    a0, a1, a2 = split3(a, FMT, NP, SHIFT)
+    b0, b1, b2 = split3(b, FMT, NP, SHIFT)
+    return _dot_pieces(a0, a1, a2, b0, b1, b2, NP, SHIFT, DOT_FMT)
 
 
 @triton.jit
@@ -98,31 +105,35 @@ def _attn_bwd_kernel(
     valid = (rows[:, None] < L) & (rows[None, :] < L)
     dmask = tl.zeros([LP, LP], tl.float32)
     for h in range(H):
+        # ordered so that few tiles are live at once (the operands' pieces are split once and reused)
         q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D)
         k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D)
-        v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
-        o = _tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D)
-        do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D)
-        lse = tl.load(lse_ptr + b * slb + h * slh + rows, mask=rows < L, other=0.0)
         s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
         if HAS_MASK:
             s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L)
+        lse = tl.load(lse_ptr + b * slb + h * slh + rows, mask=rows < L, other=0.0)
         p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
-        dv = _emu_dot(tl.trans(p), do, FMT, NP, SHIFT, DOT_FMT)
-        dp = _emu_dot(do, tl.trans(v), FMT, NP, SHIFT, DOT_FMT)
-        delta = tl.sum(do * o, 1)
-        ds = p * (dp - delta[:, None])
-        dq = _emu_dot(ds, k, FMT, NP, SHIFT, DOT_FMT) * scale
-        dk = _emu_dot(tl.trans(ds), q, FMT, NP, SHIFT, DOT_FMT) * scale
+        do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D)
+        delta = tl.sum(do * _tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D), 1)
+        do0, do1, do2 = split3(do, FMT, NP, SHIFT)
+        v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
+        v0, v1, v2 = split3(tl.trans(v), FMT, NP, SHIFT)
+        dp = _dot_pieces(do0, do1, do2, v0, v1, v2, NP, SHIFT, DOT_FMT)
+        pt0, pt1, pt2 = split3(tl.trans(p), FMT, NP, SHIFT)
         base = (b * H + h) * L * D
-        _store_tile(dq_ptr + base, D, 1, rows, cols, L, D, dq)
-        _store_tile(dk_ptr + base, D, 1, rows, cols, L, D, dk)
-        _store_tile(dv_ptr + base, D, 1, rows, cols, L, D, dv)
+        _store_tile(dv_ptr + base, D, 1, rows, cols, L, D, _dot_pieces(pt0, pt1, pt2, do0, do1, do2, NP, SHIFT, DOT_FMT))
+        ds = p * (dp - delta[:, None])
         if MASK_GRAD:
             if MASK_PER_HEAD:
                 _store_tile(dm_ptr + b * sdmb + h * sdmh, L, 1, rows, rows, L, L, ds)
             else:
                 dmask += ds
+        ds0, ds1, ds2 = split3(ds, FMT, NP, SHIFT)
+        k0, k1, k2 = split3(k, FMT, NP, SHIFT)
+        _store_tile(dq_ptr + base, D, 1, rows, cols, L, D, _dot_pieces(ds0, ds1, ds2, k0, k1, k2, NP, SHIFT, DOT_FMT) * scale)
+        q0, q1, q2 = split3(q, FMT, NP, SHIFT)
+        _store_tile(dk_ptr + base, D, 1, rows, cols, L, D,
+                    _dot_pieces(tl.trans(ds0), tl.trans(ds1), tl.trans(ds2), q0, q1, q2, NP, SHIFT, DOT_FMT) * scale)
     if MASK_GRAD:
         if not MASK_PER_HEAD:
             _store_tile(dm_ptr + b * sdmb, L, 1, rows, rows, L, L, dmask)
