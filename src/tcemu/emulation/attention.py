@@ -7,10 +7,9 @@ split method (TF32x3, BF16x3, BF16x6, BF16x9) and the softmax stays in FP32:
 * reference (any device, ``backend="torch"``): :func:`tcemu.matmul` for both products, with autograd, so
   double backward (training on forces) works;
 * fused Triton kernels (``backend="triton"``; CUDA, and the CPU under ``TRITON_INTERPRET=1``): self-attention
-  with L and D up to 128, one program per (batch entry, head) forward and one per batch entry backward, so
-  that a mask shared by the heads (PET's cutoff weights, which need a gradient for the forces) is read once
-  per head and its gradient summed in registers. First-order gradients only (MD forces); double backward
-  raises. TF32x3, BF16x3, BF16x6.
+  with L and D up to 128, one program per (batch entry, head); the gradient of a mask shared by the heads
+  (PET's cutoff weights, which need one for the forces) is summed over the heads by atomic adds. First-order
+  gradients only (MD forces); double backward raises. TF32x3, BF16x3, BF16x6.
 
 Inside ``tcemu.emulation_mode(method, attention=True)`` every float32 ``F.scaled_dot_product_attention``
 call without dropout or causal masking runs here.
@@ -133,14 +132,14 @@ _LIB.define("attention_bwd(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor o,
             "str method, bool mask_grad) -> (Tensor, Tensor, Tensor, Tensor)")
 
 
-def _launch_args(spec: MethodSpec, L: int, D: int) -> dict:
+def _launch_args(spec: MethodSpec, L: int, D: int, backward: bool = False) -> dict:
     from .gemm.emu_mm import _fmt, _interpreting  # noqa: PLC0415
     from .gemm._kernels._split import FMT_BF16  # noqa: PLC0415
 
     fmt = _fmt(spec)
     lp = max(16, _next_pow2(L))
     return dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, DOT_FMT=2 if (fmt == FMT_BF16 and _interpreting()) else fmt,
-                LP=lp, DP=max(16, _next_pow2(D)), num_warps=4 if lp <= 64 else 8)
+                LP=lp, DP=max(16, _next_pow2(D)), num_warps=4 if (lp <= 64 and not backward) else 8)
 
 
 def _next_pow2(n: int) -> int:
@@ -179,12 +178,13 @@ def _bwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, o: Tensor, l
     ms = m4.stride() if m4 is not None else (0, 0, 0, 0)
     per_head = mask is not None and mask.shape[1] == H
     mask_grad = bool(mask_grad and mask is not None)
-    dm = torch.empty((B, H if per_head else 1, L, L) if mask_grad else (0,), dtype=torch.float32, device=q.device)
-    _attn_bwd_kernel[(B,)](
+    dm_shape = (B, H if per_head else 1, L, L) if mask_grad else (0,)
+    dm = (torch.empty if per_head else torch.zeros)(dm_shape, dtype=torch.float32, device=q.device)
+    _attn_bwd_kernel[(B, H)](
         q, k, v, m4 if m4 is not None else q, o, lse, do, dq, dk, dv, dm, H, L, D, scale,
         *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2], *do.stride(),
         dm.stride(0) if mask_grad else 0, dm.stride(1) if mask_grad else 0,
-        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad, MASK_PER_HEAD=per_head, **_launch_args(spec, L, D))
+        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad, MASK_PER_HEAD=per_head, **_launch_args(spec, L, D, True))
     if mask_grad and mask.shape[0] == 1 and B > 1:
         dm = dm.sum(0, keepdim=True)
     return dq, dk, dv, dm

@@ -4,8 +4,8 @@ atom's neighbours (PET: 8 heads of 32 over a few dozen tokens, for 10^4-10^5 ato
 
 Forward, one program per (batch entry, head):
     S = Q K^T * scale + mask, P = softmax(S) (FP32), O = P V, LSE = rowmax + log(rowsum);
-backward, one program per batch entry, looping over the heads so that a mask shared by the heads gets its
-gradient summed in registers:
+backward, one program per (batch entry, head), a mask shared by the heads getting its gradient by FP32
+atomic adds (so its summation order over the heads is not fixed):
     P = exp(S - LSE), dV = P^T dO, dP = dO V^T, delta = rowsum(dO o O), dS = P o (dP - delta),
     dQ = dS K * scale, dK = dS^T Q * scale, dMask = dS (summed over heads where the mask is shared).
 
@@ -98,42 +98,40 @@ def _attn_bwd_kernel(
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
     LP: tl.constexpr, DP: tl.constexpr,
 ):
-    # dq, dk, dv: contiguous (B, H, L, D); dm: (B, H or 1, L, L), last two dimensions contiguous
+    # one program per (batch entry, head). dq, dk, dv: contiguous (B, H, L, D); dm: (B, H or 1, L, L), the last
+    # two dimensions contiguous, zeroed beforehand when the heads share the mask (their dS are added atomically)
     b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
     rows = tl.arange(0, LP)
     cols = tl.arange(0, DP)
     valid = (rows[:, None] < L) & (rows[None, :] < L)
-    dmask = tl.zeros([LP, LP], tl.float32)
-    for h in range(H):
-        # ordered so that few tiles are live at once (the operands' pieces are split once and reused)
-        q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D)
-        k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D)
-        s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
-        if HAS_MASK:
-            s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L)
-        lse = tl.load(lse_ptr + b * slb + h * slh + rows, mask=rows < L, other=0.0)
-        p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
-        do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D)
-        delta = tl.sum(do * _tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D), 1)
-        do0, do1, do2 = split3(do, FMT, NP, SHIFT)
-        v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
-        v0, v1, v2 = split3(tl.trans(v), FMT, NP, SHIFT)
-        dp = _dot_pieces(do0, do1, do2, v0, v1, v2, NP, SHIFT, DOT_FMT)
-        pt0, pt1, pt2 = split3(tl.trans(p), FMT, NP, SHIFT)
-        base = (b * H + h) * L * D
-        _store_tile(dv_ptr + base, D, 1, rows, cols, L, D, _dot_pieces(pt0, pt1, pt2, do0, do1, do2, NP, SHIFT, DOT_FMT))
-        ds = p * (dp - delta[:, None])
-        if MASK_GRAD:
-            if MASK_PER_HEAD:
-                _store_tile(dm_ptr + b * sdmb + h * sdmh, L, 1, rows, rows, L, L, ds)
-            else:
-                dmask += ds
-        ds0, ds1, ds2 = split3(ds, FMT, NP, SHIFT)
-        k0, k1, k2 = split3(k, FMT, NP, SHIFT)
-        _store_tile(dq_ptr + base, D, 1, rows, cols, L, D, _dot_pieces(ds0, ds1, ds2, k0, k1, k2, NP, SHIFT, DOT_FMT) * scale)
-        q0, q1, q2 = split3(q, FMT, NP, SHIFT)
-        _store_tile(dk_ptr + base, D, 1, rows, cols, L, D,
-                    _dot_pieces(tl.trans(ds0), tl.trans(ds1), tl.trans(ds2), q0, q1, q2, NP, SHIFT, DOT_FMT) * scale)
+    # ordered so that few tiles are live at once (the operands' pieces are split once and reused)
+    q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D)
+    k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D)
+    s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
+    if HAS_MASK:
+        s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L)
+    lse = tl.load(lse_ptr + b * slb + h * slh + rows, mask=rows < L, other=0.0)
+    p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
+    do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D)
+    delta = tl.sum(do * _tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D), 1)
+    do0, do1, do2 = split3(do, FMT, NP, SHIFT)
+    v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
+    v0, v1, v2 = split3(tl.trans(v), FMT, NP, SHIFT)
+    dp = _dot_pieces(do0, do1, do2, v0, v1, v2, NP, SHIFT, DOT_FMT)
+    pt0, pt1, pt2 = split3(tl.trans(p), FMT, NP, SHIFT)
+    base = (b * H + h) * L * D
+    _store_tile(dv_ptr + base, D, 1, rows, cols, L, D, _dot_pieces(pt0, pt1, pt2, do0, do1, do2, NP, SHIFT, DOT_FMT))
+    ds = p * (dp - delta[:, None])
     if MASK_GRAD:
-        if not MASK_PER_HEAD:
-            _store_tile(dm_ptr + b * sdmb, L, 1, rows, rows, L, L, dmask)
+        dm_tile = dm_ptr + b * sdmb + rows[:, None].to(tl.int64) * L + rows[None, :]
+        if MASK_PER_HEAD:
+            tl.store(dm_tile + h * sdmh, ds, mask=valid)
+        else:
+            tl.atomic_add(dm_tile, ds, mask=valid)
+    ds0, ds1, ds2 = split3(ds, FMT, NP, SHIFT)
+    k0, k1, k2 = split3(k, FMT, NP, SHIFT)
+    _store_tile(dq_ptr + base, D, 1, rows, cols, L, D, _dot_pieces(ds0, ds1, ds2, k0, k1, k2, NP, SHIFT, DOT_FMT) * scale)
+    q0, q1, q2 = split3(q, FMT, NP, SHIFT)
+    _store_tile(dk_ptr + base, D, 1, rows, cols, L, D,
+                _dot_pieces(tl.trans(ds0), tl.trans(ds1), tl.trans(ds2), q0, q1, q2, NP, SHIFT, DOT_FMT) * scale)
