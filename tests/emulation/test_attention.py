@@ -161,38 +161,3 @@ def test_fused_op_registration_interpret():
                           (q.detach(), k.detach(), v.detach(), mask.detach(), o, lse, torch.randn_like(o), 0.25,
                            "tf32x3", True))
 
-
-def test_emulation_mode_with_attention_compiles_without_graph_breaks():
-    """Emulated linear layers and attention under emulation_mode(attention=True) inside torch.compile with
-    fullgraph=True, forward and input gradient (as forces): no graph break (a `layout` read in the ops'
-    operand check used to break the graph at every layer), and the eager result."""
-
-    class Block(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.qkv = torch.nn.Linear(16, 48)
-            self.out = torch.nn.Linear(16, 1)
-
-        def forward(self, x, bias):
-            B, L, _ = x.shape
-            q, k, v = self.qkv(x).reshape(B, L, 3, 2, 8).permute(2, 0, 3, 1, 4)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias)
-            return self.out(y.transpose(1, 2).reshape(B, L, 16)).sum()
-
-    torch.manual_seed(0)
-    block = Block()
-    tcemu.emulate_(block, "tf32x3", warn_unreachable=False)
-    x = torch.randn(3, 7, 16, requires_grad=True)
-    bias = torch.randn(3, 1, 7, 7)
-
-    def energy_and_force(fn):
-        with tcemu.emulation_mode("tf32x3", attention=True):
-            e = fn(x, bias)
-            (g,) = torch.autograd.grad(e, x)
-        return e.detach(), g
-
-    torch._dynamo.reset()
-    e_eager, g_eager = energy_and_force(block)
-    e_comp, g_comp = energy_and_force(torch.compile(block, fullgraph=True))
-    torch.testing.assert_close(e_comp, e_eager, rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(g_comp, g_eager, rtol=1e-5, atol=1e-5)

@@ -6,13 +6,17 @@ split method (TF32x3, BF16x3, BF16x6, BF16x9) and the softmax stays in FP32:
 
 * reference (any device, ``backend="torch"``): :func:`tcemu.matmul` for both products, with autograd, so
   double backward (training on forces) works;
-* fused Triton kernels (``backend="triton"``; CUDA, and the CPU under ``TRITON_INTERPRET=1``): self-attention
+* fused Triton kernels (``backend="triton"``, or ``"auto"`` with ``FUSED_BY_DEFAULT``; CUDA, and the CPU under
+  ``TRITON_INTERPRET=1``): self-attention
   with L and D up to 128, one program per (batch entry, head); the gradient of a mask shared by the heads
   (PET's cutoff weights, which need one for the forces) is summed over the heads by atomic adds. First-order
   gradients only (MD forces); double backward raises. TF32x3, BF16x3, BF16x6.
 
 Inside ``tcemu.emulation_mode(method, attention=True)`` every float32 ``F.scaled_dot_product_attention``
 call without dropout or causal masking runs here.
+
+EXPERIMENTAL: the fused kernels are tested on the CPU (Triton interpreter, offline sm_90 compiles) but have not
+run on a GPU yet (docs/attention.md), so ``backend="auto"`` runs the reference until they have.
 """
 
 from __future__ import annotations
@@ -26,12 +30,15 @@ from torch import Tensor
 from .methods import MethodSpec, get_method
 from .ops import matmul
 
-__all__ = ["scaled_dot_product_attention", "sdpa_reference", "FUSED_METHODS", "MAX_FUSED_LEN"]
+__all__ = ["scaled_dot_product_attention", "sdpa_reference", "FUSED_METHODS", "MAX_FUSED_LEN", "FUSED_BY_DEFAULT"]
 
 #: methods with a fused kernel; the others run the reference
 FUSED_METHODS = ("tf32x3", "bf16x3", "bf16x6")
 #: longest sequence and head dimension of the fused kernels (one tile per head)
 MAX_FUSED_LEN = 128
+#: whether ``backend="auto"`` runs the fused kernels where they apply. Off until they have run on a GPU (the
+#: environment variable ``TCEMU_FUSED_ATTENTION=1`` turns it on, for that measurement)
+FUSED_BY_DEFAULT = os.environ.get("TCEMU_FUSED_ATTENTION") == "1"
 
 
 def _check(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None) -> None:
@@ -101,8 +108,8 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         attn_mask: float32 added to the scores, or bool (True = attend), broadcastable to (..., L, S).
         scale: score scale; default 1 / sqrt(D), as torch.
         method: emulation method of the two products.
-        backend: ``"auto"`` (the fused kernels where they apply, else the reference), ``"torch"`` (reference)
-            or ``"triton"`` (the fused kernels; ValueError where they do not apply).
+        backend: ``"auto"`` (the reference; the fused kernels where they apply if ``FUSED_BY_DEFAULT``),
+            ``"torch"`` (reference) or ``"triton"`` (the fused kernels; ValueError where they do not apply).
 
     Returns:
         float32 (..., L, Dv).
@@ -113,7 +120,8 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         raise ValueError(f"unknown backend {backend!r}; choose auto, torch or triton")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     mask = _additive(attn_mask)
-    if backend != "torch" and _fused_eligible(q, k, v, mask, spec):
+    fused = backend == "triton" or (backend == "auto" and FUSED_BY_DEFAULT)
+    if fused and _fused_eligible(q, k, v, mask, spec):
         if mask is not None and mask.dim() < 4:
             mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
         return torch.ops.tcemu.attention_fwd(q, k, v, mask, scale, spec.name)[0]
