@@ -80,17 +80,15 @@ def sdpa_reference(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = N
 def _fused_eligible(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, spec: MethodSpec) -> bool:
     if spec.name not in FUSED_METHODS or q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
         return False
+    # (emu_mm._interpreting, without importing Triton: the core install has none)
     if q.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
         return False
     B, H, L, D = q.shape
     if L > MAX_FUSED_LEN or D > MAX_FUSED_LEN or min(B, H, L, D) == 0:
         return False
-    if mask is not None:
-        m = mask
-        while m.dim() < 4:
-            m = m.unsqueeze(0)
-        if m.dim() != 4 or m.shape[2:] != (L, L) or m.shape[0] not in (1, B) or m.shape[1] not in (1, H):
-            return False
+    if mask is not None and (mask.dim() != 4 or mask.shape[2:] != (L, L) or mask.shape[0] not in (1, B)
+                             or mask.shape[1] not in (1, H)):
+        return False
     try:
         from .gemm._kernels import _attention  # noqa: F401, PLC0415 - Triton importable
     except ImportError:
@@ -120,10 +118,10 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         raise ValueError(f"unknown backend {backend!r}; choose auto, torch or triton")
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     mask = _additive(attn_mask)
+    if mask is not None and q.dim() == 4 and mask.dim() < 4:  # as torch broadcasts it (a view: gradients flow back)
+        mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
     fused = backend == "triton" or (backend == "auto" and FUSED_BY_DEFAULT)
     if fused and _fused_eligible(q, k, v, mask, spec):
-        if mask is not None and mask.dim() < 4:
-            mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
         return torch.ops.tcemu.attention_fwd(q, k, v, mask, scale, spec.name)[0]
     if backend == "triton":
         raise ValueError(f"tcemu.scaled_dot_product_attention: no fused kernel for {spec.name} on shapes "
@@ -141,17 +139,15 @@ _LIB.define("attention_bwd(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor o,
 
 
 def _launch_args(spec: MethodSpec, L: int, D: int, backward: bool = False) -> dict:
-    from .gemm.emu_mm import _fmt, _interpreting  # noqa: PLC0415
+    import triton  # noqa: PLC0415
+
     from .gemm._kernels._split import FMT_BF16  # noqa: PLC0415
+    from .gemm.emu_mm import _fmt, _interpreting  # noqa: PLC0415
 
     fmt = _fmt(spec)
-    lp = max(16, _next_pow2(L))
+    lp = max(16, triton.next_power_of_2(L))
     return dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, DOT_FMT=2 if (fmt == FMT_BF16 and _interpreting()) else fmt,
-                LP=lp, DP=max(16, _next_pow2(D)), num_warps=4 if (lp <= 64 and not backward) else 8)
-
-
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (n - 1).bit_length())
+                LP=lp, DP=max(16, triton.next_power_of_2(D)), num_warps=4 if (lp <= 64 and not backward) else 8)
 
 
 def _mask4(mask: Tensor | None, B: int, H: int, L: int) -> Tensor | None:
