@@ -194,6 +194,44 @@ def test_emu_mm_matches_reference_interpret(method, shape):
 
 
 
+def _long_batch_case(method, Z, M, K, N, device, batched_b):
+    """emu_mm of a (Z, M, K) batch, and the same product entry by entry (the bits must agree)."""
+    gen = torch.Generator().manual_seed(5)
+    a = torch.randn(Z, M, K, generator=gen).to(device)
+    b = torch.randn(Z if batched_b else 1, N, K, generator=gen).to(device)
+    pieces = split_t(b.reshape(-1, K).T, method)  # (Zb * N, K) each
+    pieces = tuple(q.reshape(b.shape[0], N, K) for q in pieces)
+    return a, pieces, emu_mm(a, pieces, method)
+
+
+@interpret
+@pytest.mark.parametrize("batched_b", [True, False])
+def test_long_batches_and_splits_run_in_slices_interpret(monkeypatch, batched_b):
+    """A batch longer than CUDA's grid y limit (65,535) runs in slices, and so does a split of more columns than
+    the limit's tiles cover: same bits as one launch (the limit is patched down to 3 here)."""
+    emu_mm_module = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # (the package exports a function so named)
+    method = "tf32x3"
+    a, pieces, whole = _long_batch_case(method, 7, 5, 8, 6, "cpu", batched_b)
+    monkeypatch.setattr(emu_mm_module, "MAX_GRID_YZ", 3)
+    _, pieces_sliced, sliced = _long_batch_case(method, 7, 5, 8, 6, "cpu", batched_b)
+    assert all(torch.equal(p, q) for p, q in zip(pieces, pieces_sliced))
+    assert torch.equal(whole, sliced)
+    wide = torch.randn(4, 3 * 64 * 3 + 5)  # split_t: 3 launches of 3 column tiles (64 wide) and a ragged rest
+    assert all(torch.equal(p, q) for p, q in zip(split_t(wide, method), split_t_reference(wide, method)))
+
+
+@gpu
+def test_long_batches_and_splits_gpu():
+    """Batches of 138,240 small products (PET S's attention at 17,280 atoms: 8 heads) and a split of 4.5 M
+    columns exceed CUDA's grid y limit; they run in slices and match entry-by-entry products."""
+    a, pieces, out = _long_batch_case("tf32x3", 138_240, 5, 32, 7, "cuda", True)
+    for z in (0, 65_534, 65_535, 65_536, 138_239):
+        assert torch.equal(out[z], emu_mm(a[z], tuple(q[z] for q in pieces), "tf32x3")), z
+    wide = torch.randn(8, 4_500_000, device="cuda")
+    got, want = split_t(wide, "bf16x3"), split_t_reference(wide, "bf16x3")
+    assert all(torch.equal(p, q.to(p.device)) for p, q in zip(got, want))
+
+
 @interpret
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("mode", [0, 1, 4])

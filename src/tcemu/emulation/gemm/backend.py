@@ -277,8 +277,10 @@ class TritonBackend:
         a3 = a.expand(*batch, M, K).reshape(-1, M, K)
         b_batch = b.shape[:-2]
         b3 = b.reshape(-1, K, N)
-        per_b = [_split_pieces(b3[i], spec.name) for i in range(b3.shape[0])]
-        stacked = tuple(torch.stack([pb[j] for pb in per_b]) for j in range(spec.n_pieces))  # (Zb, N, K)
+        Zb = b3.shape[0]
+        # every entry's pieces from one split of (K, Zb * N): its transposed pieces are (Zb * N, K) = (Zb, N, K)
+        wide = b3.permute(1, 0, 2).reshape(K, Zb * N)
+        stacked = tuple(p.view(Zb, N, K) for p in _split_pieces(wide, spec.name))
         if b3.shape[0] != Z:  # broadcast b's pieces over the batch (stride 0 where possible)
             stacked = tuple(
                 p.view(*b_batch, N, K).expand(*batch, N, K).reshape(-1, N, K) for p in stacked

@@ -74,6 +74,10 @@ def _bits(t: Tensor) -> Tensor:
 # =====================================================================================================
 
 
+#: CUDA's limit on a grid's y and z dimensions: longer batches and split column counts run in slices
+MAX_GRID_YZ = 65535
+
+
 def split_t(b: Tensor, method: str | MethodSpec, *, hw: bool | None = None) -> tuple[Tensor, ...]:
     """Pieces of FP32 ``b`` (R, C), each returned transposed and contiguous, (C, R).
 
@@ -94,11 +98,14 @@ def split_t(b: Tensor, method: str | MethodSpec, *, hw: bool | None = None) -> t
         hw = hw_split_exact(b.device)
     p = pieces + (pieces[0],) * (3 - len(pieces))
     BR, BC = 64, 64
-    grid = (triton.cdiv(R, BR), triton.cdiv(C, BC))
-    _split_t_kernel[grid](
-        b, p[0], p[1], p[2], R, C, b.stride(0), b.stride(1),
-        FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=BR, BC=BC, HW=bool(hw), num_warps=4,
-    )
+    step = MAX_GRID_YZ * BC  # columns per launch (grid y); each piece's rows c0:c1 are contiguous
+    for c0 in range(0, C, step):
+        c1 = min(C, c0 + step)
+        q = tuple(t[c0:c1] for t in p)
+        _split_t_kernel[(triton.cdiv(R, BR), triton.cdiv(c1 - c0, BC))](
+            b[:, c0:c1], q[0], q[1], q[2], R, c1 - c0, b.stride(0), b.stride(1),
+            FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=BR, BC=BC, HW=bool(hw), num_warps=4,
+        )
     return pieces
 
 
@@ -442,6 +449,11 @@ def emu_mm(
         out3.zero_()
         if bias is not None:
             out3 += bias
+        return result
+    if Z > MAX_GRID_YZ:  # the batch is the grid's y dimension: run it in slices (entries are independent)
+        for z0 in range(0, Z, MAX_GRID_YZ):
+            zs = slice(z0, z0 + MAX_GRID_YZ)
+            emu_mm(a3[zs], tuple(q[zs] if Zb == Z else q for q in bt3), spec, bias, out=out3[zs], config=config)
         return result
 
     p = bt3 + (bt3[0],) * (3 - len(bt3))
