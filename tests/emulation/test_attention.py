@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 
 import tcemu
-from tcemu.emulation.attention import scaled_dot_product_attention, sdpa_reference
+from tcemu.emulation import attention
+from tcemu.emulation.attention import fused_smem_bytes, scaled_dot_product_attention, sdpa_reference
 from tcemu.emulation.methods import get_method
 
 FP32_FAITHFUL = 4.0
@@ -21,8 +22,13 @@ BF16X3_NEAR_FP32 = 8.0
 interpret = pytest.mark.interpret
 
 
-def _pet_like(B=3, L=37, H=4, D=32, mask="shared", seed=0):
+def _pet_like(B=3, L=37, H=4, D=32, mask="shared", seed=0, device="cpu"):
     """Q, K, V as PET makes them (one (B, L, 3, H, D) projection, permuted) and a log-cutoff mask."""
+    x, m = _pet_like_cpu(B, L, H, D, mask, seed)
+    return x.to(device), (None if m is None else m.to(device))
+
+
+def _pet_like_cpu(B, L, H, D, mask, seed):
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(B, L, 3, H, D, dtype=torch.float64, generator=gen)
     if mask == "shared":
@@ -49,7 +55,7 @@ def _run(x, m, dtype, fn, seed=1):
             mm = mm.to(dtype).requires_grad_(True)
     q, k, v = xx.permute(2, 0, 3, 1, 4)
     o = fn(q, k, v, mm)
-    g = torch.randn(o.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)).to(dtype)
+    g = torch.randn(o.shape, dtype=torch.float64, generator=torch.Generator().manual_seed(seed)).to(o.device, dtype)
     (o * g).sum().backward()
     out = [o.double(), xx.grad.double()]
     if mm is not None and mm.requires_grad:
@@ -61,8 +67,9 @@ def _errors(got, ref):
     return [((a - r).norm() / r.norm()).item() for a, r in zip(got, ref)]
 
 
-def _check_accuracy(method, fn, mask):
-    x, m = _pet_like(mask=mask)
+def _check_accuracy(method, fn, mask, device="cpu", **shape):
+    """FP32 attention's own errors are torch's float32 SDPA on ``device`` (on CUDA its memory-efficient kernel)."""
+    x, m = _pet_like(mask=mask, device=device, **shape)
     ref = _run(x, m, torch.float64, lambda q, k, v, mm: F.scaled_dot_product_attention(q, k, v, attn_mask=mm))
     f32 = _errors(_run(x, m, torch.float32, lambda q, k, v, mm: F.scaled_dot_product_attention(q, k, v, attn_mask=mm)),
                   ref)
@@ -90,6 +97,47 @@ def test_fused_kernels_are_fp32_faithful_interpret(method, mask):
     boolean, or absent; gradients of Q, K, V and of a float mask."""
     _check_accuracy(method, lambda q, k, v, m: scaled_dot_product_attention(q, k, v, m, method=method,
                                                                             backend="triton"), mask)
+
+
+PET_S = {"B": 64, "L": 41, "H": 8, "D": 32}
+GPU_CASES = [(PET_S, mask) for mask in ("shared", "per_head", "batch_shared", "bool", None)] + [
+    ({"B": 5, "L": 128, "H": 3, "D": 16}, "shared"), ({"B": 7, "L": 9, "H": 2, "D": 100}, "per_head"),
+    ({"B": 3, "L": 65, "H": 2, "D": 128}, "shared")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["tf32x3", "bf16x3", "bf16x6"])
+@pytest.mark.parametrize(("shape", "mask"), GPU_CASES, ids=str)
+def test_fused_kernels_are_fp32_faithful_gpu(method, shape, mask):
+    """The fused kernels on CUDA: PET S's attention (L = 41 neighbours + 1, 8 heads of 32) with every mask kind;
+    the longest tile, ragged L and D, the widest head (each kernel variant costs a compile of seconds). Tiles
+    whose kernels need more shared memory than the device has are refused with a message (on an H200: TF32x3
+    and BF16x6 at 128 x 128, whose launches failed before the check)."""
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("needs sm80+ (TF32/BF16 Tensor Cores)")
+    tiles = (max(16, 1 << (shape["L"] - 1).bit_length()), max(16, 1 << (shape["D"] - 1).bit_length()))
+    if fused_smem_bytes(method, *tiles) > attention._smem_limit(torch.device("cuda")):
+        x, m = _pet_like(mask=mask, device="cuda", **shape)
+        q, k, v = x.float().permute(2, 0, 3, 1, 4)
+        with pytest.raises(ValueError, match="shared memory"):
+            scaled_dot_product_attention(q, k, v, m.float(), method=method, backend="triton")
+        return
+    _check_accuracy(method, lambda q, k, v, m: scaled_dot_product_attention(q, k, v, m, method=method,
+                                                                            backend="triton"), mask, "cuda", **shape)
+
+
+@pytest.mark.gpu
+def test_fused_kernels_under_torch_compile_gpu():
+    """The fused ops inside a compiled graph (fake implementations, registered autograd) give the eager bits."""
+    x, m = _pet_like(B=16, L=41, H=8, D=32, device="cuda")
+
+    def f(q, k, v, mm):
+        return scaled_dot_product_attention(q, k, v, mm, method="tf32x3", backend="triton")
+
+    eager = _run(x, m, torch.float32, f)
+    compiled = _run(x, m, torch.float32, torch.compile(f, fullgraph=True))
+    assert torch.equal(eager[0], compiled[0]) and torch.equal(eager[1], compiled[1])
+    torch.testing.assert_close(eager[2], compiled[2], rtol=1e-5, atol=1e-6)  # the mask's atomic head sum
 
 
 @interpret
@@ -120,6 +168,32 @@ def test_refuses_bad_input_with_a_message():
         scaled_dot_product_attention(q, q[..., :4], q)
     with pytest.raises(ValueError, match="no fused kernel"):
         scaled_dot_product_attention(q, q, q, method="bf16x9", backend="triton")
+
+
+# shared memory of the fused backward kernel, KB, from Triton 3.6's sm_90 compiles (LP, DP): tf32x3, bf16x3, bf16x6
+MEASURED_SMEM_KB = {(64, 32): (48, 24, 36), (64, 128): (192, 96, 144), (128, 32): (160, 80, 120),
+                    (128, 64): (192, 96, 144), (128, 128): (384, 192, 288), (64, 16): (40, 20, 30)}
+
+
+def test_shared_memory_estimate_covers_the_compiled_kernels():
+    """``fused_smem_bytes`` bounds the compiled kernels' shared memory (equal at these tiles, so that a tile the
+    device can hold is not refused)."""
+    for tiles, kbs in MEASURED_SMEM_KB.items():
+        for method, kb in zip(("tf32x3", "bf16x3", "bf16x6"), kbs):
+            assert fused_smem_bytes(method, *tiles) == kb * 1024, (method, tiles)
+
+
+def test_tiles_beyond_the_shared_memory_are_refused(monkeypatch):
+    """A device with less shared memory than the tiles need: backend='triton' says why; 'auto' runs the reference."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")  # the CPU stands in for a device (nothing is launched)
+    monkeypatch.setattr(attention, "_smem_limit", lambda device: 40 * 1024)
+    monkeypatch.setattr(attention, "FUSED_BY_DEFAULT", True)
+    x, m = _pet_like(B=2, L=41, H=2, D=32)
+    q, k, v = x.float().permute(2, 0, 3, 1, 4)
+    with pytest.raises(ValueError, match="about 48 KB of shared memory, the device allows 40 KB"):
+        scaled_dot_product_attention(q, k, v, m.float(), backend="triton")
+    got = scaled_dot_product_attention(q, k, v, m.float())
+    assert torch.equal(got, sdpa_reference(q, k, v, m.float()))
 
 
 def test_default_scale_is_torchs():

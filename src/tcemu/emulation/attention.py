@@ -30,7 +30,8 @@ from torch import Tensor
 from .methods import MethodSpec, get_method
 from .ops import matmul
 
-__all__ = ["scaled_dot_product_attention", "sdpa_reference", "FUSED_METHODS", "MAX_FUSED_LEN", "FUSED_BY_DEFAULT"]
+__all__ = ["scaled_dot_product_attention", "sdpa_reference", "fused_smem_bytes", "FUSED_METHODS", "MAX_FUSED_LEN",
+           "FUSED_BY_DEFAULT"]
 
 #: methods with a fused kernel; the others run the reference
 FUSED_METHODS = ("tf32x3", "bf16x3", "bf16x6")
@@ -77,23 +78,52 @@ def sdpa_reference(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = N
     return matmul(torch.softmax(s, dim=-1), v, spec, backend=backend)
 
 
-def _fused_eligible(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, spec: MethodSpec) -> bool:
-    if spec.name not in FUSED_METHODS or q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
-        return False
+#: shared memory per tile element of the fused kernels (the backward's, the larger), bytes by method. A fit to
+#: Triton 3.6's sm_90 compiles of both kernels for L and D tiles of 16-128 (docs/attention.md): at 128 x 128
+#: TF32x3 needs 384 KB and BF16x6 288 KB, above the H200's 227 KB (measured: those launches fail), BF16x3 192 KB
+_SMEM_BYTES_PER_ELEMENT = {"tf32x3": 4, "bf16x3": 2, "bf16x6": 3}
+
+
+def fused_smem_bytes(method: str, lp: int, dp: int) -> int:
+    """Estimated shared memory of the fused backward kernel for (L, D) tiles (lp, dp) (an upper bound of the
+    measured sizes; the forward needs less)."""
+    return _SMEM_BYTES_PER_ELEMENT[method] * max(6 * lp * dp, 2 * lp * lp + 2 * lp * dp)
+
+
+def _smem_limit(device: torch.device) -> int | None:
+    """Shared memory a block may use on ``device`` (None off CUDA: the interpreter has no limit)."""
+    if device.type != "cuda":
+        return None
+    props = torch.cuda.get_device_properties(device)
+    return getattr(props, "shared_memory_per_block_optin", None) or props.shared_memory_per_block
+
+
+def _fused_unsupported(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, spec: MethodSpec) -> str | None:
+    """Why the fused kernels cannot run this attention (None: they can)."""
+    if spec.name not in FUSED_METHODS:
+        return f"no fused kernel for {spec.name} (methods {', '.join(FUSED_METHODS)})"
+    if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
+        return "the fused kernels take self-attention with 4-D (B, H, L, D) query, key and value of one shape"
     # (emu_mm._interpreting, without importing Triton: the core install has none)
     if q.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-        return False
+        return f"the fused kernels run on CUDA (got {q.device})"
     B, H, L, D = q.shape
     if L > MAX_FUSED_LEN or D > MAX_FUSED_LEN or min(B, H, L, D) == 0:
-        return False
+        return f"L and D must be 1..{MAX_FUSED_LEN}"
     if mask is not None and (mask.dim() != 4 or mask.shape[2:] != (L, L) or mask.shape[0] not in (1, B)
                              or mask.shape[1] not in (1, H)):
-        return False
+        return "the mask must broadcast as (1 or B, 1 or H, L, L)"
     try:
+        import triton  # noqa: PLC0415
+
         from .gemm._kernels import _attention  # noqa: F401, PLC0415 - Triton importable
     except ImportError:
-        return False
-    return True
+        return "Triton is not installed (the 'triton' extra)"
+    need = fused_smem_bytes(spec.name, max(16, triton.next_power_of_2(L)), max(16, triton.next_power_of_2(D)))
+    limit = _smem_limit(q.device)
+    if limit is not None and need > limit:
+        return f"its tiles need about {need // 1024} KB of shared memory, the device allows {limit // 1024} KB"
+    return None
 
 
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, *,
@@ -121,12 +151,13 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
     if mask is not None and q.dim() == 4 and mask.dim() < 4:  # as torch broadcasts it (a view: gradients flow back)
         mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
     fused = backend == "triton" or (backend == "auto" and FUSED_BY_DEFAULT)
-    if fused and _fused_eligible(q, k, v, mask, spec):
+    reason = _fused_unsupported(q, k, v, mask, spec) if fused else None
+    if fused and reason is None:
         return torch.ops.tcemu.attention_fwd(q, k, v, mask, scale, spec.name)[0]
     if backend == "triton":
         raise ValueError(f"tcemu.scaled_dot_product_attention: no fused kernel for {spec.name} on shapes "
-                         f"{tuple(q.shape)} / {tuple(k.shape)} on {q.device} (self-attention, 4-D, L and D <= "
-                         f"{MAX_FUSED_LEN}, methods {', '.join(FUSED_METHODS)}, CUDA); use backend='auto'")
+                         f"{tuple(q.shape)} / {tuple(k.shape)} on {q.device}: {reason}; use backend='auto' "
+                         "(the reference)")
     return sdpa_reference(q, k, v, mask, scale=scale, method=spec, backend="auto" if backend == "auto" else "torch")
 
 
@@ -147,7 +178,7 @@ def _launch_args(spec: MethodSpec, L: int, D: int, backward: bool = False) -> di
     fmt = _fmt(spec)
     lp = max(16, triton.next_power_of_2(L))
     return dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, DOT_FMT=2 if (fmt == FMT_BF16 and _interpreting()) else fmt,
-                LP=lp, DP=max(16, triton.next_power_of_2(D)), num_warps=4 if (lp <= 64 and not backward) else 8)
+                LP=lp, DP=max(16, triton.next_power_of_2(D)), num_warps=4 if lp <= 64 else 8)
 
 
 def _mask4(mask: Tensor | None, B: int, H: int, L: int) -> Tensor | None:

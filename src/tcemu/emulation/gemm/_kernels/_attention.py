@@ -19,23 +19,22 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._emu_mm import _fz, _mma, _mma0
+from ._emu_mm import _fz, _mma, _mma0, _mma0_keep
 from ._split import split3
 
 
 @triton.jit
 def _dot_pieces(a0, a1, a2, b0, b1, b2, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr):
     """a @ b from the operands' pieces (``split3``), the contraction in one tile: the L0 tile from zero, the
-    correction levels from zero, combined smallest first (x 2^-s, non-finite -> 0), added to L0 in FP32."""
+    correction levels from zero, combined smallest first (x 2^-s, non-finite -> 0), added to L0 in FP32.
+    The levels are formed smallest first, so that one correction accumulator is live at a time."""
     DOWN: tl.constexpr = 2.0 ** (-SHIFT)
-    t = _mma0(a0, b0, DOT_FMT)
-    c1 = _mma(a0, b1, _mma0(a1, b0, DOT_FMT), DOT_FMT)
     if NP == 3:
-        c2 = _mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, DOT_FMT), DOT_FMT), DOT_FMT)
-        corr = _fz(c1) + _fz(c2) * DOWN
+        corr = _fz(_mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, DOT_FMT), DOT_FMT), DOT_FMT)) * DOWN
+        corr += _fz(_mma(a0, b1, _mma0(a1, b0, DOT_FMT), DOT_FMT))
     else:
-        corr = _fz(c1)
-    return t + corr * DOWN
+        corr = _fz(_mma(a0, b1, _mma0(a1, b0, DOT_FMT), DOT_FMT))
+    return _mma0_keep(a0, b0, DOT_FMT) + corr * DOWN
 
 
 @triton.jit

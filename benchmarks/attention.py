@@ -1,0 +1,177 @@
+"""Attention benchmark: tcemu's emulated attention against torch's float32 SDPA, on PET's shapes (issue 7).
+
+PET runs attention over each atom's neighbours: batch = atoms, 8 heads, L = neighbours + 1 tokens, head
+dimension 32 (PET S: L = 41 for the water box; S-nn32: 47; M: 8 heads of 48, L = 48), with an additive mask
+(log cutoff weights) shared by the heads that needs a gradient for the forces. One run measures, on the same
+inputs (Q, K, V permuted views of one (B, L, 3, H, D) projection, as PET makes them):
+
+* ``torch`` / ``fp32``: ``F.scaled_dot_product_attention`` in float32, torch's own choice of kernel (on an
+  H200 the memory-efficient CUTLASS kernel; what PET runs in the MD step);
+* ``torch-math`` / ``fp32``: the same with the math backend (cuBLAS batched GEMMs and a softmax);
+* ``tcemu`` / method: the fused Triton kernels (``backend="triton"``), TF32x3, BF16x3, BF16x6;
+* ``tcemu-reference`` / ``tf32x3``: ``sdpa_reference`` (both products by ``tcemu.matmul``, its GEMM kernels).
+
+Directions: ``fwd`` (output only, no graph) and ``fwd_bwd`` (output, then the gradients of the projection and
+the mask). Timing with ``triton.testing.do_bench`` (CUDA events, L2 flushed), median and 20th/80th percentiles
+over ``--rep`` ms of repeats. Errors against FP64 (torch's math SDPA in float64 on the same inputs), normwise:
+``err_out`` of the output, ``err_dqkv`` of the projection's gradient, ``err_dmask`` of the mask's.
+
+``--variants "FW,BW[,FR,BR];..."`` sweeps the fused kernels' launch: warps of the forward and backward kernels and
+optionally a register cap per thread (``maxnreg``; 0 = none); the ``config`` column records them.
+
+Usage: ``PYTHONPATH=src python3 benchmarks/attention.py --out benchmarks/results/attention_h200.csv``
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import statistics
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+COLUMNS = ["impl", "method", "direction", "B", "H", "L", "D", "median_ms", "p20_ms", "p80_ms",
+           "speedup_vs_torch_fp32", "err_out", "err_dqkv", "err_dmask", "config", "gpu", "driver", "torch", "triton"]
+#: (name, B, H, L, D): PET's attention at 17,280 atoms
+SHAPES = {"pet-s": (17280, 8, 41, 32), "pet-s-nn32": (17280, 8, 47, 32), "pet-m": (17280, 8, 48, 48)}
+
+
+def make_inputs(B: int, H: int, L: int, D: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PET-like float64 projection (B, L, 3, H, D), log-cutoff mask (B, 1, L, L) and output cotangent."""
+    gen = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(B, L, 3, H, D, dtype=torch.float64, device="cuda", generator=gen)
+    mask = torch.log(torch.rand(B, 1, L, L, dtype=torch.float64, device="cuda", generator=gen) * 0.9 + 0.05)
+    g = torch.randn(B, H, L, D, dtype=torch.float64, device="cuda", generator=gen)
+    return x, mask, g
+
+
+def attention_fn(impl: str, method: str):
+    import tcemu
+    from tcemu.emulation.attention import sdpa_reference
+
+    if impl == "torch":
+        return lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    if impl == "torch-math":
+        def math_sdpa(q, k, v, m):
+            with sdpa_kernel(SDPBackend.MATH):
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+        return math_sdpa
+    if impl == "tcemu":
+        return lambda q, k, v, m: tcemu.scaled_dot_product_attention(q, k, v, m, method=method, backend="triton")
+    return lambda q, k, v, m: sdpa_reference(q, k, v, m, method=method, backend="auto")
+
+
+def run_once(fn, x: torch.Tensor, mask: torch.Tensor, g: torch.Tensor, backward: bool):
+    """Output (and with ``backward`` the gradients of x and mask) of fn on PET's permuted views of x."""
+    q, k, v = x.permute(2, 0, 3, 1, 4)
+    if not backward:
+        with torch.no_grad():
+            return (fn(q, k, v, mask),)
+    o = fn(q, k, v, mask)
+    return (o, *torch.autograd.grad(o, (x, mask), g))
+
+
+def _errors(got, ref) -> list[float]:
+    return [((a.double() - r).norm() / r.norm()).item() for a, r in zip(got, ref)]
+
+
+def set_launch(variant: tuple[int, ...] | None) -> None:
+    """Override the fused kernels' launch (forward warps, backward warps[, forward maxnreg, backward maxnreg])
+    for a sweep; None restores the library's choice."""
+    from tcemu.emulation import attention
+
+    orig = getattr(attention._launch_args, "library_choice", attention._launch_args)
+    if variant is None:
+        attention._launch_args = orig
+        return
+    fw, bw, fr, br = (tuple(variant) + (0, 0))[:4]
+
+    def launch_args(spec, L, D, backward=False):
+        a = dict(orig(spec, L, D, backward), num_warps=bw if backward else fw)
+        if (br if backward else fr):
+            a["maxnreg"] = br if backward else fr
+        return a
+
+    launch_args.library_choice = orig
+    attention._launch_args = launch_args
+
+
+def write_rows(rows: list[dict], path: str) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        w.writerows(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import triton
+
+    from tcemu import _hw
+
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--shapes", default="pet-s,pet-m")
+    p.add_argument("--methods", default="tf32x3,bf16x3,bf16x6")
+    p.add_argument("--variants", default="", help="FW,BW[,FR,BR][;...]: fused kernels' launches to sweep")
+    p.add_argument("--rep", type=int, default=300, help="ms of timed repeats per measurement")
+    p.add_argument("--out", default="benchmarks/results/attention_h200.csv")
+    args = p.parse_args(argv)
+    v = _hw.versions()
+    meta = dict(gpu=v["gpu"], driver=v["driver"], torch=v["torch"], triton=v["triton"])
+    torch.backends.cuda.matmul.allow_tf32 = False
+    rows = []
+    variants = [tuple(int(w) for w in s.split(",")) for s in args.variants.split(";")] if args.variants else [None]
+    for shape in args.shapes.split(","):
+        B, H, L, D = SHAPES[shape]
+        x64, m64, g64 = make_inputs(B, H, L, D)
+        # FP64 reference: the output and both gradients (the forward's error is against its first entry)
+        ref = run_once(attention_fn("torch-math", "fp32"), x64.requires_grad_(True), m64.requires_grad_(True), g64, True)
+        x64.requires_grad_(False), m64.requires_grad_(False)
+        x = x64.float().requires_grad_(True)
+        m = m64.float().requires_grad_(True)
+        g = g64.float()
+        cases = [("torch", "fp32", None), ("torch-math", "fp32", None)]
+        cases += [("tcemu", mth, w) for mth in args.methods.split(",") for w in variants]
+        cases += [("tcemu-reference", "tf32x3", None)]
+        base = {}
+        for impl, method, variant in cases:
+            set_launch(variant)
+            fn = attention_fn(impl, method)
+            for direction in ("fwd", "fwd_bwd"):
+                bwd = direction == "fwd_bwd"
+                row = dict(impl=impl, method=method, direction=direction, B=B, H=H, L=L, D=D,
+                           config=f"launch {','.join(map(str, variant))}" if variant else "", **meta)
+                try:
+                    got = run_once(fn, x, m, g, bwd)
+                    errs = _errors(got, ref)
+                    row.update(err_out=errs[0], **({"err_dqkv": errs[1], "err_dmask": errs[2]} if bwd else {}))
+                    del got
+                    ms = triton.testing.do_bench(lambda fn=fn, bwd=bwd, x=x, m=m, g=g: run_once(fn, x, m, g, bwd), rep=args.rep,
+                                                 quantiles=[0.5, 0.2, 0.8])
+                    row.update(median_ms=ms[0], p20_ms=ms[1], p80_ms=ms[2])
+                    if impl == "torch":
+                        base[direction] = ms[0]
+                    if direction in base:
+                        row["speedup_vs_torch_fp32"] = base[direction] / ms[0]
+                except Exception as exc:  # noqa: BLE001 - one failing case must not stop the run
+                    row["config"] += f" FAILED {type(exc).__name__}: {exc}"[:300]
+                print(f"{shape:10s} {impl:16s} {method:7s} {direction:8s} {row.get('median_ms', float('nan')):8.3f} ms"
+                      f"  x{row.get('speedup_vs_torch_fp32', float('nan')):.2f}  out {row.get('err_out', float('nan')):.2e}"
+                      f"  dqkv {row.get('err_dqkv', float('nan')):.2e}  dmask {row.get('err_dmask', float('nan')):.2e}"
+                      f"  {row['config']}", flush=True)
+                rows.append(row)
+                write_rows(rows, args.out)  # as they finish: a run cut short keeps its rows
+            set_launch(None)
+            torch.cuda.empty_cache()
+    print(f"wrote {args.out} ({len(rows)} rows)")
+    failed = [r for r in rows if "FAILED" in r["config"]]
+    print("spread p20-p80 / median:", statistics.median(
+        (r["p80_ms"] - r["p20_ms"]) / r["median_ms"] for r in rows if "median_ms" in r))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
