@@ -22,7 +22,8 @@ Modes: ``eager``; ``compile`` (``torch.compile`` of PET's backend, static shapes
 ``--compile-scope full`` compiles PET's structure preprocessing too (``COMPILE_SCOPES``), for every compiled
 configuration of the invocation, FP32 included (column ``compile_scope``).
 ``--configs fp32:eager,tf32x3:compile,...`` runs an explicit list instead of methods x modes, in that order,
-and ``--budget-s`` skips what would start after that many seconds (noted), so a run on a time-limited
+a method written ``tf32x3+attn`` also emulates PET's attention for that configuration alone (as
+``--emulate-attention`` does for every split method; column ``attention``), and ``--budget-s`` skips what would start after that many seconds (noted), so a run on a time-limited
 machine keeps its priorities. Rows are written as they finish.
 
 Writes one row per (model, n_atoms, method, mode) with the columns ``model, n_atoms, method, mode,
@@ -216,10 +217,27 @@ def versions(device: torch.device) -> dict[str, str]:
     return {"gpu": v["gpu"] or "cpu", "driver": v["driver"] or "", "torch": v["torch"], "triton": v["triton"] or ""}
 
 
+def split_config_method(method: str, emulate_attention: bool = False) -> tuple[str, bool]:
+    """``"tf32x3+attn"`` -> ("tf32x3", True): the method and whether PET's attention is emulated too."""
+    base, _, extra = method.partition("+")
+    if extra not in ("", "attn"):
+        raise ValueError(f"unknown method suffix {extra!r} in {method!r} (only '+attn')")
+    attn = extra == "attn" or emulate_attention
+    if attn and base in ("fp32", "tf32"):
+        if extra:
+            raise ValueError(f"{method!r}: attention is emulated by split methods only")
+        attn = False
+    return base, attn
+
+
 def _plan(args: argparse.Namespace) -> list[tuple[str, str]]:
     if args.configs:
-        return [tuple(c.split(":")) for c in args.configs.split(",")]
-    return [(m, mode) for m in args.methods.split(",") for mode in args.modes.split(",")]
+        plan = [tuple(c.split(":")) for c in args.configs.split(",")]
+    else:
+        plan = [(m, mode) for m in args.methods.split(",") for mode in args.modes.split(",")]
+    for method, _ in plan:
+        split_config_method(method)  # a bad suffix fails before any model is built
+    return plan
 
 
 def run(args: argparse.Namespace) -> list[dict]:
@@ -239,7 +257,7 @@ def run(args: argparse.Namespace) -> list[dict]:
             print(f"== PET {shape}, {sname} ({n_atoms} atoms)", flush=True)
             if args.budget_s and time.perf_counter() - t_start > args.budget_s:
                 for method, mode in plan:
-                    rows.append(dict(model=model_name, n_atoms=n_atoms, method=method, mode=mode,
+                    rows.append(dict(model=model_name, n_atoms=n_atoms, method=method.partition("+")[0], mode=mode,
                                      note="skipped: time budget", **meta))
                 write_rows(rows, args.out)
                 continue
@@ -264,7 +282,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 note = f"setup failed: {type(exc).__name__}: {exc}"[:300]
                 print(f"  {note}", flush=True)
                 for method, mode in plan:
-                    rows.append(dict(model=model_name, n_atoms=n_atoms, method=method, mode=mode, note=note, **meta))
+                    rows.append(dict(model=model_name, n_atoms=n_atoms, method=method.partition("+")[0], mode=mode, note=note, **meta))
                 write_rows(rows, args.out)
                 base = ref = inp64 = None
                 _free(device)
@@ -272,11 +290,11 @@ def run(args: argparse.Namespace) -> list[dict]:
             for rnd in range(1, args.rounds + 1):  # rounds interleave the configurations (host-bound noise)
                 results = {}
                 for method, mode in plan:
-                    row = dict(model=model_name, n_atoms=n_atoms, method=method, mode=mode, note="",
+                    base_method, attn = split_config_method(method, args.emulate_attention)
+                    row = dict(model=model_name, n_atoms=n_atoms, method=base_method, mode=mode, note="",
                                nl_build_ms=round(inp.nl_build_ms, 3), round=rnd,
                                compile_scope=args.compile_scope if mode != "eager" else "",
-                               attention="emulated" if args.emulate_attention and method not in ("fp32", "tf32")
-                               else "fp32", **meta)
+                               attention="emulated" if attn else "fp32", **meta)
                     if args.budget_s and time.perf_counter() - t_start > args.budget_s:
                         row["note"] = "skipped: time budget"
                         results[method, mode] = row
@@ -314,6 +332,7 @@ def measure_config(args: argparse.Namespace, base, inp: StepInputs, method: str,
     """Time one (method, mode) on a fresh copy of ``base``; fills ``row`` and returns the forces."""
     import tcemu
 
+    method, emulate_attention = split_config_method(method, args.emulate_attention)
     device = torch.device(args.device)
     skips0 = _cudagraph_skips()
     pet = copy.deepcopy(base)
@@ -326,7 +345,7 @@ def measure_config(args: argparse.Namespace, base, inp: StepInputs, method: str,
     model = pet.export()
 
     def step() -> tuple[torch.Tensor, torch.Tensor]:
-        if args.emulate_attention and method not in ("fp32", "tf32"):
+        if emulate_attention:
             # PET's F.scaled_dot_product_attention calls (and any other float32 product outside an nn.Linear)
             with tcemu.emulation_mode(method, attention=True):
                 return energy_and_forces(model, inp, torch.float32)
@@ -350,7 +369,7 @@ def measure_config(args: argparse.Namespace, base, inp: StepInputs, method: str,
             row.update(gemm_share=share, gemm_ms=gms)
             if args.profile_top and table:
                 Path(args.profile_top).mkdir(parents=True, exist_ok=True)
-                (Path(args.profile_top) / f"{case}_{method}_{mode}.txt").write_text(
+                (Path(args.profile_top) / f"{case}_{method}{'_attn' if emulate_attention else ''}_{mode}.txt").write_text(
                     f"{case.replace('_', ' ', 1)} atoms {method} {mode}: median step {med:.2f} ms\n{table}\n")
     finally:
         torch.backends.cuda.matmul.fp32_precision = old
@@ -402,7 +421,8 @@ def aggregate_rounds(rows: list[dict]) -> list[dict]:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         if r.get("median_ms") not in (None, ""):
-            groups.setdefault((r["model"], str(r["n_atoms"]), r["method"], r["mode"]), []).append(r)
+            groups.setdefault((r["model"], str(r["n_atoms"]), r["method"], r["mode"], r.get("attention", "")),
+                              []).append(r)
     out = []
     for group in groups.values():
         times = [float(r["median_ms"]) for r in group]
@@ -434,7 +454,7 @@ def plot(csv_path: str, png_path: str) -> None:
     colors = {"eager": "#9ecae1", "compile": "#3182bd", "graph": "#08519c"}
     for ax, (model, n) in zip(axes.flat, cases):
         sub = [r for r in rows if (r["model"], r["n_atoms"]) == (model, n)]
-        labels = [f"{r['method']}\n{r['mode']}" for r in sub]
+        labels = [f"{r['method']}{'+attn' if r.get('attention') == 'emulated' else ''}\n{r['mode']}" for r in sub]
         vals = [float(r["median_ms"]) for r in sub]
         bars = ax.bar(range(len(sub)), vals, color=[colors.get(r["mode"], "grey") for r in sub])
         for b, r in zip(bars, sub):
@@ -487,7 +507,8 @@ def main(argv: list[str] | None = None) -> int:
         print("medians over rounds (min-max of the round medians):")
         for a in aggregate_rounds(rows):
             sp = a["speedup_vs_fp32_compile"]
-            print(f"  {a['model']:10s} {a['n_atoms']:>6} {a['method']:7s} {a['mode']:8s} {a['median_ms']:9.2f} ms "
+            attn = "+attn" if a.get("attention") == "emulated" else ""
+            print(f"  {a['model']:10s} {a['n_atoms']:>6} {a['method'] + attn:12s} {a['mode']:8s} {a['median_ms']:9.2f} ms "
                   f"({a['round_min_ms']:.2f}-{a['round_max_ms']:.2f}, {a['rounds']} rounds)  "
                   f"speedup {sp if sp == '' else f'{sp:.2f}x'}")
     try:

@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile-steps", type=int, default=5)
     p.add_argument("--precision", default="", help="set torch.backends.cuda.matmul.fp32_precision first")
     p.add_argument("--device", default="cuda")
+    p.add_argument("--compile-scope", choices=sorted(md_step.COMPILE_SCOPES), default="full")
     args = p.parse_args(argv)
 
     import tcemu
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
         pet = copy.deepcopy(base)
         if method not in ("fp32", "tf32"):
             tcemu.emulate_(pet, method, warn_unreachable=False)
-        md_step.compile_backend(pet)
+        md_step.compile_backend(pet, scope=args.compile_scope)
         model = pet.export()
         inp = md_step.prepare_inputs(atoms, model, dev, torch.float32)
 

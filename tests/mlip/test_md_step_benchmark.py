@@ -117,3 +117,27 @@ def test_full_compile_scope_keeps_fp32_forces():
     err_eager = (f_eager.double() - f64).norm(dim=1).mean().item()
     err_full = (f_full.double() - f64).norm(dim=1).mean().item()
     assert 0 < err_full <= 3 * err_eager, (err_full, err_eager)
+
+
+def test_attention_suffix_emulates_attention_for_one_configuration(tmp_path):
+    """``tf32x3+attn`` runs beside plain ``tf32x3`` in one invocation: same method column, ``attention`` says which
+    emulated PET's attention (its forces then differ from the plain row's, within FP32 accuracy)."""
+    bench = load_bench()
+    assert bench.split_config_method("bf16x6+attn") == ("bf16x6", True)
+    assert bench.split_config_method("fp32", emulate_attention=True) == ("fp32", False)
+    with pytest.raises(ValueError, match="split methods only"):
+        bench.split_config_method("fp32+attn")
+    with pytest.raises(ValueError, match="unknown method suffix"):
+        bench.split_config_method("tf32x3+flash")
+    out = tmp_path / "md.csv"
+    rc = bench.main(["--device", "cpu", "--shapes", "tiny", "--systems", "water_192", "--configs",
+                     "fp32:eager,tf32x3:eager,tf32x3+attn:eager", "--repeats", "1", "--warmup", "0",
+                     "--out", str(out)])
+    assert rc == 0
+    with open(out) as fh:
+        rows = list(__import__("csv").DictReader(fh))
+    assert [(r["method"], r["attention"]) for r in rows] == [("fp32", "fp32"), ("tf32x3", "fp32"),
+                                                             ("tf32x3", "emulated")]
+    err = [float(r["force_err_vs_fp64"]) for r in rows]
+    assert err[1] != err[2] and max(err[1:]) <= 3 * err[0], err
+    assert len(bench.aggregate_rounds(rows)) == 3
