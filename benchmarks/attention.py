@@ -19,7 +19,9 @@ over ``--rep`` ms of repeats. Errors against FP64 (torch's math SDPA in float64 
 ``--variants "FW,BW[,FR,BR];..."`` sweeps the fused kernels' launch: warps of the forward and backward kernels and
 optionally a register cap per thread (``maxnreg``; 0 = none); the ``config`` column records them.
 
-Usage: ``PYTHONPATH=src python3 benchmarks/attention.py --out benchmarks/results/attention_h200.csv``
+Usage: ``PYTHONPATH=src python3 benchmarks/attention.py --out benchmarks/results/attention_h200.csv``; on a machine
+without a GPU ``--device cpu --shapes tiny --impls torch,torch-math,tcemu-reference`` times with the host clock
+(the fused kernels need CUDA, or ``TRITON_INTERPRET=1``).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import csv
 import statistics
+import time
 from pathlib import Path
 
 import torch
@@ -36,16 +39,36 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 COLUMNS = ["impl", "method", "direction", "B", "H", "L", "D", "median_ms", "p20_ms", "p80_ms",
            "speedup_vs_torch_fp32", "err_out", "err_dqkv", "err_dmask", "config", "gpu", "driver", "torch", "triton"]
 #: (name, B, H, L, D): PET's attention at 17,280 atoms
-SHAPES = {"pet-s": (17280, 8, 41, 32), "pet-s-nn32": (17280, 8, 47, 32), "pet-m": (17280, 8, 48, 48)}
+SHAPES = {"pet-s": (17280, 8, 41, 32), "pet-s-nn32": (17280, 8, 47, 32), "pet-m": (17280, 8, 48, 48),
+          "tiny": (3, 2, 9, 8)}  # tiny: the CPU smoke test
+IMPLS = ("torch", "torch-math", "tcemu", "tcemu-reference")
 
 
-def make_inputs(B: int, H: int, L: int, D: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def make_inputs(B: int, H: int, L: int, D: int, device: str = "cuda",
+                seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """PET-like float64 projection (B, L, 3, H, D), log-cutoff mask (B, 1, L, L) and output cotangent."""
-    gen = torch.Generator(device="cuda").manual_seed(seed)
-    x = torch.randn(B, L, 3, H, D, dtype=torch.float64, device="cuda", generator=gen)
-    mask = torch.log(torch.rand(B, 1, L, L, dtype=torch.float64, device="cuda", generator=gen) * 0.9 + 0.05)
-    g = torch.randn(B, H, L, D, dtype=torch.float64, device="cuda", generator=gen)
+    gen = torch.Generator(device=device).manual_seed(seed)
+    x = torch.randn(B, L, 3, H, D, dtype=torch.float64, device=device, generator=gen)
+    mask = torch.log(torch.rand(B, 1, L, L, dtype=torch.float64, device=device, generator=gen) * 0.9 + 0.05)
+    g = torch.randn(B, H, L, D, dtype=torch.float64, device=device, generator=gen)
     return x, mask, g
+
+
+def time_ms(fn, device: str, rep_ms: int) -> tuple[float, float, float]:
+    """Median, 20th and 80th percentile in ms: CUDA events (``triton.testing.do_bench``, L2 flushed) on CUDA,
+    the host clock elsewhere."""
+    if device == "cuda":
+        import triton
+
+        return tuple(triton.testing.do_bench(fn, rep=rep_ms, quantiles=[0.5, 0.2, 0.8]))
+    fn()
+    times = []
+    while not times or (sum(times) < rep_ms and len(times) < 100):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    q = statistics.quantiles(times, n=10) if len(times) > 1 else times * 9
+    return statistics.median(times), q[1], q[7]
 
 
 def attention_fn(impl: str, method: str):
@@ -108,34 +131,35 @@ def write_rows(rows: list[dict], path: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import triton
-
     from tcemu import _hw
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--shapes", default="pet-s,pet-m")
+    p.add_argument("--impls", default=",".join(IMPLS), help="which implementations (the first is the baseline)")
     p.add_argument("--methods", default="tf32x3,bf16x3,bf16x6")
     p.add_argument("--variants", default="", help="FW,BW[,FR,BR][;...]: fused kernels' launches to sweep")
     p.add_argument("--rep", type=int, default=300, help="ms of timed repeats per measurement")
     p.add_argument("--out", default="benchmarks/results/attention_h200.csv")
     args = p.parse_args(argv)
     v = _hw.versions()
-    meta = dict(gpu=v["gpu"], driver=v["driver"], torch=v["torch"], triton=v["triton"])
+    meta = dict(gpu=v["gpu"] or "cpu", driver=v["driver"], torch=v["torch"], triton=v["triton"])
     torch.backends.cuda.matmul.allow_tf32 = False
     rows = []
     variants = [tuple(int(w) for w in s.split(",")) for s in args.variants.split(";")] if args.variants else [None]
     for shape in args.shapes.split(","):
         B, H, L, D = SHAPES[shape]
-        x64, m64, g64 = make_inputs(B, H, L, D)
+        x64, m64, g64 = make_inputs(B, H, L, D, args.device)
         # FP64 reference: the output and both gradients (the forward's error is against its first entry)
         ref = run_once(attention_fn("torch-math", "fp32"), x64.requires_grad_(True), m64.requires_grad_(True), g64, True)
         x64.requires_grad_(False), m64.requires_grad_(False)
         x = x64.float().requires_grad_(True)
         m = m64.float().requires_grad_(True)
         g = g64.float()
-        cases = [("torch", "fp32", None), ("torch-math", "fp32", None)]
-        cases += [("tcemu", mth, w) for mth in args.methods.split(",") for w in variants]
-        cases += [("tcemu-reference", "tf32x3", None)]
+        impls = args.impls.split(",")
+        cases = [(i, "fp32", None) for i in ("torch", "torch-math") if i in impls]
+        cases += [("tcemu", mth, w) for mth in args.methods.split(",") for w in variants if "tcemu" in impls]
+        cases += [("tcemu-reference", "tf32x3", None)] if "tcemu-reference" in impls else []
         base = {}
         for impl, method, variant in cases:
             set_launch(variant)
@@ -149,8 +173,8 @@ def main(argv: list[str] | None = None) -> int:
                     errs = _errors(got, ref)
                     row.update(err_out=errs[0], **({"err_dqkv": errs[1], "err_dmask": errs[2]} if bwd else {}))
                     del got
-                    ms = triton.testing.do_bench(lambda fn=fn, bwd=bwd, x=x, m=m, g=g: run_once(fn, x, m, g, bwd), rep=args.rep,
-                                                 quantiles=[0.5, 0.2, 0.8])
+                    ms = time_ms(lambda fn=fn, bwd=bwd, x=x, m=m, g=g: run_once(fn, x, m, g, bwd), args.device,
+                                 args.rep)
                     row.update(median_ms=ms[0], p20_ms=ms[1], p80_ms=ms[2])
                     if impl == "torch":
                         base[direction] = ms[0]

@@ -235,3 +235,27 @@ def test_fused_op_registration_interpret():
                           (q.detach(), k.detach(), v.detach(), mask.detach(), o, lse, torch.randn_like(o), 0.25,
                            "tf32x3", True))
 
+
+
+def test_attention_benchmark_cpu_smoke(tmp_path):
+    """benchmarks/attention.py runs off-GPU (host clock) and writes its rows: errors against FP64 within FP32
+    attention's bounds, and the speedup against torch's FP32 attention."""
+    import csv
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "attention.py"
+    spec = importlib.util.spec_from_file_location("attention_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "attn.csv"
+    rc = bench.main(["--device", "cpu", "--shapes", "tiny", "--impls", "torch,torch-math,tcemu-reference",
+                     "--rep", "5", "--out", str(out)])
+    assert rc == 0
+    with open(out) as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["impl"], r["direction"]) for r in rows] == [
+        (i, d) for i in ("torch", "torch-math", "tcemu-reference") for d in ("fwd", "fwd_bwd")]
+    for r in rows:
+        assert 0 < float(r["err_out"]) < 1e-5 and float(r["median_ms"]) > 0 and float(r["speedup_vs_torch_fp32"]) > 0
+    assert all(0 < float(r["err_dmask"]) < 1e-5 for r in rows if r["direction"] == "fwd_bwd")
