@@ -171,6 +171,8 @@ _LIB.define("attention_bwd(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor o,
 
 
 def _launch_args(spec: MethodSpec, L: int, D: int, backward: bool = False) -> dict:
+    """Constexprs and warps of either kernel (both 4 warps up to 64-long tiles, measured on the H200:
+    docs/attention.md); ``backward`` lets a sweep (benchmarks/attention.py) launch the two differently."""
     import triton  # noqa: PLC0415
 
     from .gemm._kernels._split import FMT_BF16  # noqa: PLC0415
