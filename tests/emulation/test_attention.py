@@ -141,6 +141,26 @@ def test_fused_kernels_under_torch_compile_gpu():
 
 
 @interpret
+@pytest.mark.parametrize("heads_per_program", [2, 4, 3])
+@pytest.mark.parametrize("mask", ["shared", "per_head", None])
+def test_heads_per_program_give_the_same_results_interpret(monkeypatch, heads_per_program, mask):
+    """Several heads per program (the mask shared by them loaded once, its gradient summed in registers): the
+    output and the Q/K/V gradients are one head's computation as before, so bit for bit; the mask gradient
+    only changes its summation order. 3 does not divide H = 4: the kernels take 2."""
+    x, m = _pet_like(B=2, L=19, H=4, D=16, mask=mask)
+
+    def fused(q, k, v, mm):
+        return scaled_dot_product_attention(q, k, v, mm, method="tf32x3", backend="triton")
+
+    one = _run(x, m, torch.float32, fused)
+    monkeypatch.setattr(attention, "HEADS_PER_PROGRAM", heads_per_program)
+    several = _run(x, m, torch.float32, fused)
+    assert torch.equal(one[0], several[0]) and torch.equal(one[1], several[1])
+    if m is not None:
+        torch.testing.assert_close(one[2], several[2], rtol=1e-6, atol=1e-7)
+
+
+@interpret
 def test_fused_output_is_a_view_of_the_next_layout_interpret():
     """O is stored as (B, L, H, D), so O.transpose(1, 2).reshape(B, L, H * D) (PET's next step) is a view."""
     x, m = _pet_like(B=2, L=20, H=2, D=16)

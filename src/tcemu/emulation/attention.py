@@ -41,6 +41,10 @@ MAX_FUSED_LEN = 128
 #: whether ``backend="auto"`` runs the fused kernels where they apply. Off: on an H200 they are correct but
 #: slower than torch's float32 attention (docs/attention.md); ``TCEMU_FUSED_ATTENTION=1`` turns it on
 FUSED_BY_DEFAULT = os.environ.get("TCEMU_FUSED_ATTENTION") == "1"
+#: heads per program of the fused kernels (the largest divisor of H up to this): a mask shared by the heads is
+#: then loaded once per program and its gradient summed in registers (with every head in one program, in a
+#: fixed order, without atomics). 1 is what has been measured on the H200 (docs/attention.md); more is untimed
+HEADS_PER_PROGRAM = 1
 
 
 def _check(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None) -> None:
@@ -170,6 +174,10 @@ _LIB.define("attention_bwd(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor o,
             "str method, bool mask_grad) -> (Tensor, Tensor, Tensor, Tensor)")
 
 
+def _heads_per_program(H: int) -> int:
+    return max(d for d in range(1, min(H, max(1, HEADS_PER_PROGRAM)) + 1) if H % d == 0)
+
+
 def _launch_args(spec: MethodSpec, L: int, D: int, backward: bool = False) -> dict:
     """Constexprs and warps of either kernel (both 4 warps up to 64-long tiles, measured on the H200:
     docs/attention.md); ``backward`` lets a sweep (benchmarks/attention.py) launch the two differently."""
@@ -198,10 +206,12 @@ def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float
     lse = torch.empty((B, H, L), dtype=torch.float32, device=q.device)
     m4 = _mask4(mask, B, H, L)
     ms = m4.stride() if m4 is not None else (0, 0, 0, 0)
-    _attn_fwd_kernel[(B, H)](
+    hpp = _heads_per_program(H)
+    _attn_fwd_kernel[(B, H // hpp)](
         q, k, v, m4 if m4 is not None else q, o, lse, L, D, scale,
         *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2],
-        HAS_MASK=m4 is not None, **_launch_args(spec, L, D))
+        HAS_MASK=m4 is not None, MASK_PER_HEAD=mask is not None and mask.shape[1] == H, HPP=hpp,
+        **_launch_args(spec, L, D))
     return o, lse
 
 
@@ -217,12 +227,16 @@ def _bwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, o: Tensor, l
     per_head = mask is not None and mask.shape[1] == H
     mask_grad = bool(mask_grad and mask is not None)
     dm_shape = (B, H if per_head else 1, L, L) if mask_grad else (0,)
-    dm = (torch.empty if per_head else torch.zeros)(dm_shape, dtype=torch.float32, device=q.device)
-    _attn_bwd_kernel[(B, H)](
+    hpp = _heads_per_program(H)
+    # atomic adds over the programs need a zeroed gradient; stores (per-head masks, or every head in one
+    # program) do not
+    dm = (torch.empty if (per_head or hpp == H) else torch.zeros)(dm_shape, dtype=torch.float32, device=q.device)
+    _attn_bwd_kernel[(B, H // hpp)](
         q, k, v, m4 if m4 is not None else q, o, lse, do, dq, dk, dv, dm, H, L, D, scale,
         *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2], *do.stride(),
         dm.stride(0) if mask_grad else 0, dm.stride(1) if mask_grad else 0,
-        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad, MASK_PER_HEAD=per_head, **_launch_args(spec, L, D, True))
+        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad, MASK_PER_HEAD=per_head, HPP=hpp, ALL_HEADS=hpp == H,
+        **_launch_args(spec, L, D, True))
     if mask_grad and mask.shape[0] == 1 and B > 1:
         dm = dm.sum(0, keepdim=True)
     return dq, dk, dv, dm

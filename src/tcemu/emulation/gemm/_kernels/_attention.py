@@ -2,10 +2,11 @@
 BF16x6), softmax in FP32. For short sequences (one tile of L and D per head), as in a transformer over each
 atom's neighbours (PET: 8 heads of 32 over a few dozen tokens, for 10^4-10^5 atoms).
 
-Forward, one program per (batch entry, head):
+Forward, one program per (batch entry, ``HPP`` consecutive heads; HPP = 1 by default):
     S = Q K^T * scale + mask, P = softmax(S) (FP32), O = P V, LSE = rowmax + log(rowsum);
-backward, one program per (batch entry, head), a mask shared by the heads getting its gradient by FP32
-atomic adds (so its summation order over the heads is not fixed):
+backward, one program per (batch entry, HPP heads), a mask shared by the heads getting its gradient summed over
+the program's heads in registers, then by FP32 atomic adds over the programs (so with HPP < H its summation
+order over the heads is not fixed; with HPP = H it is):
     P = exp(S - LSE), dV = P^T dO, dP = dO V^T, delta = rowsum(dO o O), dS = P o (dP - delta),
     dQ = dS K * scale, dK = dS^T Q * scale, dMask = dS (summed over heads where the mask is shared).
 
@@ -64,26 +65,35 @@ def _attn_fwd_kernel(
     L, D, scale,
     sqb, sqh, sql, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
     smb, smh, sml, smn, sob, soh, sol, sod, slb, slh,
-    HAS_MASK: tl.constexpr, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
+    HAS_MASK: tl.constexpr, MASK_PER_HEAD: tl.constexpr, HPP: tl.constexpr,
+    FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
     LP: tl.constexpr, DP: tl.constexpr,
 ):
+    # one program per (batch entry, HPP consecutive heads); a mask shared by the heads is loaded once
     b = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
+    h0 = tl.program_id(1).to(tl.int64) * HPP
     rows = tl.arange(0, LP)
     cols = tl.arange(0, DP)
-    q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D)
-    k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D)
-    v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
-    s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
-    if HAS_MASK:
-        s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L)
-    s = tl.where(rows[None, :] < L, s, float("-inf"))  # key columns past L
-    m = tl.max(s, 1)
-    p = tl.exp(s - m[:, None])
-    den = tl.sum(p, 1)
-    o = _emu_dot(p, v, FMT, NP, SHIFT, DOT_FMT) / den[:, None]
-    _store_tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D, o)
-    tl.store(lse_ptr + b * slb + h * slh + rows, m + tl.log(den), mask=rows < L)
+    if HAS_MASK and not MASK_PER_HEAD:
+        shared_mask = _tile(m_ptr + b * smb, sml, smn, rows, rows, L, L)
+    for i in range(HPP):
+        h = h0 + i
+        q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D)
+        k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D)
+        v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
+        s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
+        if HAS_MASK:
+            if MASK_PER_HEAD:
+                s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L)
+            else:
+                s += shared_mask
+        s = tl.where(rows[None, :] < L, s, float("-inf"))  # key columns past L
+        m = tl.max(s, 1)
+        p = tl.exp(s - m[:, None])
+        den = tl.sum(p, 1)
+        o = _emu_dot(p, v, FMT, NP, SHIFT, DOT_FMT) / den[:, None]
+        _store_tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D, o)
+        tl.store(lse_ptr + b * slb + h * slh + rows, m + tl.log(den), mask=rows < L)
 
 
 @triton.jit
@@ -93,44 +103,63 @@ def _attn_bwd_kernel(
     sqb, sqh, sql, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
     smb, smh, sml, smn, sob, soh, sol, sod, slb, slh, sdob, sdoh, sdol, sdod,
     sdmb, sdmh,
-    HAS_MASK: tl.constexpr, MASK_GRAD: tl.constexpr, MASK_PER_HEAD: tl.constexpr,
+    HAS_MASK: tl.constexpr, MASK_GRAD: tl.constexpr, MASK_PER_HEAD: tl.constexpr, HPP: tl.constexpr,
+    ALL_HEADS: tl.constexpr,
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
     LP: tl.constexpr, DP: tl.constexpr,
 ):
-    # one program per (batch entry, head). dq, dk, dv: contiguous (B, H, L, D); dm: (B, H or 1, L, L), the last
-    # two dimensions contiguous, zeroed beforehand when the heads share the mask (their dS are added atomically)
+    # one program per (batch entry, HPP consecutive heads). dq, dk, dv: contiguous (B, H, L, D); dm: (B, H or 1,
+    # L, L), the last two dimensions contiguous. A mask shared by the heads: loaded once; the program's dS are
+    # summed in registers, then stored (ALL_HEADS: the program has every head, so the sum is complete and its
+    # order fixed) or added atomically to dm, zeroed beforehand (the programs' order is not fixed)
     b = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
+    h0 = tl.program_id(1).to(tl.int64) * HPP
     rows = tl.arange(0, LP)
     cols = tl.arange(0, DP)
     valid = (rows[:, None] < L) & (rows[None, :] < L)
-    # ordered so that few tiles are live at once (the operands' pieces are split once and reused)
-    q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D)
-    k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D)
-    s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
-    if HAS_MASK:
-        s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L)
-    lse = tl.load(lse_ptr + b * slb + h * slh + rows, mask=rows < L, other=0.0)
-    p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
-    do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D)
-    delta = tl.sum(do * _tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D), 1)
-    do0, do1, do2 = split3(do, FMT, NP, SHIFT)
-    v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
-    v0, v1, v2 = split3(tl.trans(v), FMT, NP, SHIFT)
-    dp = _dot_pieces(do0, do1, do2, v0, v1, v2, NP, SHIFT, DOT_FMT)
-    pt0, pt1, pt2 = split3(tl.trans(p), FMT, NP, SHIFT)
-    base = (b * H + h) * L * D
-    _store_tile(dv_ptr + base, D, 1, rows, cols, L, D, _dot_pieces(pt0, pt1, pt2, do0, do1, do2, NP, SHIFT, DOT_FMT))
-    ds = p * (dp - delta[:, None])
-    if MASK_GRAD:
-        dm_tile = dm_ptr + b * sdmb + rows[:, None].to(tl.int64) * L + rows[None, :]
-        if MASK_PER_HEAD:
-            tl.store(dm_tile + h * sdmh, ds, mask=valid)
+    if HAS_MASK and not MASK_PER_HEAD:
+        shared_mask = _tile(m_ptr + b * smb, sml, smn, rows, rows, L, L)
+    if MASK_GRAD and not MASK_PER_HEAD:
+        dm_sum = tl.zeros((LP, LP), dtype=tl.float32)
+    dm_tile = dm_ptr + b * sdmb + rows[:, None].to(tl.int64) * L + rows[None, :]
+    for i in range(HPP):
+        h = h0 + i
+        # ordered so that few tiles are live at once (the operands' pieces are split once and reused)
+        q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D)
+        k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D)
+        s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
+        if HAS_MASK:
+            if MASK_PER_HEAD:
+                s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L)
+            else:
+                s += shared_mask
+        lse = tl.load(lse_ptr + b * slb + h * slh + rows, mask=rows < L, other=0.0)
+        p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
+        do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D)
+        delta = tl.sum(do * _tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D), 1)
+        do0, do1, do2 = split3(do, FMT, NP, SHIFT)
+        v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
+        v0, v1, v2 = split3(tl.trans(v), FMT, NP, SHIFT)
+        dp = _dot_pieces(do0, do1, do2, v0, v1, v2, NP, SHIFT, DOT_FMT)
+        pt0, pt1, pt2 = split3(tl.trans(p), FMT, NP, SHIFT)
+        base = (b * H + h) * L * D
+        _store_tile(dv_ptr + base, D, 1, rows, cols, L, D,
+                    _dot_pieces(pt0, pt1, pt2, do0, do1, do2, NP, SHIFT, DOT_FMT))
+        ds = p * (dp - delta[:, None])
+        if MASK_GRAD:
+            if MASK_PER_HEAD:
+                tl.store(dm_tile + h * sdmh, ds, mask=valid)
+            else:
+                dm_sum += ds
+        ds0, ds1, ds2 = split3(ds, FMT, NP, SHIFT)
+        k0, k1, k2 = split3(k, FMT, NP, SHIFT)
+        _store_tile(dq_ptr + base, D, 1, rows, cols, L, D,
+                    _dot_pieces(ds0, ds1, ds2, k0, k1, k2, NP, SHIFT, DOT_FMT) * scale)
+        q0, q1, q2 = split3(q, FMT, NP, SHIFT)
+        _store_tile(dk_ptr + base, D, 1, rows, cols, L, D,
+                    _dot_pieces(tl.trans(ds0), tl.trans(ds1), tl.trans(ds2), q0, q1, q2, NP, SHIFT, DOT_FMT) * scale)
+    if MASK_GRAD and not MASK_PER_HEAD:
+        if ALL_HEADS:
+            tl.store(dm_tile, dm_sum, mask=valid)
         else:
-            tl.atomic_add(dm_tile, ds, mask=valid)
-    ds0, ds1, ds2 = split3(ds, FMT, NP, SHIFT)
-    k0, k1, k2 = split3(k, FMT, NP, SHIFT)
-    _store_tile(dq_ptr + base, D, 1, rows, cols, L, D, _dot_pieces(ds0, ds1, ds2, k0, k1, k2, NP, SHIFT, DOT_FMT) * scale)
-    q0, q1, q2 = split3(q, FMT, NP, SHIFT)
-    _store_tile(dk_ptr + base, D, 1, rows, cols, L, D,
-                _dot_pieces(tl.trans(ds0), tl.trans(ds1), tl.trans(ds2), q0, q1, q2, NP, SHIFT, DOT_FMT) * scale)
+            tl.atomic_add(dm_tile, dm_sum, mask=valid)
