@@ -485,7 +485,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="split methods also emulate PET's attention (tcemu.emulation_mode(method, attention=True))")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10)
-    p.add_argument("--profile", action="store_true", help="GEMM share of GPU time (one extra step, profiled)")
+    p.add_argument("--profile", action="store_true",
+                   help="GEMM share of GPU time (one extra step, profiled). PyTorch leaves CUPTI attached after a "
+                        "profile (pytorch#144455), which slows the host side of later configurations: for "
+                        "host-bound sizes, time without it")
     p.add_argument("--profile-top", default="", help="directory for each profiled step's top-kernel table")
     p.add_argument("--configs", default="", help="explicit method:mode list, run in this order")
     p.add_argument("--budget-s", type=float, default=0.0, help="skip configurations starting after this")
