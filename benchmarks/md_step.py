@@ -44,6 +44,7 @@ import argparse
 import copy
 import csv
 import math
+import os
 import statistics
 import sys
 import time
@@ -488,7 +489,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true",
                    help="GEMM share of GPU time (one extra step, profiled). PyTorch leaves CUPTI attached after a "
                         "profile (pytorch#144455), which slows the host side of later configurations: for "
-                        "host-bound sizes, time without it")
+                        "host-bound sizes, time without it, or try --teardown-cupti")
+    p.add_argument("--teardown-cupti", action="store_true",
+                   help="set TEARDOWN_CUPTI=1 so that CUPTI detaches after each profile (pytorch#144455; PyTorch "
+                        "itself keeps it attached with CUDA graphs on CUDA < 12.6). Not yet tried on the GPU")
     p.add_argument("--profile-top", default="", help="directory for each profiled step's top-kernel table")
     p.add_argument("--configs", default="", help="explicit method:mode list, run in this order")
     p.add_argument("--budget-s", type=float, default=0.0, help="skip configurations starting after this")
@@ -500,6 +504,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--traceback", action="store_true")
     p.add_argument("--out", default="benchmarks/results/md_step_h200.csv")
     args = p.parse_args(argv)
+    if args.teardown_cupti:
+        os.environ["TEARDOWN_CUPTI"] = "1"
     if args.plot_only:
         plot(args.plot_only, str(Path(args.plot_only).with_suffix(".png")))
         return 0
