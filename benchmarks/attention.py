@@ -17,7 +17,7 @@ over ``--rep`` ms of repeats. Errors against FP64 (torch's math SDPA in float64 
 ``err_out`` of the output, ``err_dqkv`` of the projection's gradient, ``err_dmask`` of the mask's.
 
 ``--variants "FW,BW[,FR,BR[,HPP]];..."`` sweeps the fused kernels' launch: warps of the forward and backward
-kernels, optionally a register cap per thread (``maxnreg``; 0 = none) and heads per program
+kernels, optionally a register cap per thread (``maxnreg``; 0 = the library's choice) and heads per program
 (``attention.HEADS_PER_PROGRAM``); the ``config`` column records them.
 
 Usage: ``PYTHONPATH=src python3 benchmarks/attention.py --out benchmarks/results/attention_h200.csv``; on a machine

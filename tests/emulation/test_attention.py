@@ -102,7 +102,7 @@ def test_fused_kernels_are_fp32_faithful_interpret(method, mask):
 PET_S = {"B": 64, "L": 41, "H": 8, "D": 32}
 GPU_CASES = [(PET_S, mask) for mask in ("shared", "per_head", "batch_shared", "bool", None)] + [
     ({"B": 5, "L": 128, "H": 3, "D": 16}, "shared"), ({"B": 7, "L": 9, "H": 2, "D": 100}, "per_head"),
-    ({"B": 3, "L": 65, "H": 2, "D": 128}, "shared")]
+    ({"B": 3, "L": 65, "H": 2, "D": 128}, "shared"), ({"B": 2, "L": 128, "H": 2, "D": 128}, "shared")]
 
 
 @pytest.mark.gpu
@@ -111,12 +111,13 @@ GPU_CASES = [(PET_S, mask) for mask in ("shared", "per_head", "batch_shared", "b
 def test_fused_kernels_are_fp32_faithful_gpu(method, shape, mask):
     """The fused kernels on CUDA: PET S's attention (L = 41 neighbours + 1, 8 heads of 32) with every mask kind;
     the longest tile, ragged L and D, the widest head (each kernel variant costs a compile of seconds). Tiles
-    whose kernels need more shared memory than the device has are refused with a message (on an H200: TF32x3
-    and BF16x6 at 128 x 128, whose launches failed before the check)."""
+    whose kernels need more shared memory than the device has are refused with a message (on an H200 none
+    since the backward became two kernels: 128 x 128 needs 128 KB)."""
     if torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("needs sm80+ (TF32/BF16 Tensor Cores)")
     tiles = (max(16, 1 << (shape["L"] - 1).bit_length()), max(16, 1 << (shape["D"] - 1).bit_length()))
-    if fused_smem_bytes(method, *tiles) > attention._smem_limit(torch.device("cuda")):
+    hpp = attention._heads_per_program(shape["H"], *tiles)
+    if fused_smem_bytes(method, *tiles, hpp) > attention._smem_limit(torch.device("cuda")):
         x, m = _pet_like(mask=mask, device="cuda", **shape)
         q, k, v = x.float().permute(2, 0, 3, 1, 4)
         with pytest.raises(ValueError, match="shared memory"):
@@ -141,17 +142,19 @@ def test_fused_kernels_under_torch_compile_gpu():
 
 
 @interpret
-@pytest.mark.parametrize("heads_per_program", [2, 4, 3])
+@pytest.mark.parametrize("heads_per_program", [2, 4, 3, None])
 @pytest.mark.parametrize("mask", ["shared", "per_head", None])
 def test_heads_per_program_give_the_same_results_interpret(monkeypatch, heads_per_program, mask):
     """Several heads per program (the mask shared by them loaded once, its gradient summed in registers): the
     output and the Q/K/V gradients are one head's computation as before, so bit for bit; the mask gradient
-    only changes its summation order. 3 does not divide H = 4: the kernels take 2."""
+    only changes its summation order. 3 does not divide H = 4: the kernels take 2. None: the automatic
+    choice (all 4 heads for these small tiles)."""
     x, m = _pet_like(B=2, L=19, H=4, D=16, mask=mask)
 
     def fused(q, k, v, mm):
         return scaled_dot_product_attention(q, k, v, mm, method="tf32x3", backend="triton")
 
+    monkeypatch.setattr(attention, "HEADS_PER_PROGRAM", 1)
     one = _run(x, m, torch.float32, fused)
     monkeypatch.setattr(attention, "HEADS_PER_PROGRAM", heads_per_program)
     several = _run(x, m, torch.float32, fused)
@@ -190,17 +193,25 @@ def test_refuses_bad_input_with_a_message():
         scaled_dot_product_attention(q, q, q, method="bf16x9", backend="triton")
 
 
-# shared memory of the fused backward kernel, KB, from Triton 3.6's sm_90 compiles (LP, DP): tf32x3, bf16x3, bf16x6
-MEASURED_SMEM_KB = {(64, 32): (48, 24, 36), (64, 128): (192, 96, 144), (128, 32): (160, 80, 120),
-                    (128, 64): (192, 96, 144), (128, 128): (384, 192, 288), (64, 16): (40, 20, 30)}
+# shared memory of the fused kernels (the most of the forward and the two backward kernels), KB, from Triton
+# 3.6's sm_90 compiles (LP, DP): tf32x3, bf16x6; the forward with the automatic heads per program
+MEASURED_SMEM_KB = {(16, 16): (7, 7), (16, 32): (14, 14), (16, 64): (28, 28), (16, 128): (56, 56), (32, 16): (14, 14),
+                    (32, 32): (28, 28), (32, 64): (56, 54), (32, 128): (16, 16), (64, 16): (32, 30), (64, 32): (64, 60),
+                    (64, 64): (32, 24), (64, 128): (64, 48), (128, 16): (80, 80), (128, 32): (80, 80),
+                    (128, 64): (80, 80), (128, 128): (128, 96)}
 
 
 def test_shared_memory_estimate_covers_the_compiled_kernels():
-    """``fused_smem_bytes`` bounds the compiled kernels' shared memory (equal at these tiles, so that a tile the
-    device can hold is not refused)."""
-    for tiles, kbs in MEASURED_SMEM_KB.items():
-        for method, kb in zip(("tf32x3", "bf16x3", "bf16x6"), kbs):
-            assert fused_smem_bytes(method, *tiles) == kb * 1024, (method, tiles)
+    """``fused_smem_bytes`` bounds the compiled kernels' shared memory, tightly where it matters: equal at the
+    largest tile, within 2x elsewhere (so that a tile the device can hold is not refused)."""
+    for (lp, dp), kbs in MEASURED_SMEM_KB.items():
+        hpp = attention._heads_per_program(8, lp, dp)
+        for method, kb in zip(("tf32x3", "bf16x6"), kbs):
+            bound = fused_smem_bytes(method, lp, dp, hpp)
+            assert kb * 1024 <= bound <= 2 * kb * 1024, (method, lp, dp, kb, bound)
+    assert fused_smem_bytes("tf32x3", 128, 128) == 128 * 1024
+    with pytest.raises(ValueError, match="no fused kernel"):
+        fused_smem_bytes("bf16x9", 64, 32)
 
 
 def test_tiles_beyond_the_shared_memory_are_refused(monkeypatch):
@@ -210,7 +221,7 @@ def test_tiles_beyond_the_shared_memory_are_refused(monkeypatch):
     monkeypatch.setattr(attention, "FUSED_BY_DEFAULT", True)
     x, m = _pet_like(B=2, L=41, H=2, D=32)
     q, k, v = x.float().permute(2, 0, 3, 1, 4)
-    with pytest.raises(ValueError, match="about 48 KB of shared memory, the device allows 40 KB"):
+    with pytest.raises(ValueError, match="about 64 KB of shared memory, the device allows 40 KB"):
         scaled_dot_product_attention(q, k, v, m.float(), backend="triton")
     got = scaled_dot_product_attention(q, k, v, m.float())
     assert torch.equal(got, sdpa_reference(q, k, v, m.float()))
@@ -279,3 +290,56 @@ def test_attention_benchmark_cpu_smoke(tmp_path):
     for r in rows:
         assert 0 < float(r["err_out"]) < 1e-5 and float(r["median_ms"]) > 0 and float(r["speedup_vs_torch_fp32"]) > 0
     assert all(0 < float(r["err_dmask"]) < 1e-5 for r in rows if r["direction"] == "fwd_bwd")
+
+
+@pytest.mark.parametrize(("H", "lp", "dp", "expected"), [
+    (8, 64, 32, 8),    # PET S: all heads (measured faster on the H200)
+    (8, 64, 64, 1),    # PET M's 48-wide heads: the pipelined head loop would not fit in shared memory
+    (6, 32, 32, 6), (12, 16, 16, 6), (7, 64, 32, 7), (10, 32, 64, 5), (8, 128, 16, 1),
+])
+def test_automatic_heads_per_program(monkeypatch, H, lp, dp, expected):
+    monkeypatch.setattr(attention, "HEADS_PER_PROGRAM", None)
+    assert attention._heads_per_program(H, lp, dp) == expected
+    monkeypatch.setattr(attention, "HEADS_PER_PROGRAM", 3)
+    assert attention._heads_per_program(H, lp, dp) == max(d for d in (1, 2, 3) if H % d == 0)
+
+
+def test_wide_offsets_are_found():
+    """In-tile offsets are int32 unless a stride makes them reach 2^31."""
+    t = torch.empty(2, 3, 5, 8)
+    assert not attention._needs_wide_offsets(64, 32, t, t)
+    huge = torch.empty(0, device="meta").as_strided((2, 3, 5, 8), (0, 0, 2**26, 1))  # 4 GiB apart: no memory
+    assert attention._needs_wide_offsets(64, 32, t, huge)
+
+
+@interpret
+def test_wide_offsets_give_the_same_bits_interpret(monkeypatch):
+    """The backward's int64 offsets (taken when a stride needs them) read and write the same elements."""
+    x, m = _pet_like(B=2, L=19, H=2, D=16, mask="shared")
+
+    def fused(q, k, v, mm):
+        return scaled_dot_product_attention(q, k, v, mm, method="tf32x3", backend="triton")
+
+    narrow = _run(x, m, torch.float32, fused)
+    monkeypatch.setattr(attention, "_needs_wide_offsets", lambda *a: True)
+    wide = _run(x, m, torch.float32, fused)
+    assert all(torch.equal(a, b) for a, b in zip(narrow, wide))
+
+
+@interpret
+def test_double_backward_runs_through_the_reference_interpret():
+    """create_graph=True through the fused kernels (training on forces): the first-order gradients come from the
+    reference, so the second derivative is the reference's, bit for bit."""
+    x, m = _pet_like(B=2, L=7, H=2, D=8, mask="shared")
+    w = torch.randn(2, 2, 7, 8, dtype=torch.float64, generator=torch.Generator().manual_seed(3)).float()
+
+    def second(fn):
+        xx = x.float().clone().requires_grad_()
+        q, k, v = xx.permute(2, 0, 3, 1, 4)
+        (g,) = torch.autograd.grad((fn(q, k, v, m.float()) * w).sum(), xx, create_graph=True)
+        (g * g).sum().backward()
+        return g.detach(), xx.grad
+
+    fused = second(lambda q, k, v, mm: scaled_dot_product_attention(q, k, v, mm, backend="triton"))
+    ref = second(lambda q, k, v, mm: sdpa_reference(q, k, v, mm))
+    assert all(torch.equal(a, b) for a, b in zip(fused, ref))

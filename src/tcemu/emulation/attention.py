@@ -8,16 +8,18 @@ split method (TF32x3, BF16x3, BF16x6, BF16x9) and the softmax stays in FP32:
   double backward (training on forces) works;
 * fused Triton kernels (``backend="triton"``, or ``"auto"`` with ``FUSED_BY_DEFAULT``; CUDA, and the CPU under
   ``TRITON_INTERPRET=1``): self-attention
-  with L and D up to 128, one program per (batch entry, head); the gradient of a mask shared by the heads
-  (PET's cutoff weights, which need one for the forces) is summed over the heads by atomic adds. First-order
-  gradients only (MD forces); double backward raises. TF32x3, BF16x3, BF16x6.
+  with L and D up to 128; the gradient of a mask shared by the heads
+  (PET's cutoff weights, which need one for the forces) is summed over the heads by atomic adds. TF32x3,
+  BF16x3, BF16x6. A backward with ``create_graph=True`` (double backward: training on forces) computes the
+  gradients through the reference instead, so that they can be differentiated again.
 
 Inside ``tcemu.emulation_mode(method, attention=True)`` every float32 ``F.scaled_dot_product_attention``
 call without dropout or causal masking runs here.
 
-EXPERIMENTAL: the fused kernels are correct on an H200 (within 4x FP32 attention's own errors) but slower than
-torch's own float32 attention on PET's shapes (0.84x forward+backward, docs/attention.md), so ``backend="auto"``
-runs the reference unless ``TCEMU_FUSED_ATTENTION=1``.
+On an H200, PET S's attention (17,280 atoms, 8 heads of 32 over 41 tokens) takes 11.3 ms forward+backward
+fused in TF32x3 against torch's float32 19.0 ms (1.68x) and the reference's 51.8 ms; PET M's (8 heads of 48)
+24.5 ms against 23.3 ms (0.95x) and 56.8 ms (docs/attention.md). So ``backend="auto"`` runs the fused kernels
+where they apply (``TCEMU_FUSED_ATTENTION=0``: the reference).
 """
 
 from __future__ import annotations
@@ -32,19 +34,27 @@ from .methods import MethodSpec, get_method
 from .ops import matmul
 
 __all__ = ["scaled_dot_product_attention", "sdpa_reference", "fused_smem_bytes", "FUSED_METHODS", "MAX_FUSED_LEN",
-           "FUSED_BY_DEFAULT"]
+           "FUSED_BY_DEFAULT", "HEADS_PER_PROGRAM"]
 
 #: methods with a fused kernel; the others run the reference
 FUSED_METHODS = ("tf32x3", "bf16x3", "bf16x6")
 #: longest sequence and head dimension of the fused kernels (one tile per head)
 MAX_FUSED_LEN = 128
-#: whether ``backend="auto"`` runs the fused kernels where they apply. Off: on an H200 they are correct but
-#: slower than torch's float32 attention (docs/attention.md); ``TCEMU_FUSED_ATTENTION=1`` turns it on
-FUSED_BY_DEFAULT = os.environ.get("TCEMU_FUSED_ATTENTION") == "1"
-#: heads per program of the fused kernels (the largest divisor of H up to this): a mask shared by the heads is
-#: then loaded once per program and its gradient summed in registers (with every head in one program, in a
-#: fixed order, without atomics). 1 is what has been measured on the H200 (docs/attention.md); more is untimed
-HEADS_PER_PROGRAM = 1
+#: whether ``backend="auto"`` runs the fused kernels where they apply (faster than the reference on every
+#: measured shape); ``TCEMU_FUSED_ATTENTION=0`` turns it off
+FUSED_BY_DEFAULT = os.environ.get("TCEMU_FUSED_ATTENTION", "1") != "0"
+#: heads per program of the fused kernels (the largest divisor of H up to this). Several heads per program: the
+#: loads of the next head are pipelined under the current one's products, a mask shared by the heads is loaded
+#: once and its gradient summed in registers (with every head in one program, in a fixed order, without atomics
+#: or a zeroed buffer). None (default): all of H up to ``AUTO_HEADS_PER_PROGRAM`` for tiles of at most
+#: ``AUTO_HPP_MAX_TILE`` elements and L at most 64 (4-warp launches), else 1. Measured on the H200 for PET S (docs/attention.md): 8 heads per
+#: program 2.66 ms forward / 19.06 ms forward+backward against 3.39 / 20.92 with 1 (2 was slower, 27.1)
+HEADS_PER_PROGRAM: int | None = None
+AUTO_HEADS_PER_PROGRAM = 8
+#: largest L x D tile (padded) given several heads per program by default: the pipelined head loop multiplies
+#: the shared memory, 144 KB for PET S's 64 x 32 backward (offline sm_90 compile; 64 x 64 needs 256 KB, more
+#: than the H200 has)
+AUTO_HPP_MAX_TILE = 64 * 32
 
 
 def _check(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None) -> None:
@@ -83,16 +93,14 @@ def sdpa_reference(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = N
     return matmul(torch.softmax(s, dim=-1), v, spec, backend=backend)
 
 
-#: shared memory per tile element of the fused kernels (the backward's, the larger), bytes by method. A fit to
-#: Triton 3.6's sm_90 compiles of both kernels for L and D tiles of 16-128 (docs/attention.md): at 128 x 128
-#: TF32x3 needs 384 KB and BF16x6 288 KB, above the H200's 227 KB (measured: those launches fail), BF16x3 192 KB
-_SMEM_BYTES_PER_ELEMENT = {"tf32x3": 4, "bf16x3": 2, "bf16x6": 3}
-
-
-def fused_smem_bytes(method: str, lp: int, dp: int) -> int:
-    """Estimated shared memory of the fused backward kernel for (L, D) tiles (lp, dp) (an upper bound of the
-    measured sizes; the forward needs less)."""
-    return _SMEM_BYTES_PER_ELEMENT[method] * max(6 * lp * dp, 2 * lp * lp + 2 * lp * dp)
+def fused_smem_bytes(method: str, lp: int, dp: int, heads_per_program: int = 1) -> int:
+    """Upper bound of the fused kernels' shared memory for (L, D) tiles (lp, dp), any of ``FUSED_METHODS``:
+    8 bytes per L x D tile element (4x that when several heads per program pipeline the forward's loads) or 6
+    per L x L element (the backward's dS), whichever is larger. A bound on Triton 3.6's sm_90 compiles of the
+    three kernels for tiles of 16-128 (docs/attention.md), equal to them at 128 x 128 (TF32x3: 128 KB)."""
+    if method not in FUSED_METHODS:
+        raise ValueError(f"no fused kernel for {method!r} (methods {', '.join(FUSED_METHODS)})")
+    return max(8 * lp * dp * (4 if heads_per_program > 1 else 1), 6 * lp * lp)
 
 
 def _smem_limit(device: torch.device) -> int | None:
@@ -124,7 +132,8 @@ def _fused_unsupported(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, spe
         from .gemm._kernels import _attention  # noqa: F401, PLC0415 - Triton importable
     except ImportError:
         return "Triton is not installed (the 'triton' extra)"
-    need = fused_smem_bytes(spec.name, max(16, triton.next_power_of_2(L)), max(16, triton.next_power_of_2(D)))
+    lp, dp = max(16, triton.next_power_of_2(L)), max(16, triton.next_power_of_2(D))
+    need = fused_smem_bytes(spec.name, lp, dp, _heads_per_program(H, lp, dp))
     limit = _smem_limit(q.device)
     if limit is not None and need > limit:
         return f"its tiles need about {need // 1024} KB of shared memory, the device allows {limit // 1024} KB"
@@ -141,7 +150,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         attn_mask: float32 added to the scores, or bool (True = attend), broadcastable to (..., L, S).
         scale: score scale; default 1 / sqrt(D), as torch.
         method: emulation method of the two products.
-        backend: ``"auto"`` (the reference; the fused kernels where they apply if ``FUSED_BY_DEFAULT``),
+        backend: ``"auto"`` (the fused kernels where they apply if ``FUSED_BY_DEFAULT``, else the reference),
             ``"torch"`` (reference) or ``"triton"`` (the fused kernels; ValueError where they do not apply).
 
     Returns:
@@ -174,22 +183,38 @@ _LIB.define("attention_bwd(Tensor q, Tensor k, Tensor v, Tensor? mask, Tensor o,
             "str method, bool mask_grad) -> (Tensor, Tensor, Tensor, Tensor)")
 
 
-def _heads_per_program(H: int) -> int:
-    return max(d for d in range(1, min(H, max(1, HEADS_PER_PROGRAM)) + 1) if H % d == 0)
+def _heads_per_program(H: int, lp: int, dp: int) -> int:
+    """Heads per program for H heads on (lp, dp) tiles: ``HEADS_PER_PROGRAM`` or the automatic choice, rounded
+    down to a divisor of H."""
+    want = HEADS_PER_PROGRAM
+    if want is None:
+        want = AUTO_HEADS_PER_PROGRAM if lp <= 64 and lp * dp <= AUTO_HPP_MAX_TILE else 1
+    return max(d for d in range(1, min(H, max(1, want)) + 1) if H % d == 0)
 
 
 def _launch_args(spec: MethodSpec, L: int, D: int, backward: bool = False) -> dict:
-    """Constexprs and warps of either kernel (both 4 warps up to 64-long tiles, measured on the H200:
-    docs/attention.md); ``backward`` lets a sweep (benchmarks/attention.py) launch the two differently."""
+    """Constexprs, warps and register cap of the forward or backward kernels (4 warps up to 64-long tiles,
+    measured on the H200: docs/attention.md); a sweep (benchmarks/attention.py) may override them."""
     import triton  # noqa: PLC0415
 
     from .gemm._kernels._split import FMT_BF16  # noqa: PLC0415
     from .gemm.emu_mm import _fmt, _interpreting  # noqa: PLC0415
 
     fmt = _fmt(spec)
-    lp = max(16, triton.next_power_of_2(L))
-    return dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, DOT_FMT=2 if (fmt == FMT_BF16 and _interpreting()) else fmt,
-                LP=lp, DP=max(16, triton.next_power_of_2(D)), num_warps=4 if lp <= 64 else 8)
+    lp, dp = max(16, triton.next_power_of_2(L)), max(16, triton.next_power_of_2(D))
+    args = dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, DOT_FMT=2 if (fmt == FMT_BF16 and _interpreting()) else fmt,
+                LP=lp, DP=dp, num_warps=4 if lp <= 64 else 8)
+    if backward and not _interpreting() and (lp, dp) == (64, 32):
+        # both backward kernels at 168 registers: 3 blocks per SM instead of 2 (PET S on the H200: 7.6 ms for
+        # the two, against 8.6 uncapped; 8 B of spill in the offline compile of TF32x3's first kernel, 24 B BF16x6)
+        args["maxnreg"] = 168
+    return args
+
+
+def _needs_wide_offsets(lp: int, dp: int, *tensors: Tensor) -> bool:
+    """Whether an in-tile offset (LP or DP rows and columns of a (..., L, D)-like tensor) can exceed int32."""
+    reach = max((lp - 1) * abs(t.stride(-2)) + (max(lp, dp) - 1) * abs(t.stride(-1)) for t in tensors)
+    return reach >= 2**31
 
 
 def _mask4(mask: Tensor | None, B: int, H: int, L: int) -> Tensor | None:
@@ -206,18 +231,18 @@ def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float
     lse = torch.empty((B, H, L), dtype=torch.float32, device=q.device)
     m4 = _mask4(mask, B, H, L)
     ms = m4.stride() if m4 is not None else (0, 0, 0, 0)
-    hpp = _heads_per_program(H)
+    args = _launch_args(spec, L, D)
+    hpp = _heads_per_program(H, args["LP"], args["DP"])
     _attn_fwd_kernel[(B, H // hpp)](
         q, k, v, m4 if m4 is not None else q, o, lse, L, D, scale,
         *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2],
-        HAS_MASK=m4 is not None, MASK_PER_HEAD=mask is not None and mask.shape[1] == H, HPP=hpp,
-        **_launch_args(spec, L, D))
+        HAS_MASK=m4 is not None, MASK_PER_HEAD=mask is not None and mask.shape[1] == H, HPP=hpp, **args)
     return o, lse
 
 
 def _bwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, o: Tensor, lse: Tensor, do: Tensor,
               scale: float, method: str, mask_grad: bool) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    from .gemm._kernels._attention import _attn_bwd_kernel  # noqa: PLC0415
+    from .gemm._kernels._attention import _attn_bwd_dqdk_kernel, _attn_bwd_ds_kernel  # noqa: PLC0415
 
     spec = get_method(method)
     B, H, L, D = q.shape
@@ -227,16 +252,18 @@ def _bwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, o: Tensor, l
     per_head = mask is not None and mask.shape[1] == H
     mask_grad = bool(mask_grad and mask is not None)
     dm_shape = (B, H if per_head else 1, L, L) if mask_grad else (0,)
-    hpp = _heads_per_program(H)
-    # atomic adds over the programs need a zeroed gradient; stores (per-head masks, or every head in one
-    # program) do not
-    dm = (torch.empty if (per_head or hpp == H) else torch.zeros)(dm_shape, dtype=torch.float32, device=q.device)
-    _attn_bwd_kernel[(B, H // hpp)](
-        q, k, v, m4 if m4 is not None else q, o, lse, do, dq, dk, dv, dm, H, L, D, scale,
+    # a mask shared by the heads gets their dS by atomic adds, onto zeros
+    dm = (torch.empty if per_head else torch.zeros)(dm_shape, dtype=torch.float32, device=q.device)
+    args = _launch_args(spec, L, D, True)
+    ds = torch.empty((B, H, L, args["LP"]), dtype=torch.float32, device=q.device)  # dS, rows padded to LP
+    wide = _needs_wide_offsets(args["LP"], args["DP"], q, k, v, o, do, ds, *((m4,) if m4 is not None else ()))
+    grid = (B, H)
+    _attn_bwd_ds_kernel[grid](
+        q, k, v, m4 if m4 is not None else q, o, lse, do, dv, dm, ds, H, L, D, scale,
         *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2], *do.stride(),
         dm.stride(0) if mask_grad else 0, dm.stride(1) if mask_grad else 0,
-        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad, MASK_PER_HEAD=per_head, HPP=hpp, ALL_HEADS=hpp == H,
-        **_launch_args(spec, L, D, True))
+        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad, MASK_PER_HEAD=per_head, WIDE=wide, **args)
+    _attn_bwd_dqdk_kernel[grid](q, k, ds, dq, dk, H, L, D, scale, *q.stride(), *k.stride(), WIDE=wide, **args)
     if mask_grad and mask.shape[0] == 1 and B > 1:
         dm = dm.sum(0, keepdim=True)
     return dq, dk, dv, dm
@@ -270,6 +297,14 @@ def _setup_context(ctx, inputs, output) -> None:
 
 def _backward(ctx, do, _dlse):
     q, k, v, mask, o, lse = ctx.saved_tensors
+    if torch.is_grad_enabled():
+        # create_graph (double backward, e.g. training on forces): the gradients through the reference, whose
+        # own graph can be differentiated again
+        wrt = [q, k, v] + ([mask] if ctx.mask_grad else [])
+        with torch.enable_grad():
+            out = sdpa_reference(q, k, v, mask, scale=ctx.scale, method=ctx.method, backend="auto")
+            grads = torch.autograd.grad(out, wrt, do, create_graph=True, allow_unused=True)
+        return grads[0], grads[1], grads[2], (grads[3] if ctx.mask_grad else None), None, None
     dq, dk, dv, dm = torch.ops.tcemu.attention_bwd(q, k, v, mask, o, lse, do, ctx.scale, ctx.method, ctx.mask_grad)
     return dq, dk, dv, (dm if ctx.mask_grad else None), None, None
 

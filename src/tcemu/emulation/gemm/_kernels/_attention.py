@@ -2,13 +2,13 @@
 BF16x6), softmax in FP32. For short sequences (one tile of L and D per head), as in a transformer over each
 atom's neighbours (PET: 8 heads of 32 over a few dozen tokens, for 10^4-10^5 atoms).
 
-Forward, one program per (batch entry, ``HPP`` consecutive heads; HPP = 1 by default):
+Forward, one program per (batch entry, ``HPP`` consecutive heads; the loads of the next head pipelined under
+the current one's products, a mask shared by the heads loaded once):
     S = Q K^T * scale + mask, P = softmax(S) (FP32), O = P V, LSE = rowmax + log(rowsum);
-backward, one program per (batch entry, HPP heads), a mask shared by the heads getting its gradient summed over
-the program's heads in registers, then by FP32 atomic adds over the programs (so with HPP < H its summation
-order over the heads is not fixed; with HPP = H it is):
-    P = exp(S - LSE), dV = P^T dO, dP = dO V^T, delta = rowsum(dO o O), dS = P o (dP - delta),
-    dQ = dS K * scale, dK = dS^T Q * scale, dMask = dS (summed over heads where the mask is shared).
+backward, two kernels, one program per (batch entry, head):
+    1. P = exp(S - LSE), dV = P^T dO, dP = dO V^T, delta = rowsum(dO o O), dS = P o (dP - delta),
+       dMask = dS (summed over the heads by atomic adds where the mask is shared), dS to a scratch tensor;
+    2. dQ = dS K * scale, dK = dS^T Q * scale.
 
 Each product covers its whole contraction (D or L) in one tile, by the method's kept products: the L0 tile
 a0 b0 from zero, the correction levels from zero, combined smallest first (x 2^-s, non-finite -> 0) and added
@@ -47,16 +47,26 @@ def _emu_dot(a, b, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT
 
 
 @triton.jit
-def _tile(ptr, s0, s1, rows, cols, n_rows, n_cols):
-    """(len(rows), len(cols)) FP32 tile at ptr + rows*s0 + cols*s1; zeros outside (n_rows, n_cols)."""
-    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    return tl.load(ptr + rows[:, None].to(tl.int64) * s0 + cols[None, :] * s1, mask=mask, other=0.0)
+def _offsets(rows, cols, s0, s1, WIDE: tl.constexpr):
+    """In-tile element offsets rows*s0 + cols*s1: int32 (fewer registers: one 32-bit offset per element) unless
+    ``WIDE`` (the host found an offset that needs 64 bits)."""
+    r = rows[:, None]
+    if WIDE:
+        r = r.to(tl.int64)
+    return r * s0 + cols[None, :] * s1
 
 
 @triton.jit
-def _store_tile(ptr, s0, s1, rows, cols, n_rows, n_cols, x):
+def _tile(ptr, s0, s1, rows, cols, n_rows, n_cols, WIDE: tl.constexpr = True):
+    """(len(rows), len(cols)) FP32 tile at ptr + rows*s0 + cols*s1; zeros outside (n_rows, n_cols)."""
     mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
-    tl.store(ptr + rows[:, None].to(tl.int64) * s0 + cols[None, :] * s1, x, mask=mask)
+    return tl.load(ptr + _offsets(rows, cols, s0, s1, WIDE), mask=mask, other=0.0)
+
+
+@triton.jit
+def _store_tile(ptr, s0, s1, rows, cols, n_rows, n_cols, x, WIDE: tl.constexpr = True):
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    tl.store(ptr + _offsets(rows, cols, s0, s1, WIDE), x, mask=mask)
 
 
 @triton.jit
@@ -97,69 +107,81 @@ def _attn_fwd_kernel(
 
 
 @triton.jit
-def _attn_bwd_kernel(
-    q_ptr, k_ptr, v_ptr, m_ptr, o_ptr, lse_ptr, do_ptr, dq_ptr, dk_ptr, dv_ptr, dm_ptr,
+def _attn_bwd_ds_kernel(
+    q_ptr, k_ptr, v_ptr, m_ptr, o_ptr, lse_ptr, do_ptr, dv_ptr, dm_ptr, ds_ptr,
     H, L, D, scale,
     sqb, sqh, sql, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
     smb, smh, sml, smn, sob, soh, sol, sod, slb, slh, sdob, sdoh, sdol, sdod,
     sdmb, sdmh,
-    HAS_MASK: tl.constexpr, MASK_GRAD: tl.constexpr, MASK_PER_HEAD: tl.constexpr, HPP: tl.constexpr,
-    ALL_HEADS: tl.constexpr,
+    HAS_MASK: tl.constexpr, MASK_GRAD: tl.constexpr, MASK_PER_HEAD: tl.constexpr, WIDE: tl.constexpr,
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
     LP: tl.constexpr, DP: tl.constexpr,
 ):
-    # one program per (batch entry, HPP consecutive heads). dq, dk, dv: contiguous (B, H, L, D); dm: (B, H or 1,
-    # L, L), the last two dimensions contiguous. A mask shared by the heads: loaded once; the program's dS are
-    # summed in registers, then stored (ALL_HEADS: the program has every head, so the sum is complete and its
-    # order fixed) or added atomically to dm, zeroed beforehand (the programs' order is not fixed)
+    # backward, first kernel, one program per (batch entry, head): P, dV = P^T dO, dP = dO V^T, dS; dS to the
+    # mask's gradient (stored per head, or added atomically over the heads to a zeroed dm: the summation order
+    # over the heads is not fixed) and to the scratch ds (B, H, L, LP) for the second kernel. In phases, with dO
+    # loaded again where used, so that few tiles are live at once (183 registers, no spill, for PET S's tiles).
+    # dv: contiguous (B, H, L, D); dm: (B, H or 1, L, L), the last two dimensions contiguous
     b = tl.program_id(0).to(tl.int64)
-    h0 = tl.program_id(1).to(tl.int64) * HPP
+    h = tl.program_id(1).to(tl.int64)
     rows = tl.arange(0, LP)
     cols = tl.arange(0, DP)
     valid = (rows[:, None] < L) & (rows[None, :] < L)
-    if HAS_MASK and not MASK_PER_HEAD:
-        shared_mask = _tile(m_ptr + b * smb, sml, smn, rows, rows, L, L)
-    if MASK_GRAD and not MASK_PER_HEAD:
-        dm_sum = tl.zeros((LP, LP), dtype=tl.float32)
-    dm_tile = dm_ptr + b * sdmb + rows[:, None].to(tl.int64) * L + rows[None, :]
-    for i in range(HPP):
-        h = h0 + i
-        # ordered so that few tiles are live at once (the operands' pieces are split once and reused)
-        q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D)
-        k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D)
-        s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
-        if HAS_MASK:
-            if MASK_PER_HEAD:
-                s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L)
-            else:
-                s += shared_mask
-        lse = tl.load(lse_ptr + b * slb + h * slh + rows, mask=rows < L, other=0.0)
-        p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
-        do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D)
-        delta = tl.sum(do * _tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D), 1)
-        do0, do1, do2 = split3(do, FMT, NP, SHIFT)
-        v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D)
-        v0, v1, v2 = split3(tl.trans(v), FMT, NP, SHIFT)
-        dp = _dot_pieces(do0, do1, do2, v0, v1, v2, NP, SHIFT, DOT_FMT)
-        pt0, pt1, pt2 = split3(tl.trans(p), FMT, NP, SHIFT)
-        base = (b * H + h) * L * D
-        _store_tile(dv_ptr + base, D, 1, rows, cols, L, D,
-                    _dot_pieces(pt0, pt1, pt2, do0, do1, do2, NP, SHIFT, DOT_FMT))
-        ds = p * (dp - delta[:, None])
-        if MASK_GRAD:
-            if MASK_PER_HEAD:
-                tl.store(dm_tile + h * sdmh, ds, mask=valid)
-            else:
-                dm_sum += ds
-        ds0, ds1, ds2 = split3(ds, FMT, NP, SHIFT)
-        k0, k1, k2 = split3(k, FMT, NP, SHIFT)
-        _store_tile(dq_ptr + base, D, 1, rows, cols, L, D,
-                    _dot_pieces(ds0, ds1, ds2, k0, k1, k2, NP, SHIFT, DOT_FMT) * scale)
-        q0, q1, q2 = split3(q, FMT, NP, SHIFT)
-        _store_tile(dk_ptr + base, D, 1, rows, cols, L, D,
-                    _dot_pieces(tl.trans(ds0), tl.trans(ds1), tl.trans(ds2), q0, q1, q2, NP, SHIFT, DOT_FMT) * scale)
-    if MASK_GRAD and not MASK_PER_HEAD:
-        if ALL_HEADS:
-            tl.store(dm_tile, dm_sum, mask=valid)
+    bh = b * H + h
+    q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D, WIDE)
+    k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D, WIDE)
+    s = _emu_dot(q, tl.trans(k), FMT, NP, SHIFT, DOT_FMT) * scale
+    if HAS_MASK:
+        s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L, WIDE)
+    lse = tl.load(lse_ptr + b * slb + h * slh + rows, mask=rows < L, other=0.0)
+    p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
+    # dV = P^T dO
+    do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D, WIDE)
+    do0, do1, do2 = split3(do, FMT, NP, SHIFT)
+    pt0, pt1, pt2 = split3(tl.trans(p), FMT, NP, SHIFT)
+    _store_tile(dv_ptr + bh * L * D, D, 1, rows, cols, L, D,
+                _dot_pieces(pt0, pt1, pt2, do0, do1, do2, NP, SHIFT, DOT_FMT), WIDE)
+    # dP = dO V^T, delta = rowsum(dO o O), dS = P o (dP - delta)
+    do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D, WIDE)
+    delta = tl.sum(do * _tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D, WIDE), 1)
+    do0, do1, do2 = split3(do, FMT, NP, SHIFT)
+    v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D, WIDE)
+    v0, v1, v2 = split3(tl.trans(v), FMT, NP, SHIFT)
+    ds = p * (_dot_pieces(do0, do1, do2, v0, v1, v2, NP, SHIFT, DOT_FMT) - delta[:, None])
+    if MASK_GRAD:
+        dm_tile = dm_ptr + b * sdmb + _offsets(rows, rows, L, 1, WIDE)
+        if MASK_PER_HEAD:
+            tl.store(dm_tile + h * sdmh, ds, mask=valid)
         else:
-            tl.atomic_add(dm_tile, dm_sum, mask=valid)
+            tl.atomic_add(dm_tile, ds, mask=valid, sem="relaxed")
+    _store_tile(ds_ptr + bh * L * LP, LP, 1, rows, rows, L, LP, ds, WIDE)
+
+
+@triton.jit
+def _attn_bwd_dqdk_kernel(
+    q_ptr, k_ptr, ds_ptr, dq_ptr, dk_ptr,
+    H, L, D, scale,
+    sqb, sqh, sql, sqd, skb, skh, skl, skd,
+    WIDE: tl.constexpr,
+    FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
+    LP: tl.constexpr, DP: tl.constexpr,
+):
+    # backward, second kernel, one program per (batch entry, head): dQ = dS K scale, dK = dS^T Q scale from the
+    # first kernel's dS. Apart, the two kernels' splits cannot be scheduled together (one fused kernel needed
+    # 255 registers and spilled: docs/attention.md). dq, dk: contiguous (B, H, L, D)
+    b = tl.program_id(0).to(tl.int64)
+    h = tl.program_id(1).to(tl.int64)
+    rows = tl.arange(0, LP)
+    cols = tl.arange(0, DP)
+    bh = b * H + h
+    ds = _tile(ds_ptr + bh * L * LP, LP, 1, rows, rows, L, LP, WIDE)
+    ds0, ds1, ds2 = split3(ds, FMT, NP, SHIFT)
+    k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D, WIDE)
+    k0, k1, k2 = split3(k, FMT, NP, SHIFT)
+    _store_tile(dq_ptr + bh * L * D, D, 1, rows, cols, L, D,
+                _dot_pieces(ds0, ds1, ds2, k0, k1, k2, NP, SHIFT, DOT_FMT) * scale, WIDE)
+    q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D, WIDE)
+    q0, q1, q2 = split3(q, FMT, NP, SHIFT)
+    dt0, dt1, dt2 = split3(tl.trans(ds), FMT, NP, SHIFT)
+    _store_tile(dk_ptr + bh * L * D, D, 1, rows, cols, L, D,
+                _dot_pieces(dt0, dt1, dt2, q0, q1, q2, NP, SHIFT, DOT_FMT) * scale, WIDE)
