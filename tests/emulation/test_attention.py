@@ -7,6 +7,7 @@ split residual of about 2^-16 (``MethodSpec.split_residual``), so its bound is `
 """
 
 import math
+import os
 
 import pytest
 import torch
@@ -343,3 +344,17 @@ def test_double_backward_runs_through_the_reference_interpret():
     fused = second(lambda q, k, v, mm: scaled_dot_product_attention(q, k, v, mm, backend="triton"))
     ref = second(lambda q, k, v, mm: sdpa_reference(q, k, v, mm))
     assert all(torch.equal(a, b) for a, b in zip(fused, ref))
+
+
+def test_backward_launch_caps_registers_only_where_measured():
+    """The 168-register cap (3 blocks per SM) is for the measured 64 x 32 tiles (PET S) on the GPU only."""
+    pytest.importorskip("triton")
+    from tcemu.emulation.methods import get_method
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("the interpreter takes no register cap")
+    spec = get_method("tf32x3")
+    assert attention._launch_args(spec, 41, 32, True)["maxnreg"] == 168
+    assert "maxnreg" not in attention._launch_args(spec, 41, 32)
+    assert "maxnreg" not in attention._launch_args(spec, 48, 48, True)
+    assert attention._launch_args(spec, 100, 16, True)["num_warps"] == 8
