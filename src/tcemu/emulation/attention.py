@@ -43,17 +43,15 @@ MAX_FUSED_LEN = 128
 #: whether ``backend="auto"`` runs the fused kernels where they apply (faster than the reference on every
 #: measured shape); ``TCEMU_FUSED_ATTENTION=0`` turns it off
 FUSED_BY_DEFAULT = os.environ.get("TCEMU_FUSED_ATTENTION", "1") != "0"
-#: heads per program of the fused kernels (the largest divisor of H up to this). Several heads per program: the
-#: loads of the next head are pipelined under the current one's products, a mask shared by the heads is loaded
-#: once and its gradient summed in registers (with every head in one program, in a fixed order, without atomics
-#: or a zeroed buffer). None (default): all of H up to ``AUTO_HEADS_PER_PROGRAM`` for tiles of at most
-#: ``AUTO_HPP_MAX_TILE`` elements and L at most 64 (4-warp launches), else 1. Measured on the H200 for PET S (docs/attention.md): 8 heads per
-#: program 2.66 ms forward / 19.06 ms forward+backward against 3.39 / 20.92 with 1 (2 was slower, 27.1)
+#: heads per program of the fused forward kernel (the largest divisor of H up to this). Several heads per
+#: program: the loads of the next head are pipelined under the current one's products, and a mask shared by the
+#: heads is loaded once. None (default): all of H up to ``AUTO_HEADS_PER_PROGRAM`` for tiles of at most
+#: ``AUTO_HPP_MAX_TILE`` elements and L at most 64 (4-warp launches), else 1. Measured on the H200 for PET S
+#: (docs/attention.md): 8 heads per program 2.64-2.66 ms forward, 2 heads 3.01, 1 head 3.39-3.45
 HEADS_PER_PROGRAM: int | None = None
 AUTO_HEADS_PER_PROGRAM = 8
 #: largest L x D tile (padded) given several heads per program by default: the pipelined head loop multiplies
-#: the shared memory, 144 KB for PET S's 64 x 32 backward (offline sm_90 compile; 64 x 64 needs 256 KB, more
-#: than the H200 has)
+#: the forward's shared memory (64 KB at PET S's 64 x 32; at 64 x 64, 128 KB and a spill, untimed)
 AUTO_HPP_MAX_TILE = 64 * 32
 
 

@@ -120,7 +120,7 @@ def _attn_bwd_ds_kernel(
     # backward, first kernel, one program per (batch entry, head): P, dV = P^T dO, dP = dO V^T, dS; dS to the
     # mask's gradient (stored per head, or added atomically over the heads to a zeroed dm: the summation order
     # over the heads is not fixed) and to the scratch ds (B, H, L, LP) for the second kernel. In phases, with dO
-    # loaded again where used, so that few tiles are live at once (183 registers, no spill, for PET S's tiles).
+    # loaded again where used, so that few tiles are live at once (PET S's tiles: 183 registers, no spill).
     # dv: contiguous (B, H, L, D); dm: (B, H or 1, L, L), the last two dimensions contiguous
     b = tl.program_id(0).to(tl.int64)
     h = tl.program_id(1).to(tl.int64)
