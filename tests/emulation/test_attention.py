@@ -146,9 +146,9 @@ def test_fused_kernels_under_torch_compile_gpu():
 @pytest.mark.parametrize("heads_per_program", [2, 4, 3, None])
 @pytest.mark.parametrize("mask", ["shared", "per_head", None])
 def test_heads_per_program_give_the_same_results_interpret(monkeypatch, heads_per_program, mask):
-    """Several heads per program (the mask shared by them loaded once, its gradient summed in registers): the
-    output and the Q/K/V gradients are one head's computation as before, so bit for bit; the mask gradient
-    only changes its summation order. 3 does not divide H = 4: the kernels take 2. None: the automatic
+    """Several heads per forward program (the mask shared by them loaded once): the output and the Q/K/V
+    gradients are one head's computation as before, so bit for bit; the mask gradient's head sum is by atomic
+    adds either way. 3 does not divide H = 4: the kernels take 2. None: the automatic
     choice (all 4 heads for these small tiles)."""
     x, m = _pet_like(B=2, L=19, H=4, D=16, mask=mask)
 
@@ -295,7 +295,7 @@ def test_attention_benchmark_cpu_smoke(tmp_path):
 
 @pytest.mark.parametrize(("H", "lp", "dp", "expected"), [
     (8, 64, 32, 8),    # PET S: all heads (measured faster on the H200)
-    (8, 64, 64, 1),    # PET M's 48-wide heads: the pipelined head loop would not fit in shared memory
+    (8, 64, 64, 1),    # PET M's 48-wide heads: the pipelined forward spills there (untimed)
     (6, 32, 32, 6), (12, 16, 16, 6), (7, 64, 32, 7), (10, 32, 64, 5), (8, 128, 16, 1),
 ])
 def test_automatic_heads_per_program(monkeypatch, H, lp, dp, expected):
