@@ -16,9 +16,10 @@ the mask). Timing with ``triton.testing.do_bench`` (CUDA events, L2 flushed), me
 over ``--rep`` ms of repeats. Errors against FP64 (torch's math SDPA in float64 on the same inputs), normwise:
 ``err_out`` of the output, ``err_dqkv`` of the projection's gradient, ``err_dmask`` of the mask's.
 
-``--variants "FW,BW[,FR,BR[,HPP]];..."`` sweeps the fused kernels' launch: warps of the forward and backward
-kernels, optionally a register cap per thread (``maxnreg``; 0 = the library's choice) and heads per program
-(``attention.HEADS_PER_PROGRAM``); the ``config`` column records them.
+``--variants "FW,BW[,FR,BR[,HPP[,NS]]];..."`` sweeps the fused kernels' launch: warps of the forward and
+backward kernels, optionally a register cap per thread (``maxnreg``; 0 = the library's choice, -1 = none), heads
+per forward program (``attention.HEADS_PER_PROGRAM``; 0 = the library's) and the forward's pipeline stages
+(``num_stages``; 0 = Triton's default); the ``config`` column records them.
 
 Usage: ``PYTHONPATH=src python3 benchmarks/attention.py --out benchmarks/results/attention_h200.csv``; on a machine
 without a GPU ``--device cpu --shapes tiny --impls torch,torch-math,tcemu-reference`` times with the host clock
@@ -104,7 +105,7 @@ def _errors(got, ref) -> list[float]:
 
 def set_launch(variant: tuple[int, ...] | None) -> None:
     """Override the fused kernels' launch (forward warps, backward warps[, forward maxnreg, backward maxnreg[,
-    heads per program]]) for a sweep; None restores the library's choice."""
+    heads per program[, forward num_stages]]]) for a sweep; None restores the library's choice."""
     from tcemu.emulation import attention
 
     orig = getattr(attention._launch_args, "library_choice", attention._launch_args)
@@ -114,13 +115,18 @@ def set_launch(variant: tuple[int, ...] | None) -> None:
         attention._launch_args = orig
         attention.HEADS_PER_PROGRAM = set_launch.heads_per_program
         return
-    fw, bw, fr, br, hpp = (tuple(variant) + (0, 0, 0))[:5]
+    fw, bw, fr, br, hpp, ns = (tuple(variant) + (0, 0, 0, 0))[:6]
     attention.HEADS_PER_PROGRAM = hpp or set_launch.heads_per_program
 
     def launch_args(spec, L, D, backward=False):
         a = dict(orig(spec, L, D, backward), num_warps=bw if backward else fw)
-        if (br if backward else fr):
-            a["maxnreg"] = br if backward else fr
+        cap = br if backward else fr
+        if cap > 0:
+            a["maxnreg"] = cap
+        elif cap < 0:
+            a.pop("maxnreg", None)
+        if ns and not backward:
+            a["num_stages"] = ns
         return a
 
     launch_args.library_choice = orig
@@ -143,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shapes", default="pet-s,pet-m")
     p.add_argument("--impls", default=",".join(IMPLS), help="which implementations (the first is the baseline)")
     p.add_argument("--methods", default="tf32x3,bf16x3,bf16x6")
-    p.add_argument("--variants", default="", help="FW,BW[,FR,BR[,HPP]][;...]: fused kernels' launches to sweep")
+    p.add_argument("--variants", default="", help="FW,BW[,FR,BR[,HPP[,NS]]][;...]: fused kernels' launches to sweep")
     p.add_argument("--rep", type=int, default=300, help="ms of timed repeats per measurement")
     p.add_argument("--out", default="benchmarks/results/attention_h200.csv")
     args = p.parse_args(argv)

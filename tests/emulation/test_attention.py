@@ -269,10 +269,7 @@ def test_fused_op_registration_interpret():
 
 
 
-def test_attention_benchmark_cpu_smoke(tmp_path):
-    """benchmarks/attention.py runs off-GPU (host clock) and writes its rows: errors against FP64 within FP32
-    attention's bounds, and the speedup against torch's FP32 attention."""
-    import csv
+def _attention_bench():
     import importlib.util
     from pathlib import Path
 
@@ -280,6 +277,15 @@ def test_attention_benchmark_cpu_smoke(tmp_path):
     spec = importlib.util.spec_from_file_location("attention_bench", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_attention_benchmark_cpu_smoke(tmp_path):
+    """benchmarks/attention.py runs off-GPU (host clock) and writes its rows: errors against FP64 within FP32
+    attention's bounds, and the speedup against torch's FP32 attention."""
+    import csv
+
+    bench = _attention_bench()
     out = tmp_path / "attn.csv"
     rc = bench.main(["--device", "cpu", "--shapes", "tiny", "--impls", "torch,torch-math,tcemu-reference",
                      "--rep", "5", "--out", str(out)])
@@ -358,3 +364,26 @@ def test_backward_launch_caps_registers_only_where_measured():
     assert "maxnreg" not in attention._launch_args(spec, 41, 32)
     assert "maxnreg" not in attention._launch_args(spec, 48, 48, True)
     assert attention._launch_args(spec, 100, 16, True)["num_warps"] == 8
+
+
+def test_attention_benchmark_launch_variants(monkeypatch):
+    """--variants overrides warps, register caps (-1: none), heads per program and the forward's stages, and
+    None restores the library's launch."""
+    pytest.importorskip("triton")
+    from tcemu.emulation.methods import get_method
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    bench, spec = _attention_bench(), get_method("tf32x3")
+    library = (attention._launch_args(spec, 41, 32), attention._launch_args(spec, 41, 32, True))
+    try:
+        bench.set_launch((4, 8, 0, -1, 2, 2))
+        fwd, bwd = attention._launch_args(spec, 41, 32), attention._launch_args(spec, 41, 32, True)
+        assert (fwd["num_warps"], fwd["num_stages"], bwd["num_warps"]) == (4, 2, 8)
+        assert "maxnreg" not in bwd and "num_stages" not in bwd and attention.HEADS_PER_PROGRAM == 2
+        bench.set_launch((4, 4, 128, 200))
+        assert attention._launch_args(spec, 41, 32)["maxnreg"] == 128
+        assert attention._launch_args(spec, 41, 32, True)["maxnreg"] == 200
+    finally:
+        bench.set_launch(None)
+    assert (attention._launch_args(spec, 41, 32), attention._launch_args(spec, 41, 32, True)) == library
+    assert attention.HEADS_PER_PROGRAM is None
