@@ -523,9 +523,8 @@ def run_sweep(args) -> None:
         table = {m: v.split("+") for m, v in (item.split("=") for item in args.configs.split(","))}
     sweep = {m: v for m, v in table.items() if not args.methods or m in args.methods.split(",")}
     shapes = SWEEP_SHAPES
-    if args.shapes:
-        keep = set(args.shapes.split(","))
-        shapes = [s for s in shapes if f"{s[0]}x{s[1]}x{s[2]}" in keep]
+    if args.shapes:  # any MxKxN, listed or not
+        shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     from tcemu.emulation.gemm import hw_split_exact
 
     hw = hw_split_exact("cuda")
@@ -610,7 +609,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--out", default="benchmarks/results")
     p.add_argument("--quick", action="store_true", help="two shapes only (pipeline check)")
     p.add_argument("--sweep", action="store_true", help="time tile configurations of the tcemu kernels")
-    p.add_argument("--shapes", default="", help="comma list MxKxN to keep")
+    p.add_argument("--shapes", default="", help="comma list MxKxN to keep (--sweep: to time, any)")
     p.add_argument("--methods", default="", help="comma list of tcemu methods")
     p.add_argument("--configs", default="", help="sweep these instead: method=cfg+cfg,method=cfg")
     p.add_argument("--no-xla", action="store_true")

@@ -390,7 +390,7 @@ def test_wgmma_kernel_same_bits_gpu(method):
 
 
 # The warp-specialised Gluon kernel ("gw": A split by the kernel's splitter warps) and its "pg" twin
-WGMMA_WS_CONFIGS = {"tf32x3": ["128x128x32w8s3m1gw"], "bf16x3": ["128x128x64w8s3m1gw"],
+WGMMA_WS_CONFIGS = {"tf32x3": ["128x128x32w8s3m1gw", "128x128x32w8s3m1tgw"], "bf16x3": ["128x128x64w8s3m1gw"],
                     "bf16x6": ["128x64x64w8s3m1gw", "128x64x32w8s4m1gw"]}
 
 
@@ -398,13 +398,14 @@ WGMMA_WS_CONFIGS = {"tf32x3": ["128x128x32w8s3m1gw"], "bf16x3": ["128x128x64w8s3
 @pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
 @pytest.mark.parametrize("method", list(WGMMA_WS_CONFIGS))
 def test_wgmma_ws_kernel_same_bits_gpu(method):
-    """The warp-specialised kernel (A split in the kernel, by warps of their own) gives the bits of the "pg"
-    configuration (A split beforehand): batched, ragged tiles and K, bias, Inf/NaN in A and B; K-major A
-    (not TMA-readable) runs the "pg" kernel."""
+    """The warp-specialised kernel (A split in the kernel, by warps of their own), with one program per tile
+    or persistent ("tgw": programs loop over tiles, several each where there are more tiles than SMs), gives
+    the bits of the "pg" configuration (A split beforehand): batched, ragged tiles and K, bias, Inf/NaN in A
+    and B; K-major A (not TMA-readable) runs the "pg" kernel."""
     from tcemu.emulation.gemm.emu_mm import _WGMMA_FAILED
 
     gen = torch.Generator().manual_seed(26)
-    for Z, M, K, N in ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1000, 129)):
+    for Z, M, K, N in ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1000, 129), (1, 20000, 72, 260)):
         a = torch.randn(Z, M, K, generator=gen)
         a[Z - 1, 7, 9] = float("inf")
         a[0, 5, 2] = float("nan")
@@ -502,7 +503,8 @@ def test_wgmma_ws_kernel_waits_and_partitions(method, config, later):
     groups = 1 + later
     assert len(re.findall(r"wgmma\.mma_async", ptx)) == groups * k_steps
     assert len(re.findall(r"wgmma\.commit_group", ptx)) == groups
-    assert re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx) == [str(later), "0"]
+    # (the PTX places the tile loop's final wait before or after the K loop's: compare as a multiset)
+    assert sorted(re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)) == sorted([str(later), "0"])
     regs = set(re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))
     assert _WS_SPLIT_WARPS == 4  # the MMA warps' share below assumes 8 + 1 + 4 (+ 3 padding) warps
     mma_regs = (256 - (24 + _WS_SPLIT_REGS) // 2) // 8 * 8
@@ -512,6 +514,23 @@ def test_wgmma_ws_kernel_waits_and_partitions(method, config, later):
     usage = _resource_usage(ck.asm["cubin"])
     if usage is not None:  # ptxas's spills: local memory, stack
         assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
+
+
+def test_tf32x3_short_k_products_take_the_persistent_warp_specialised_kernel():
+    """The static table: TF32x3's edge-layer products (N < 640, and N <= 1024 with K <= 256) run the
+    persistent warp-specialised kernel; wide products with long K (8192^3) keep A split beforehand."""
+    from tcemu.emulation.gemm.emu_mm import WIDE_SHORTK_MAX_K, WIDE_SHORTK_MAX_N, _bucket
+
+    spec = get_method("tf32x3")
+    for M, K, N in ((604800, 256, 256), (604800, 512, 512), (604800, 256, 1024), (604800, 256, 768)):
+        cfg = config_candidates(spec, M, N, K)[0]
+        assert cfg.persistent and cfg.warp_specialized, (M, K, N, str(cfg))
+    assert _bucket(604800, WIDE_SHORTK_MAX_N + 1, 256) == "wide"
+    assert _bucket(604800, 1024, WIDE_SHORTK_MAX_K * 2) == "wide"
+    assert not config_candidates(spec, 8192, 8192, 8192)[0].warp_specialized
+    for method in ("bf16x3", "bf16x6", "bf16x9"):  # the other methods: "wide_shortk" is "wide"
+        assert config_candidates(get_method(method), 604800, 1024, 256) == config_candidates(get_method(method),
+                                                                                             8192, 8192, 8192)
 
 
 def test_kernel_config_warp_specialized_suffix():

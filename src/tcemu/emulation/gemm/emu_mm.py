@@ -203,6 +203,8 @@ class KernelConfig:
             loop flattened into one, so that the next tile's loads overlap this tile's epilogue. The
             flattened loop holds one more pipeline buffer: the 128x128 presplit tiles fit the H200's shared
             memory at 2 stages, not 3. Opt-in only: on the H200 it ran 0.63-1.05x the default kernels.
+            With ``gw`` (``tgw``): the warp-specialised kernel's own tile loop, whose rings carry over from
+            tile to tile (no extra buffer): TF32x3's default on the short-K edge products (1.04-1.10x ``gw``).
         wgmma: the Gluon kernel of ``_kernels/_emu_mm_wgmma.py`` (Hopper only; mode 1, same bits): TMA
             loads and explicit ``wgmma`` waits, so that the L0 tile's FP32 add overlaps the correction MMAs.
             With ``presplit`` it reads A's pieces; without, it reads FP32 A and its warps split each tile
@@ -275,6 +277,11 @@ _C = KernelConfig.parse
 #             times only): for TF32x3 the warp-specialised Gluon kernel, 1.16-1.25x the Triton kernel's
 #             in-register split at N = 256 (ws_probe_h200.csv); for BF16x9 the Triton kernel. For BF16x3 and
 #             BF16x6 "gw" is bound by the split's ALU work (0.45-0.9x "pg"), so it is not a candidate.
+#   TF32x3 "mid" and "narrow", and "wide_shortk" (N <= 1024, K <= 256): the warp-specialised kernel made
+#             persistent ("tgw": about one program per SM loops over the tiles, so that the loader and the
+#             splitter run into the next tile while the MMA warps store this one): 1.04-1.10x "gw" and the best
+#             of "gw"/"pg" on the seven PET-S edge products with N < 1024, 1.00-1.03x "pg" at N = 768 and
+#             1024 (K = 256), two rounds (gemm_h200_persistent_ws_sweep.csv).
 #   "small_longk" / "small": M < 1024 (node layers of small systems; usually the SGEMM fallback), K >= 2048 or
 #             not. With few row tiles the grid is small and each program loops over all of K, so a split
 #             pass spread over the whole GPU wins for long K (and for BF16x6/x9 at K = 1024 too).
@@ -282,8 +289,10 @@ _C = KernelConfig.parse
 # configuration runs the Triton kernel with the same tiles (A split beforehand or not, as it says).
 _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
     "tf32x3": {"wide": [_C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1p"), _C("128x128x32w8s3m1")],
-               "mid": [_C("128x128x32w8s3m1gw"), _C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1")],
-               "narrow": [_C("128x128x32w8s3m1gw"), _C("128x128x32w8s3m1"), _C("128x128x32w8s3m1pg")],
+               "wide_shortk": [_C("128x128x32w8s3m1tgw"), _C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1gw")],
+               "mid": [_C("128x128x32w8s3m1tgw"), _C("128x128x32w8s3m1gw"), _C("128x128x32w8s3m1pg")],
+               "narrow": [_C("128x128x32w8s3m1tgw"), _C("128x128x32w8s3m1gw"), _C("128x128x32w8s3m1"),
+                          _C("128x128x32w8s3m1pg")],
                "small_longk": [_C("128x64x32w8s4m1po"), _C("128x64x32w8s4m1")],
                "small": [_C("128x64x32w8s4m1"), _C("128x64x32w8s4m1po"), _C("64x128x32w4s3m0")]},
     "bf16x3": {"wide": [_C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1")],
@@ -303,6 +312,8 @@ _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
                "small_longk": [_C("128x64x64w8s3m0p"), _C("128x64x64w8s3m0")],
                "small": [_C("128x64x64w8s3m0p"), _C("128x64x64w8s3m0"), _C("64x128x64w4s2m0")]},
 }
+for _table in _CANDIDATES.values():  # short-K wide products: the persistent kernel where it pays, else as "wide"
+    _table.setdefault("wide_shortk", _table["wide"])
 # Small tiles for the CPU interpreter (TRITON_INTERPRET=1), where tile size is only run time.
 _INTERPRET_CONFIG = KernelConfig(32, 32, 16, 4, 1, 0, 4)
 _TUNED: dict[tuple, KernelConfig] = {}
@@ -316,9 +327,19 @@ def _num_sms(device: torch.device) -> int:
     return torch.cuda.get_device_properties(device).multi_processor_count
 
 
+#: "wide_shortk": wide products (N >= 640) up to this N and K, where TF32x3's persistent warp-specialised kernel
+#: ("tgw") beat the Gluon kernel on A split beforehand ("pg") on the H200: 1.00-1.03x at (K, N) = (256, 1024) and
+#: 1.01-1.03x at (256, 768), two rounds (benchmarks/results/gemm_h200_persistent_ws_sweep.csv); at 8192^3 "pg"
+#: stays ahead (1.15x: "tgw" splits A once per column tile, the split pass once)
+WIDE_SHORTK_MAX_N = 1024
+WIDE_SHORTK_MAX_K = 256
+
+
 def _bucket(M: int, N: int, K: int) -> str:
     if M >= 1024:
-        return "wide" if N >= 640 else ("mid" if N >= 384 else "narrow")
+        if N >= 640:
+            return "wide_shortk" if N <= WIDE_SHORTK_MAX_N and K <= WIDE_SHORTK_MAX_K else "wide"
+        return "mid" if N >= 384 else "narrow"
     return "small_longk" if K >= 2048 else "small"
 
 
@@ -327,7 +348,7 @@ def config_candidates(spec: MethodSpec, M: int, N: int | None = None, K: int | N
     with N or K None, those of every bucket this M can fall in."""
     if N is not None and K is not None:
         return list(_CANDIDATES[spec.name][_bucket(M, N, K)])
-    buckets = ("wide", "mid", "narrow") if M >= 1024 else ("small_longk", "small")
+    buckets = ("wide", "wide_shortk", "mid", "narrow") if M >= 1024 else ("small_longk", "small")
     return list(dict.fromkeys(c for b in buckets for c in _CANDIDATES[spec.name][b]))
 
 
@@ -639,7 +660,10 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
     lb = _smem_layout(cfg.bn, cfg.bk, bf16)
     bd = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bn, cfg.bk], lb) for q in bp]
     bd += bd[:1] * (3 - len(bd))
-    grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
+    tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
+    # persistent ("t"): about one program per SM, each looping over tiles of C (the same kernel: with one
+    # program per tile each loops once)
+    grid = (min(tiles, max(1, _num_sms(a3.device) // Z)) if cfg.persistent else tiles, Z)
     _wgmma_ws_module()._emu_mm_wgmma_ws_kernel[grid](
         ad, *bd, bias if bias is not None else out3, out3, M, N, K, *out3.stride(),
         NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,

@@ -34,7 +34,13 @@ gives three piece slots where shared memory allows: with two, the split of tile 
 MMAs of tile kt - 1 are done, and TF32x3 ran 1.11-1.20x slower).
 
 Deadlock-free for STAGES >= 2, P_STAGES >= 2, A_STAGES >= 1: each wait is for a release by a partition that
-is at an earlier K-tile. The last K-tile's slots are never released (nothing waits for them).
+is at an earlier K-tile.
+
+Tile loop: each program loops over tiles of C (``program_id(0)``, then every ``num_programs(0)``-th), the
+three partitions in the same order, with the ring positions counted over all of the program's K-tiles. With
+one program per tile (``gw``) each loops once; with about one program per SM (``tgw``, persistent) the loader
+and the splitter run on into the next tile (its first K-tiles) while the consumer combines and stores this
+one: the consumer releases a tile's last slots once its final wait has returned, before its epilogue.
 """
 
 from __future__ import annotations
@@ -68,79 +74,115 @@ def _split_chunk_rows(bm, bk, warps):
 
 
 @gluon.jit
+def _tiles(M, N, BM: gl.constexpr, BN: gl.constexpr):
+    """Tiles of C per batch entry (the batch is the grid's second axis)."""
+    return gl.cdiv(M, BM) * gl.cdiv(N, BN)
+
+
+@gluon.jit
+def _tile_origin(tile, M, N, BM: gl.constexpr, BN: gl.constexpr, GROUP_M: gl.constexpr):
+    """(batch entry, first row, first column) of linear tile ``tile`` of C, in grouped order (L2 reuse of B)
+    as ``_emu_mm``."""
+    pid_m, pid_n = grouped_tile(tile, M, N, BM, BN, GROUP_M)
+    return gl.program_id(1), pid_m * BM, pid_n * BN
+
+
+@gluon.jit
 def _ws_loader(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
-               raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, row0, off_n, K,
-               NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr,
-               STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr):
-    """1 warp: TMA loads of A's FP32 tile kt (raw ring) and of B's pieces of K-tile kt (B ring)."""
+               raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
+               NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
+               BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, A_STAGES: gl.constexpr,
+               P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr):
+    """1 warp: TMA loads of A's FP32 tile (raw ring) and of B's pieces (B ring), K-tile after K-tile of each
+    of the program's tiles of C."""
     n_k = gl.cdiv(K, BK)
-    for kt in range(n_k):
-        k = kt * BK
-        r = kt % A_STAGES
-        mbarrier.wait(raw_empty.index(r), ((kt // A_STAGES) & 1) ^ 1)
-        mbarrier.expect(raw_ready.index(r), a_desc.block_type.nbytes)
-        _tma_load(a_desc, [row0, k], raw_ready.index(r), araw.index(r))
-        s = kt % STAGES
-        bar = b_ready.index(s)
-        mbarrier.wait(b_empty.index(s), ((kt // STAGES) & 1) ^ 1)
-        mbarrier.expect(bar, NP * b0_desc.block_type.nbytes)
-        _tma_load(b0_desc, [off_n, k], bar, b0s.index(s))
-        _tma_load(b1_desc, [off_n, k], bar, b1s.index(s))
-        if NP == 3:
-            _tma_load(b2_desc, [off_n, k], bar, b2s.index(s))
+    it = 0  # K-tiles loaded so far, over all of this program's tiles: the rings' position
+    for tile in range(gl.program_id(0), _tiles(M, N, BM, BN), gl.num_programs(0)):
+        z, off_m, off_n = _tile_origin(tile, M, N, BM, BN, GROUP_M)
+        row0 = z * M + off_m  # row of the flattened (Z*M, K) A
+        for kt in range(n_k):
+            k = kt * BK
+            r = it % A_STAGES
+            mbarrier.wait(raw_empty.index(r), ((it // A_STAGES) & 1) ^ 1)
+            mbarrier.expect(raw_ready.index(r), a_desc.block_type.nbytes)
+            _tma_load(a_desc, [row0, k], raw_ready.index(r), araw.index(r))
+            s = it % STAGES
+            bar = b_ready.index(s)
+            mbarrier.wait(b_empty.index(s), ((it // STAGES) & 1) ^ 1)
+            mbarrier.expect(bar, NP * b0_desc.block_type.nbytes)
+            _tma_load(b0_desc, [off_n, k], bar, b0s.index(s))
+            _tma_load(b1_desc, [off_n, k], bar, b1s.index(s))
+            if NP == 3:
+                _tma_load(b2_desc, [off_n, k], bar, b2s.index(s))
+            it += 1
 
 
 @gluon.jit
 def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
-                 raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, row0, off_n, K,
-                 NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr,
-                 STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr):
-    """SPLIT_WARPS warps: A's FP32 tile kt -> its pieces in piece slot kt % P_STAGES (as ``_split_rows``)."""
+                 raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
+                 NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
+                 BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, A_STAGES: gl.constexpr,
+                 P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr):
+    """SPLIT_WARPS warps: A's FP32 tiles -> their pieces, K-tile ``it`` (counted over all of the program's
+    tiles of C) into piece slot it % P_STAGES (as ``_split_rows``)."""
     layout: gl.constexpr = _split_layout(BK, SPLIT_WARPS)
     CH: gl.constexpr = _split_chunk_rows(BM, BK, SPLIT_WARPS)
     n_k = gl.cdiv(K, BK)
-    for kt in range(n_k):
-        r = kt % A_STAGES
-        q = kt % P_STAGES
-        src = araw.index(r)
-        mbarrier.wait(raw_ready.index(r), (kt // A_STAGES) & 1)
-        mbarrier.wait(a_empty.index(q), ((kt // P_STAGES) & 1) ^ 1)
-        for c in gl.static_range(BM // CH):
-            _split_rows(src.slice(c * CH, CH), ap0.index(q).slice(c * CH, CH), ap1.index(q).slice(c * CH, CH),
-                        ap2.index(q).slice(c * CH, CH), NP, SHIFT, not TF32, layout)
-        # the raw tile was read by the threads (generic proxy) and is next written by TMA (async proxy);
-        # the pieces written by the threads are next read by wgmma (async proxy)
-        fence_async_shared()
-        mbarrier.arrive(raw_empty.index(r))
-        mbarrier.arrive(a_ready.index(q))
+    it = 0
+    for tile in range(gl.program_id(0), _tiles(M, N, BM, BN), gl.num_programs(0)):
+        for kt in range(n_k):
+            r = it % A_STAGES
+            q = it % P_STAGES
+            src = araw.index(r)
+            mbarrier.wait(raw_ready.index(r), (it // A_STAGES) & 1)
+            mbarrier.wait(a_empty.index(q), ((it // P_STAGES) & 1) ^ 1)
+            for c in gl.static_range(BM // CH):
+                _split_rows(src.slice(c * CH, CH), ap0.index(q).slice(c * CH, CH),
+                            ap1.index(q).slice(c * CH, CH), ap2.index(q).slice(c * CH, CH), NP, SHIFT, not TF32,
+                            layout)
+            # the raw tile was read by the threads (generic proxy) and is next written by TMA (async proxy);
+            # the pieces written by the threads are next read by wgmma (async proxy)
+            fence_async_shared()
+            mbarrier.arrive(raw_empty.index(r))
+            mbarrier.arrive(a_ready.index(q))
+            it += 1
 
 
 @gluon.jit
 def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                 bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn, z, off_m, off_n,
+                 bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
                  NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
-                 BK: gl.constexpr, STAGES: gl.constexpr, P_STAGES: gl.constexpr, num_warps: gl.constexpr):
-    """The default partition: ``_emu_mm_wgmma_kernel``'s MMA loop, combine and epilogue."""
+                 BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, P_STAGES: gl.constexpr,
+                 num_warps: gl.constexpr):
+    """The default partition: ``_emu_mm_wgmma_kernel``'s MMA loop, combine and epilogue, tile after tile."""
     mma: gl.constexpr = _mma_layout(num_warps, BN, b0s.dtype)
-    acc, t, c1, c2 = _accumulators(BM, BN, NP, mma)
-
     n_k = gl.cdiv(K, BK)
-    for kt in range(n_k):
-        s = kt % STAGES
-        q = kt % P_STAGES
-        mbarrier.wait(b_ready.index(s), (kt // STAGES) & 1)
-        mbarrier.wait(a_ready.index(q), (kt // P_STAGES) & 1)
-        # (BK, BN) views of the K-major (BN, BK) tiles of B
-        t, c1, c2 = _k_tile_mmas(ap0.index(q), ap1.index(q), ap2.index(q), b0s.index(s).permute((1, 0)),
-                                 b1s.index(s).permute((1, 0)), b2s.index(s).permute((1, 0)), t, c1, c2, NP)
-        # K-tile kt-1's MMAs were issued before this L0 tile: in each warpgroup they are complete. The
-        # arrive synchronises the partition's warps (both warpgroups) first, then one thread arrives.
-        mbarrier.arrive(b_empty.index((kt + STAGES - 1) % STAGES), pred=kt > 0)
-        mbarrier.arrive(a_empty.index((kt + P_STAGES - 1) % P_STAGES), pred=kt > 0)
-        acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
+    it = 0
+    for tile in range(gl.program_id(0), _tiles(M, N, BM, BN), gl.num_programs(0)):
+        z, off_m, off_n = _tile_origin(tile, M, N, BM, BN, GROUP_M)
+        acc, t, c1, c2 = _accumulators(BM, BN, NP, mma)
+        for kt in range(n_k):
+            s = it % STAGES
+            q = it % P_STAGES
+            mbarrier.wait(b_ready.index(s), (it // STAGES) & 1)
+            mbarrier.wait(a_ready.index(q), (it // P_STAGES) & 1)
+            # (BK, BN) views of the K-major (BN, BK) tiles of B
+            t, c1, c2 = _k_tile_mmas(ap0.index(q), ap1.index(q), ap2.index(q), b0s.index(s).permute((1, 0)),
+                                     b1s.index(s).permute((1, 0)), b2s.index(s).permute((1, 0)), t, c1, c2, NP)
+            # K-tile it-1's MMAs were issued before this L0 tile: in each warpgroup they are complete. The
+            # arrive synchronises the partition's warps (both warpgroups) first, then one thread arrives.
+            mbarrier.arrive(b_empty.index((it + STAGES - 1) % STAGES), pred=kt > 0)
+            mbarrier.arrive(a_empty.index((it + P_STAGES - 1) % P_STAGES), pred=kt > 0)
+            acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
+            it += 1
 
-    acc = _combine_levels(acc, c1, c2, NP, SHIFT)
-    _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n, HAS_BIAS, BM, BN, mma)
+        acc = _combine_levels(acc, c1, c2, NP, SHIFT)  # waits for every MMA of the tile
+        # the tile's last K-tile is done: release its slots, so that the loader and the splitter run on into
+        # the next tile while this one's epilogue stores C
+        mbarrier.arrive(b_empty.index((it + STAGES - 1) % STAGES))
+        mbarrier.arrive(a_empty.index((it + P_STAGES - 1) % P_STAGES))
+        _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n, HAS_BIAS, BM, BN,
+                    mma)
 
 
 @gluon.jit
@@ -157,13 +199,6 @@ def _emu_mm_wgmma_ws_kernel(
     SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = b0_desc.dtype  # the pieces' dtype
-
-    # ---- tile of C (grouped order for L2 reuse of B), as _emu_mm ----
-    z = gl.program_id(1)
-    pid_m, pid_n = grouped_tile(gl.program_id(0), M, N, BM, BN, GROUP_M)
-    off_m = pid_m * BM
-    off_n = pid_n * BN
-    row0 = z * M + off_m  # row of the flattened (Z*M, K) A
 
     # ---- shared memory: the three rings and their barriers ----
     araw = gl.allocate_shared_memory(a_desc.dtype, [A_STAGES, BM, BK], a_desc.layout)
@@ -200,14 +235,14 @@ def _emu_mm_wgmma_ws_kernel(
     # tensors under Triton 3.6)
     gl.warp_specialize([
         (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                        bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn, z, off_m, off_n,
-                        NP, SHIFT, HAS_BIAS, BM, BN, BK, STAGES, P_STAGES, num_warps)),
+                        bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                        NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, num_warps)),
         (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
-                      raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, row0, off_n, K,
-                      NP, SHIFT, TF32, BM, BK, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
+                      raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
+                      NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
         (_ws_splitter, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
-                        raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, row0, off_n, K,
-                        NP, SHIFT, TF32, BM, BK, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
+                        raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
+                        NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
     ], [1, SPLIT_WARPS], [LOAD_REGS, SPLIT_REGS])
 
     for i in gl.static_range(A_STAGES):
