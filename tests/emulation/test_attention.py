@@ -139,7 +139,7 @@ def test_fused_kernels_under_torch_compile_gpu():
     eager = _run(x, m, torch.float32, f)
     compiled = _run(x, m, torch.float32, torch.compile(f, fullgraph=True))
     assert torch.equal(eager[0], compiled[0]) and torch.equal(eager[1], compiled[1])
-    torch.testing.assert_close(eager[2], compiled[2], rtol=1e-5, atol=1e-6)  # the mask's atomic head sum
+    assert torch.equal(eager[2], compiled[2])  # the mask's head sum, in head order
 
 
 @interpret
@@ -147,9 +147,9 @@ def test_fused_kernels_under_torch_compile_gpu():
 @pytest.mark.parametrize("mask", ["shared", "per_head", None])
 def test_heads_per_program_give_the_same_results_interpret(monkeypatch, heads_per_program, mask):
     """Several heads per forward program (the mask shared by them loaded once): the output and the Q/K/V
-    gradients are one head's computation as before, so bit for bit; the mask gradient's head sum is by atomic
-    adds either way. 3 does not divide H = 4: the kernels take 2. None: the automatic
-    choice (all 4 heads for these small tiles)."""
+    gradients are one head's computation as before, so bit for bit, and so is the mask gradient (the backward
+    is per head). 3 does not divide H = 4: the kernels take 2. None: the automatic choice (all 4 heads for
+    these small tiles)."""
     x, m = _pet_like(B=2, L=19, H=4, D=16, mask=mask)
 
     def fused(q, k, v, mm):
@@ -161,7 +161,33 @@ def test_heads_per_program_give_the_same_results_interpret(monkeypatch, heads_pe
     several = _run(x, m, torch.float32, fused)
     assert torch.equal(one[0], several[0]) and torch.equal(one[1], several[1])
     if m is not None:
-        torch.testing.assert_close(one[2], several[2], rtol=1e-6, atol=1e-7)
+        assert torch.equal(one[2], several[2])
+
+
+@interpret
+def test_shared_mask_gradient_is_the_head_sum_in_head_order_interpret():
+    """A mask shared by the heads gets the sum of the heads' dS in head order (no atomics): bit for bit the
+    per-head mask gradient of the same mask expanded to every head, summed head after head in FP32; and the
+    same bits on a second run."""
+    x, m = _pet_like(B=3, L=19, H=4, D=16, mask="shared")
+    q, k, v = x.float().permute(2, 0, 3, 1, 4)
+    go = torch.randn(q.shape, generator=torch.Generator().manual_seed(5))
+
+    def mask_grad(mask):
+        mask = mask.detach().requires_grad_()
+        out = scaled_dot_product_attention(q, k, v, mask, method="tf32x3", backend="triton")
+        (grad,) = torch.autograd.grad(out, mask, go)
+        return grad
+
+    shared = m.float()
+    assert shared.shape[1] == 1
+    got = mask_grad(shared)
+    per_head = mask_grad(shared.expand(-1, 4, -1, -1).contiguous())
+    want = torch.zeros_like(per_head[:, :1])
+    for h in range(4):
+        want = want + per_head[:, h:h + 1]
+    assert torch.equal(got, want)
+    assert torch.equal(mask_grad(shared), got)
 
 
 @interpret

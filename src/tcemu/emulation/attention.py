@@ -250,18 +250,19 @@ def _bwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, o: Tensor, l
     per_head = mask is not None and mask.shape[1] == H
     mask_grad = bool(mask_grad and mask is not None)
     dm_shape = (B, H if per_head else 1, L, L) if mask_grad else (0,)
-    # a mask shared by the heads gets their dS by atomic adds, onto zeros
-    dm = (torch.empty if per_head else torch.zeros)(dm_shape, dtype=torch.float32, device=q.device)
+    dm = torch.empty(dm_shape, dtype=torch.float32, device=q.device)
+    sum_heads = mask_grad and not per_head  # a mask shared by the heads: the second kernel sums their dS
     args = _launch_args(spec, L, D, True)
     ds = torch.empty((B, H, L, args["LP"]), dtype=torch.float32, device=q.device)  # dS, rows padded to LP
     wide = _needs_wide_offsets(args["LP"], args["DP"], q, k, v, o, do, ds, *((m4,) if m4 is not None else ()))
-    grid = (B, H)
-    _attn_bwd_ds_kernel[grid](
+    dms = (dm.stride(0), dm.stride(1)) if mask_grad else (0, 0)
+    _attn_bwd_ds_kernel[(B, H)](
         q, k, v, m4 if m4 is not None else q, o, lse, do, dv, dm, ds, H, L, D, scale,
-        *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2], *do.stride(),
-        dm.stride(0) if mask_grad else 0, dm.stride(1) if mask_grad else 0,
-        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad, MASK_PER_HEAD=per_head, WIDE=wide, **args)
-    _attn_bwd_dqdk_kernel[grid](q, k, ds, dq, dk, H, L, D, scale, *q.stride(), *k.stride(), WIDE=wide, **args)
+        *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2], *do.stride(), *dms,
+        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad and per_head, WIDE=wide, **args)
+    _attn_bwd_dqdk_kernel[(B, 1 if sum_heads else H)](
+        q, k, ds, dq, dk, dm, H, L, D, scale, *q.stride(), *k.stride(), dms[0],
+        SUM_HEADS=sum_heads, WIDE=wide, **args)
     if mask_grad and mask.shape[0] == 1 and B > 1:
         dm = dm.sum(0, keepdim=True)
     return dq, dk, dv, dm

@@ -7,8 +7,9 @@ the current one's products, a mask shared by the heads loaded once):
     S = Q K^T * scale + mask, P = softmax(S) (FP32), O = P V, LSE = rowmax + log(rowsum);
 backward, two kernels, one program per (batch entry, head):
     1. P = exp(S - LSE), dV = P^T dO, dP = dO V^T, delta = rowsum(dO o O), dS = P o (dP - delta),
-       dMask = dS (summed over the heads by atomic adds where the mask is shared), dS to a scratch tensor;
-    2. dQ = dS K * scale, dK = dS^T Q * scale.
+       dMask = dS for a per-head mask, dS to a scratch tensor;
+    2. dQ = dS K * scale, dK = dS^T Q * scale; for a mask shared by the heads, one program per batch entry
+       loops over its heads and sums their dS into dMask (in head order, no atomics).
 
 Each product covers its whole contraction (D or L) in one tile, by the method's kept products: the L0 tile
 a0 b0 from zero, the correction levels from zero, combined smallest first (x 2^-s, non-finite -> 0) and added
@@ -113,13 +114,13 @@ def _attn_bwd_ds_kernel(
     sqb, sqh, sql, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
     smb, smh, sml, smn, sob, soh, sol, sod, slb, slh, sdob, sdoh, sdol, sdod,
     sdmb, sdmh,
-    HAS_MASK: tl.constexpr, MASK_GRAD: tl.constexpr, MASK_PER_HEAD: tl.constexpr, WIDE: tl.constexpr,
+    HAS_MASK: tl.constexpr, MASK_GRAD: tl.constexpr, WIDE: tl.constexpr,
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
     LP: tl.constexpr, DP: tl.constexpr,
 ):
     # backward, first kernel, one program per (batch entry, head): P, dV = P^T dO, dP = dO V^T, dS; dS to the
-    # mask's gradient (stored per head, or added atomically over the heads to a zeroed dm: the summation order
-    # over the heads is not fixed) and to the scratch ds (B, H, L, LP) for the second kernel. In phases, with dO
+    # gradient of a per-head mask (MASK_GRAD; a mask shared by the heads gets their sum from the second kernel)
+    # and to the scratch ds (B, H, L, LP) for the second kernel. In phases, with dO
     # loaded again where used, so that few tiles are live at once (PET S's tiles: 183 registers, no spill).
     # dv: contiguous (B, H, L, D); dm: (B, H or 1, L, L), the last two dimensions contiguous
     b = tl.program_id(0).to(tl.int64)
@@ -148,40 +149,50 @@ def _attn_bwd_ds_kernel(
     v = _tile(v_ptr + b * svb + h * svh, svl, svd, rows, cols, L, D, WIDE)
     v0, v1, v2 = split3(tl.trans(v), FMT, NP, SHIFT)
     ds = p * (_dot_pieces(do0, do1, do2, v0, v1, v2, NP, SHIFT, DOT_FMT) - delta[:, None])
-    if MASK_GRAD:
-        dm_tile = dm_ptr + b * sdmb + _offsets(rows, rows, L, 1, WIDE)
-        if MASK_PER_HEAD:
-            tl.store(dm_tile + h * sdmh, ds, mask=valid)
-        else:
-            tl.atomic_add(dm_tile, ds, mask=valid, sem="relaxed")
+    if MASK_GRAD:  # a per-head mask's gradient
+        tl.store(dm_ptr + b * sdmb + h * sdmh + _offsets(rows, rows, L, 1, WIDE), ds, mask=valid)
     _store_tile(ds_ptr + bh * L * LP, LP, 1, rows, rows, L, LP, ds, WIDE)
 
 
 @triton.jit
 def _attn_bwd_dqdk_kernel(
-    q_ptr, k_ptr, ds_ptr, dq_ptr, dk_ptr,
+    q_ptr, k_ptr, ds_ptr, dq_ptr, dk_ptr, dm_ptr,
     H, L, D, scale,
-    sqb, sqh, sql, sqd, skb, skh, skl, skd,
-    WIDE: tl.constexpr,
+    sqb, sqh, sql, sqd, skb, skh, skl, skd, sdmb,
+    SUM_HEADS: tl.constexpr, WIDE: tl.constexpr,
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
     LP: tl.constexpr, DP: tl.constexpr,
 ):
-    # backward, second kernel, one program per (batch entry, head): dQ = dS K scale, dK = dS^T Q scale from the
-    # first kernel's dS. Apart, the two kernels' splits cannot be scheduled together (one fused kernel needed
-    # 255 registers and spilled: docs/attention.md). dq, dk: contiguous (B, H, L, D)
+    # backward, second kernel: dQ = dS K scale, dK = dS^T Q scale from the first kernel's dS, one program per
+    # (batch entry, head); with SUM_HEADS one program per batch entry loops over its heads and also sums their
+    # dS into the gradient of a mask shared by the heads (in head order: no atomics, the same bits every run).
+    # Apart, the two kernels' splits cannot be scheduled together (one fused kernel needed 255 registers and
+    # spilled: docs/attention.md). dq, dk: contiguous (B, H, L, D); dm: (B, 1, L, L), last two contiguous
     b = tl.program_id(0).to(tl.int64)
-    h = tl.program_id(1).to(tl.int64)
     rows = tl.arange(0, LP)
     cols = tl.arange(0, DP)
-    bh = b * H + h
-    ds = _tile(ds_ptr + bh * L * LP, LP, 1, rows, rows, L, LP, WIDE)
-    ds0, ds1, ds2 = split3(ds, FMT, NP, SHIFT)
-    k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D, WIDE)
-    k0, k1, k2 = split3(k, FMT, NP, SHIFT)
-    _store_tile(dq_ptr + bh * L * D, D, 1, rows, cols, L, D,
-                _dot_pieces(ds0, ds1, ds2, k0, k1, k2, NP, SHIFT, DOT_FMT) * scale, WIDE)
-    q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D, WIDE)
-    q0, q1, q2 = split3(q, FMT, NP, SHIFT)
-    dt0, dt1, dt2 = split3(tl.trans(ds), FMT, NP, SHIFT)
-    _store_tile(dk_ptr + bh * L * D, D, 1, rows, cols, L, D,
-                _dot_pieces(dt0, dt1, dt2, q0, q1, q2, NP, SHIFT, DOT_FMT) * scale, WIDE)
+    if SUM_HEADS:
+        h_first = 0
+        h_end = H
+    else:
+        h_first = tl.program_id(1)
+        h_end = h_first + 1
+    for h32 in tl.range(h_first, h_end, num_stages=1):
+        h = b * 0 + h32  # int64 (h32 is a Python int under the interpreter)
+        bh = b * H + h
+        ds = _tile(ds_ptr + bh * L * LP, LP, 1, rows, rows, L, LP, WIDE)
+        ds0, ds1, ds2 = split3(ds, FMT, NP, SHIFT)
+        k = _tile(k_ptr + b * skb + h * skh, skl, skd, rows, cols, L, D, WIDE)
+        k0, k1, k2 = split3(k, FMT, NP, SHIFT)
+        _store_tile(dq_ptr + bh * L * D, D, 1, rows, cols, L, D,
+                    _dot_pieces(ds0, ds1, ds2, k0, k1, k2, NP, SHIFT, DOT_FMT) * scale, WIDE)
+        q = _tile(q_ptr + b * sqb + h * sqh, sql, sqd, rows, cols, L, D, WIDE)
+        q0, q1, q2 = split3(q, FMT, NP, SHIFT)
+        dt0, dt1, dt2 = split3(tl.trans(ds), FMT, NP, SHIFT)
+        _store_tile(dk_ptr + bh * L * D, D, 1, rows, cols, L, D,
+                    _dot_pieces(dt0, dt1, dt2, q0, q1, q2, NP, SHIFT, DOT_FMT) * scale, WIDE)
+    if SUM_HEADS:  # in a loop of its own (the dS tiles again, from L2): a sum held over the loop above spilled
+        dm = tl.zeros((LP, LP), tl.float32)
+        for h in tl.range(0, H, num_stages=1):
+            dm += _tile(ds_ptr + (b * H + h) * L * LP, LP, 1, rows, rows, L, LP, WIDE)
+        _store_tile(dm_ptr + b * sdmb, L, 1, rows, rows, L, L, dm, WIDE)
