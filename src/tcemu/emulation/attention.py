@@ -9,15 +9,15 @@ split method (TF32x3, BF16x3, BF16x6, BF16x9) and the softmax stays in FP32:
 * fused Triton kernels (``backend="triton"``, or ``"auto"`` with ``FUSED_BY_DEFAULT``; CUDA, and the CPU under
   ``TRITON_INTERPRET=1``): self-attention
   with L and D up to 128; the gradient of a mask shared by the heads
-  (PET's cutoff weights, which need one for the forces) is summed over the heads by atomic adds. TF32x3,
+  (PET's cutoff weights, which need one for the forces) is summed over the heads in head order (deterministic). TF32x3,
   BF16x3, BF16x6. A backward with ``create_graph=True`` (double backward: training on forces) computes the
   gradients through the reference instead, so that they can be differentiated again.
 
 Inside ``tcemu.emulation_mode(method, attention=True)`` every float32 ``F.scaled_dot_product_attention``
 call without dropout or causal masking runs here.
 
-On an H200, PET S's attention (17,280 atoms, 8 heads of 32 over 41 tokens) takes 11.3 ms forward+backward
-fused in TF32x3 against torch's float32 19.0 ms (1.68x) and the reference's 51.8 ms; PET M's (8 heads of 48)
+On an H200, PET S's attention (17,280 atoms, 8 heads of 32 over 41 tokens) takes 11.75 ms forward+backward
+fused in TF32x3 against torch's float32 19.1 ms (1.62x; session 9) and the reference's 51.8 ms; PET M's (8 heads of 48)
 24.5 ms against 23.3 ms (0.95x) and 56.8 ms (docs/attention.md). So ``backend="auto"`` runs the fused kernels
 where they apply (``TCEMU_FUSED_ATTENTION=0``: the reference).
 """
