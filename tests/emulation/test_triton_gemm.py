@@ -11,6 +11,7 @@ Two kinds of test:
 
 from __future__ import annotations
 
+import collections
 import copy
 import importlib
 import math
@@ -897,6 +898,58 @@ def test_compiled_fallback_is_a_plain_gemm_only_in_ieee_mode_interpret(monkeypat
     code = "\n".join(graphs)
     assert "split_t" not in code
     assert ("tcemu.sgemm" in code) == (precision == "tf32"), code[-2000:]
+
+
+@interpret
+def test_compiled_fallback_graph_has_fp32s_kernels_interpret(monkeypatch):
+    """Where every GEMM falls back (small systems: PET S at 192 atoms), the compiled forward and backward
+    graphs of an emulated model hold the FP32 model's GEMMs and pointwise ops, no split and no tcemu op: the
+    same GPU work. Counted in AOTAutograd's graphs of a PET-like block (3-D input, bias, SiLU, a residual).
+    The one difference allowed: F.linear on 3-D input is expand + bmm in FP32's graph, addmm on the
+    flattened rows in the emulated one (one GEMM either way)."""
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    import tcemu
+    import tcemu.emulation.gemm.backend as gb
+
+    monkeypatch.setattr(gb, "_use_fallback", lambda *a, **k: True)
+    free = {"aten.view.default", "aten._unsafe_view.default", "aten.t.default", "aten.transpose.int",
+            "aten.expand.default", "aten.reshape.default", "aten.detach.default"}
+    gemms = {"aten.mm.default", "aten.addmm.default", "aten.bmm.default"}
+
+    def counted(model, x):
+        graphs = {"fw": collections.Counter(), "bw": collections.Counter()}
+
+        def compiler(tag):
+            def compile_graph(gm, _example):
+                graphs[tag].update(str(n.target) for n in gm.graph.nodes if n.op == "call_function")
+                return make_boxed_func(gm.forward)
+            return compile_graph
+
+        torch._dynamo.reset()
+        backend = aot_autograd(fw_compiler=compiler("fw"), bw_compiler=compiler("bw"))
+        xx = x.clone().requires_grad_(True)
+        out = torch.compile(model, backend=backend, fullgraph=True)(xx).square().sum()
+        (grad,) = torch.autograd.grad(out, xx)
+        return graphs, out, grad
+
+    torch.manual_seed(0)
+    fp32 = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.SiLU(), torch.nn.Linear(32, 16))
+    for p in fp32.parameters():
+        p.requires_grad_(False)  # an MD step differentiates by the positions only
+    emulated = tcemu.emulate_(copy.deepcopy(fp32), "tf32x3", backend="triton", warn_unreachable=False)
+    x = torch.randn(4, 7, 16)
+    want, out_w, grad_w = counted(lambda t: fp32(t) + t, x)
+    got, out_g, grad_g = counted(lambda t: emulated(t) + t, x)
+    torch.testing.assert_close(out_g, out_w, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad_g, grad_w, rtol=1e-5, atol=1e-5)
+    for tag in ("fw", "bw"):
+        assert sum(got[tag][k] for k in gemms) == sum(want[tag][k] for k in gemms), (tag, got[tag], want[tag])
+        work_w = {k: n for k, n in want[tag].items() if k not in free | gemms}
+        work_g = {k: n for k, n in got[tag].items() if k not in free | gemms}
+        assert work_g == work_w, (tag, work_g, work_w)
+        assert not any("tcemu" in k for k in got[tag]), got[tag]
 
 
 @interpret
