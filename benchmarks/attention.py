@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--shapes", default="pet-s,pet-m")
+    p.add_argument("--shapes", default="pet-s,pet-m", help="names; name:B sets the batch (atoms), e.g. pet-s:192")
     p.add_argument("--impls", default=",".join(IMPLS), help="which implementations (the first is the baseline)")
     p.add_argument("--methods", default="tf32x3,bf16x3,bf16x6")
     p.add_argument("--variants", default="", help="FW,BW[,FR,BR[,HPP[,NS]]][;...]: fused kernels' launches to sweep")
@@ -159,7 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     variants = [tuple(int(w) for w in s.split(",")) for s in args.variants.split(";")] if args.variants else [None]
     for shape in args.shapes.split(","):
-        B, H, L, D = SHAPES[shape]
+        name, _, batch = shape.partition(":")  # "pet-s:192": PET S's heads at 192 atoms
+        B, H, L, D = SHAPES[name]
+        B = int(batch) if batch else B
         x64, m64, g64 = make_inputs(B, H, L, D, args.device)
         # FP64 reference: the output and both gradients (the forward's error is against its first entry)
         ref = run_once(attention_fn("torch-math", "fp32"), x64.requires_grad_(True), m64.requires_grad_(True), g64, True)

@@ -281,6 +281,52 @@ def test_emulation_mode_routes_attention_only_when_asked(monkeypatch):
     assert torch.equal(got, scaled_dot_product_attention(q, k, v, m.float(), method="tf32x3"))
 
 
+def test_small_batch_fallback_is_cuda_only_and_switchable(monkeypatch):
+    """The small-batch decision: only for CUDA tensors, only below FUSED_MIN_HEADS heads in all, and off with
+    SMALL_BATCH_FALLBACK = False. (CPU tensors here: the decision is False.)"""
+    q = torch.zeros(2, 3, 5, 4)
+    assert not attention._small_batch(q)
+    assert attention.FUSED_MIN_HEADS > 2 * 3 and attention.SMALL_BATCH_FALLBACK
+
+
+@interpret
+def test_small_batch_runs_torchs_fp32_attention_interpret(monkeypatch):
+    """Where the decision says small batch, backend="auto" returns torch's own FP32 attention (output and
+    gradients, bit for bit); backend="triton" still runs the fused kernels."""
+    monkeypatch.setattr(attention, "_small_batch", lambda q: True)
+    x, m = _pet_like(B=2, L=11, H=2, D=16)
+
+    def auto(q, k, v, mm):
+        return scaled_dot_product_attention(q, k, v, mm, method="tf32x3", backend="auto")
+
+    def torch_fp32(q, k, v, mm):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mm)
+
+    got, want = _run(x, m, torch.float32, auto), _run(x, m, torch.float32, torch_fp32)
+    assert all(torch.equal(a, b) for a, b in zip(got, want))
+    fused = _run(x, m, torch.float32, lambda q, k, v, mm: scaled_dot_product_attention(q, k, v, mm, backend="triton"))
+    assert not torch.equal(fused[0], want[0])
+
+
+@pytest.mark.gpu
+def test_small_batch_fallback_gpu(monkeypatch):
+    """On CUDA: a batch below FUSED_MIN_HEADS heads runs torch's FP32 attention (counted), one at or above it
+    the fused kernels, and with the fallback off the fused kernels run whatever the batch."""
+    x, m = _pet_like(B=4, L=41, H=8, D=32, device="cuda")
+    q, k, v = x.float().permute(2, 0, 3, 1, 4)
+    mask = m.float()
+    before = attention.fallback_stats().get(tuple(q.shape), 0)
+    got = scaled_dot_product_attention(q, k, v, mask)
+    assert torch.equal(got, F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+    assert attention.fallback_stats()[tuple(q.shape)] == before + 1
+    fused = scaled_dot_product_attention(q, k, v, mask, backend="triton")
+    monkeypatch.setattr(attention, "FUSED_MIN_HEADS", 4 * 8)
+    assert torch.equal(scaled_dot_product_attention(q, k, v, mask), fused)
+    monkeypatch.setattr(attention, "FUSED_MIN_HEADS", 10**9)
+    monkeypatch.setattr(attention, "SMALL_BATCH_FALLBACK", False)
+    assert torch.equal(scaled_dot_product_attention(q, k, v, mask), fused)
+
+
 @interpret
 def test_fused_op_registration_interpret():
     """torch.library.opcheck of the fused ops (schema, fake tensors for torch.compile, autograd registration)."""

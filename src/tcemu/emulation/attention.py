@@ -24,6 +24,8 @@ where they apply (``TCEMU_FUSED_ATTENTION=0``: the reference).
 
 from __future__ import annotations
 
+import collections
+import logging
 import math
 import os
 
@@ -33,8 +35,10 @@ from torch import Tensor
 from .methods import MethodSpec, get_method
 from .ops import matmul
 
+log = logging.getLogger("tcemu.emulation.attention")
+
 __all__ = ["scaled_dot_product_attention", "sdpa_reference", "fused_smem_bytes", "FUSED_METHODS", "MAX_FUSED_LEN",
-           "FUSED_BY_DEFAULT", "HEADS_PER_PROGRAM"]
+           "FUSED_BY_DEFAULT", "HEADS_PER_PROGRAM", "SMALL_BATCH_FALLBACK", "FUSED_MIN_HEADS", "fallback_stats"]
 
 #: methods with a fused kernel; the others run the reference
 FUSED_METHODS = ("tf32x3", "bf16x3", "bf16x6")
@@ -50,6 +54,15 @@ FUSED_BY_DEFAULT = os.environ.get("TCEMU_FUSED_ATTENTION", "1") != "0"
 #: (docs/attention.md): 8 heads per program 2.64-2.66 ms forward, 2 heads 3.01, 1 head 3.39-3.45
 HEADS_PER_PROGRAM: int | None = None
 AUTO_HEADS_PER_PROGRAM = 8
+#: small batches: below ``FUSED_MIN_HEADS`` heads in all (B x H), ``backend="auto"`` on CUDA runs torch's own
+#: FP32 attention instead of the fused kernels (FP32 accuracy kept): their programs are then too few to fill the
+#: GPU. Measured on the H200 with PET S's heads (8 of 32 over 41 tokens), TF32x3 forward+backward against
+#: torch's FP32: 1,536 heads (192 atoms) 0.32x, 6,144 0.97x, 12,288 1.60x, 49,152 1.61x, 138,240 1.62x
+#: (benchmarks/results/attention_h200_batch_sweep.csv). Off: ``SMALL_BATCH_FALLBACK = False`` or
+#: ``TCEMU_ATTENTION_FALLBACK=0``; :func:`fallback_stats` counts the calls.
+SMALL_BATCH_FALLBACK = os.environ.get("TCEMU_ATTENTION_FALLBACK", "1") != "0"
+FUSED_MIN_HEADS = 12288
+_FALLBACKS: collections.Counter = collections.Counter()
 #: largest L x D tile (padded) given several heads per program by default: the pipelined head loop multiplies
 #: the forward's shared memory (64 KB at PET S's 64 x 32; at 64 x 64, 128 KB and a spill, untimed)
 AUTO_HPP_MAX_TILE = 64 * 32
@@ -138,6 +151,24 @@ def _fused_unsupported(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, spe
     return None
 
 
+def fallback_stats() -> dict[tuple[int, ...], int]:
+    """How often each (B, H, L, D) attention ran torch's FP32 attention as a small batch, in eager code."""
+    return dict(_FALLBACKS)
+
+
+def _small_batch(q: Tensor) -> bool:
+    """Whether ``backend="auto"`` runs torch's FP32 attention for this (B, H, L, D) query (CUDA only)."""
+    if not SMALL_BATCH_FALLBACK or q.device.type != "cuda" or q.shape[0] * q.shape[1] >= FUSED_MIN_HEADS:
+        return False
+    if not torch.compiler.is_compiling():  # decided at trace time under torch.compile; counted in eager code
+        key = tuple(q.shape)
+        if key not in _FALLBACKS:
+            log.info("tcemu: attention %s has fewer than %d heads in all: torch's FP32 attention instead",
+                     key, FUSED_MIN_HEADS)
+        _FALLBACKS[key] += 1
+    return True
+
+
 def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, *,
                                  scale: float | None = None, method: str | MethodSpec = "tf32x3",
                                  backend: str = "auto") -> Tensor:
@@ -148,7 +179,8 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         attn_mask: float32 added to the scores, or bool (True = attend), broadcastable to (..., L, S).
         scale: score scale; default 1 / sqrt(D), as torch.
         method: emulation method of the two products.
-        backend: ``"auto"`` (the fused kernels where they apply if ``FUSED_BY_DEFAULT``, else the reference),
+        backend: ``"auto"`` (the fused kernels where they apply if ``FUSED_BY_DEFAULT``, else the reference;
+            on CUDA, batches of fewer than ``FUSED_MIN_HEADS`` heads in all run torch's FP32 attention),
             ``"torch"`` (reference) or ``"triton"`` (the fused kernels; ValueError where they do not apply).
 
     Returns:
@@ -165,6 +197,8 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
     fused = backend == "triton" or (backend == "auto" and FUSED_BY_DEFAULT)
     reason = _fused_unsupported(q, k, v, mask, spec) if fused else None
     if fused and reason is None:
+        if backend == "auto" and _small_batch(q):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
         return torch.ops.tcemu.attention_fwd(q, k, v, mask, scale, spec.name)[0]
     if backend == "triton":
         raise ValueError(f"tcemu.scaled_dot_product_attention: no fused kernel for {spec.name} on shapes "
