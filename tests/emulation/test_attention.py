@@ -308,6 +308,35 @@ def test_small_batch_runs_torchs_fp32_attention_interpret(monkeypatch):
     assert not torch.equal(fused[0], want[0])
 
 
+@interpret
+def test_small_batch_fallback_under_emulation_mode_and_compile_interpret(monkeypatch):
+    """As the MD step runs it: F.scaled_dot_product_attention inside emulation_mode(attention=True), compiled
+    (fullgraph). A small batch gives one graph with torch's attention and no fused op (no recursion through the
+    mode); a large one the fused op."""
+    x, m = _pet_like(B=2, L=11, H=2, D=16)
+    q, k, v = x.float().permute(2, 0, 3, 1, 4)
+    mask = m.float()
+    graphs = []
+
+    def capture(gm, _example):
+        graphs.append(str(gm.graph))
+        return gm.forward
+
+    def f(q, k, v, mm):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mm)
+
+    for small in (True, False):
+        monkeypatch.setattr(attention, "_small_batch", lambda q, small=small: small)
+        torch._dynamo.reset()
+        with tcemu.emulation_mode("tf32x3", attention=True):
+            got = torch.compile(f, backend=capture, fullgraph=True)(q, k, v, mask)
+        code = graphs[-1]
+        assert ("attention_fwd" in code) != small, code
+        assert ("scaled_dot_product_attention" in code) == small, code
+        want = f(q, k, v, mask) if small else scaled_dot_product_attention(q, k, v, mask, backend="triton")
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
 @pytest.mark.gpu
 def test_small_batch_fallback_gpu(monkeypatch):
     """On CUDA: a batch below FUSED_MIN_HEADS heads runs torch's FP32 attention (counted), one at or above it
