@@ -15,6 +15,7 @@ from .emulation import (
     Method,
     MethodSpec,
     emulate_,
+    emulate_functional_,
     emulation_mode,
     get_method,
     linear,
@@ -28,7 +29,7 @@ from .emulation import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulation_mode",
-    "get_method", "linear", "matmul", "method_names", "restore_", "scaled_dot_product_attention",
+    "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulate_functional_",
+    "emulation_mode", "get_method", "linear", "matmul", "method_names", "restore_", "scaled_dot_product_attention",
     "unreachable_layers", "__version__",
 ]

@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import tcemu
@@ -202,3 +203,127 @@ def test_emulated_layers_under_emulation_mode_compile_without_graph_breaks():
     e_comp, g_comp = energy_and_force(torch.compile(model, fullgraph=True))
     torch.testing.assert_close(e_comp, e_eager)
     torch.testing.assert_close(g_comp, g_eager)
+
+
+class AttentionBlock(nn.Module):
+    """PET-like: projections as nn.Linear, attention and one more product functional."""
+
+    def __init__(self, d=32, heads=2):
+        super().__init__()
+        self.qkv, self.out, self.heads = nn.Linear(d, 3 * d), nn.Linear(d, d), heads
+
+    def forward(self, x, mask):
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        return self.out(o.transpose(1, 2).reshape(b, n, d)) + x @ torch.ones(d, d) / d
+
+
+class BlockModel(nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed, self.block = nn.Linear(8, d), AttentionBlock(d)
+
+    def forward(self, x, mask):
+        h = self.embed(x)
+        return (self.block(h, mask) @ h.transpose(1, 2)).sum()  # this product is outside the block
+
+
+def _block_inputs(b=3, n=9):
+    torch.manual_seed(1)
+    return torch.randn(b, n, 8), torch.randn(b, 1, n, n)
+
+
+def _is_block(mod, fqn):
+    return isinstance(mod, AttentionBlock)
+
+
+def _reference(model, method, x, mask, *, attention=True, matmuls=True):
+    """What emulate_functional_ should compute: the block's forward inside the mode, the rest plain."""
+    h = model.embed(x)
+    with tcemu.emulation_mode(method, attention=attention, matmuls=matmuls):
+        y = type(model.block).forward(model.block, h, mask)
+    return (y @ h.transpose(1, 2)).sum()
+
+
+def test_emulate_functional_scopes_the_mode_to_the_selected_modules():
+    x, mask = _block_inputs()
+    model = BlockModel()
+    plain = model(x, mask)
+    assert tcemu.emulate_functional_(model, "bf16x3", _is_block) is model
+    got = model(x, mask)
+    assert torch.equal(got, _reference(model, "bf16x3", x, mask))
+    assert not torch.equal(got, plain)  # bf16x3 is visibly not FP32
+    whole = BlockModel()
+    with tcemu.emulation_mode("bf16x3", attention=True):
+        assert not torch.equal(got, whole(x, mask))  # the outer product is left alone, unlike a whole-model mode
+    tcemu.emulate_functional_(model, "bf16x3", _is_block, matmuls=False)  # re-scoping replaces the wrapper
+    assert torch.equal(model(x, mask), _reference(model, "bf16x3", x, mask, matmuls=False))
+    assert not torch.equal(model(x, mask), got)
+    tcemu.restore_(model)
+    assert "forward" not in model.block.__dict__ and torch.equal(model(x, mask), plain)
+
+
+def test_emulate_functional_keeps_state_dict_and_survives_deepcopy_and_pickle():
+    x, mask = _block_inputs()
+    model = BlockModel()
+    keys = {k: v.clone() for k, v in model.state_dict().items()}
+    tcemu.emulate_functional_(model, "bf16x3", _is_block)
+    sd = model.state_dict()
+    assert sd.keys() == keys.keys() and all(torch.equal(sd[k], keys[k]) for k in keys)
+    want = model(x, mask)
+    twin = copy.deepcopy(model)
+    assert twin.block.forward.args[0] is twin.block  # bound to the copy, not to the original
+    assert torch.equal(twin(x, mask), want)
+    with torch.no_grad():
+        twin.block.out.bias.add_(1.0)
+    assert torch.equal(model(x, mask), want) and not torch.equal(twin(x, mask), want)
+    buf = io.BytesIO()
+    torch.save(model, buf)
+    buf.seek(0)
+    loaded = torch.load(buf, weights_only=False)
+    assert torch.equal(loaded(x, mask), want)
+    assert torch.equal(pickle.loads(pickle.dumps(model))(x, mask), want)
+
+
+def test_emulate_functional_refuses_what_it_cannot_do():
+    model = BlockModel()
+    with pytest.raises(ValueError, match="selected no module"):
+        tcemu.emulate_functional_(model, "tf32x3", lambda m, fqn: False)
+    with pytest.raises(ValueError, match="emulate nothing"):
+        tcemu.emulate_functional_(model, "tf32x3", _is_block, attention=False, matmuls=False)
+    with pytest.raises(ValueError, match="unknown"):
+        tcemu.emulate_functional_(model, "tf33x3", _is_block)
+    model.block.forward = lambda *a: None  # someone else's wrapper: not silently replaced
+    with pytest.raises(ValueError, match="already has an instance attribute 'forward'"):
+        tcemu.emulate_functional_(model, "tf32x3", _is_block)
+    assert "forward" not in model.embed.__dict__  # nothing changed before the refusal
+
+
+def test_emulate_functional_compiles_in_one_graph_with_the_eager_results():
+    """torch.compile(fullgraph=True) traces through the scoped forward (the mode entered inside the graph):
+    one graph, forward and input gradient equal to eager within FP32 reassociation."""
+    torch._dynamo.reset()
+    x, mask = _block_inputs()
+    model = tcemu.emulate_(BlockModel(), "tf32x3", warn_unreachable=False)
+    tcemu.emulate_functional_(model, "tf32x3", _is_block)
+    graphs = []
+
+    def capture(gm, _example):
+        graphs.append(gm)
+        return gm.forward
+
+    def energy_and_force(fn):
+        xx = x.clone().requires_grad_(True)
+        e = fn(xx, mask)
+        (g,) = torch.autograd.grad(e, xx)
+        return e.detach(), g
+
+    want = energy_and_force(model)
+    got = energy_and_force(torch.compile(model, backend=capture, fullgraph=True))
+    assert len(graphs) == 1
+    code = str(graphs[0].graph)
+    assert "scaled_dot_product_attention" not in code, code  # the mode's, not torch's, attention was traced
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)

@@ -6,10 +6,11 @@ from .methods import METHODS, Method, MethodSpec, get_method, method_names
 from .mode import emulation_mode
 from .ops import GemmConfig, linear, matmul
 from .split import split
-from .swap import emulate_, restore_, unreachable_layers
+from .swap import emulate_, emulate_functional_, restore_, unreachable_layers
 
 __all__ = [
-    "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulation_mode",
+    "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulate_functional_",
+    "emulation_mode",
     "get_method", "linear", "matmul", "method_names", "restore_", "scaled_dot_product_attention", "split",
     "unreachable_layers",
 ]

@@ -5,7 +5,12 @@ Inside ``with tcemu.emulation_mode("tf32x3"):`` every float32 ``torch.matmul`` /
 :func:`tcemu.matmul` / :func:`tcemu.linear` (with autograd). Other dtypes pass through
 untouched. ``F.scaled_dot_product_attention`` is a single fused op: with ``attention=True`` its float32
 calls without dropout or causal masking run :func:`tcemu.scaled_dot_product_attention` (fused emulated
-kernels where they apply); otherwise it is not intercepted.
+kernels where they apply); otherwise it is not intercepted. ``matmuls=False`` leaves the matrix products
+alone (attention only).
+
+The mode sees every torch call made while it is active, so it costs host time on each op of eager code.
+To emulate inside a few modules only (PET's attention blocks, say), :func:`tcemu.emulate_functional_` runs
+just those modules' ``forward`` inside the mode.
 """
 
 from __future__ import annotations
@@ -40,13 +45,20 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
         attention: also route float32 ``F.scaled_dot_product_attention`` (no dropout, not causal, no
             grouped-query heads) through :func:`tcemu.scaled_dot_product_attention`.
+        matmuls: route the matrix products listed above (default); ``False`` with ``attention=True``
+            emulates attention only.
     """
 
-    def __init__(self, method: str | MethodSpec = "tf32x3", *, backend: str = "auto", attention: bool = False) -> None:
+    def __init__(self, method: str | MethodSpec = "tf32x3", *, backend: str = "auto", attention: bool = False,
+                 matmuls: bool = True) -> None:
         super().__init__()
+        if not (attention or matmuls):
+            raise ValueError("emulation_mode(attention=False, matmuls=False) would emulate nothing: "
+                             "set attention=True, matmuls=True or both")
         self.method = get_method(method)
         self.backend = backend
         self.attention = attention
+        self.matmuls = matmuls
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -56,6 +68,8 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
                     and not a.get("is_causal", False) and not a.get("enable_gqa", False)):
                 return scaled_dot_product_attention(a["query"], a["key"], a["value"], a.get("attn_mask"),
                                                     scale=a.get("scale"), method=self.method, backend=self.backend)
+        if not self.matmuls:
+            return func(*args, **kwargs)
         if func in _MATMULS and len(args) == 2 and not kwargs and _all_fp32(*args):
             return matmul(args[0], args[1], self.method, backend=self.backend)
         if func in _LINEAR and _all_fp32(*args[:2]) and (len(args) < 3 or args[2] is None or _all_fp32(args[2])):

@@ -10,21 +10,25 @@ products that do not go through an ``nn.Linear`` module call, e.g. ``nn.Multihea
 ``F.scaled_dot_product_attention``'s QK^T and AV, subclasses of ``nn.Linear`` that override
 ``forward``, and any ``torch.matmul`` / ``F.linear`` a model calls itself. Cover the functional
 ones with :func:`tcemu.emulation_mode`, which routes float32 ``torch.matmul``, ``@``, ``mm``,
-``bmm``, ``addmm`` and ``F.linear`` calls through the emulation while it is active.
+``bmm``, ``addmm`` and ``F.linear`` calls through the emulation while it is active, or, scoped to
+chosen modules, with :func:`emulate_functional_`, which runs only their ``forward`` inside that mode.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
 from .linear import EmulatedLinear
-from .methods import MethodSpec
+from .methods import MethodSpec, get_method
+from .mode import emulation_mode
 
-__all__ = ["emulate_", "restore_", "unreachable_layers", "UnreachableLayer"]
+__all__ = ["emulate_", "emulate_functional_", "restore_", "unreachable_layers", "UnreachableLayer"]
 
 FilterFn = Callable[[nn.Module, str], bool]
 
@@ -127,8 +131,61 @@ def emulate_(
     return convert(model, "") if isinstance(model, nn.Linear) else model
 
 
+def _forward_in_mode(module: nn.Module, mode_kwargs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+    """The class's ``forward`` of ``module``, run inside ``emulation_mode(**mode_kwargs)``."""
+    with emulation_mode(**mode_kwargs):
+        return type(module).forward(module, *args, **kwargs)
+
+
+def _scoped_forward(module: nn.Module) -> functools.partial | None:
+    fwd = module.__dict__.get("forward")
+    return fwd if isinstance(fwd, functools.partial) and fwd.func is _forward_in_mode else None
+
+
+def emulate_functional_(
+    model: nn.Module,
+    method: str | MethodSpec,
+    filter_fn: FilterFn,
+    *,
+    attention: bool = True,
+    matmuls: bool = True,
+    backend: str = "auto",
+) -> nn.Module:
+    """Emulate the functional products inside the selected modules only, in place.
+
+    Each module for which ``filter_fn(module, fqn)`` is True runs its ``forward`` inside
+    ``emulation_mode(method, attention=..., matmuls=..., backend=...)``: ``F.scaled_dot_product_attention``
+    and float32 ``torch.matmul`` / ``F.linear`` calls there are emulated, and code outside those modules
+    pays nothing for the mode (a mode around a whole step intercepts every torch call of its eager parts).
+    The wrapper is an instance attribute: parameters, buffers and state-dict keys are untouched,
+    ``copy.deepcopy`` binds it to the copy, ``torch.compile`` traces through it, and :func:`restore_`
+    removes it. For PET: ``filter_fn=lambda m, fqn: type(m).__name__ == "AttentionBlock"``.
+
+    Raises:
+        ValueError: if ``filter_fn`` selects no module, or a selected module already has an instance
+            ``forward`` of another origin (it would be lost).
+    """
+    mode_kwargs = dict(method=get_method(method), backend=backend, attention=attention, matmuls=matmuls)
+    emulation_mode(**mode_kwargs)  # validates the arguments before any module changes
+    selected = [(fqn, mod) for fqn, mod in model.named_modules() if filter_fn(mod, fqn)]
+    if not selected:
+        raise ValueError("tcemu.emulate_functional_: filter_fn selected no module of the model, so nothing "
+                         "would be emulated; check the filter against model.named_modules()")
+    for fqn, mod in selected:
+        if "forward" in mod.__dict__ and _scoped_forward(mod) is None:
+            raise ValueError(f"tcemu.emulate_functional_: module {fqn or '<root>'!r} already has an instance "
+                             "attribute 'forward' (another wrapper); remove it first")
+    for _, mod in selected:
+        mod.forward = functools.partial(_forward_in_mode, mod, mode_kwargs)
+    return model
+
+
 def restore_(model: nn.Module) -> nn.Module:
-    """Undo :func:`emulate_`: every :class:`EmulatedLinear` goes back to its original class."""
+    """Undo :func:`emulate_` and :func:`emulate_functional_`: every :class:`EmulatedLinear` goes back to its
+    original class and scoped ``forward`` wrappers are removed."""
+    for mod in model.modules():
+        if _scoped_forward(mod) is not None:
+            del mod.__dict__["forward"]
     for parent in list(model.modules()):
         for name, child in list(parent.named_children()):
             if isinstance(child, EmulatedLinear):
