@@ -23,8 +23,10 @@ Modes: ``eager``; ``compile`` (``torch.compile`` of PET's backend, static shapes
 configuration of the invocation, FP32 included (column ``compile_scope``).
 ``--configs fp32:eager,tf32x3:compile,...`` runs an explicit list instead of methods x modes, in that order,
 a method written ``tf32x3+attn`` also emulates PET's attention for that configuration alone (as
-``--emulate-attention`` does for every split method; column ``attention``), and ``--budget-s`` skips what would start after that many seconds (noted), so a run on a time-limited
-machine keeps its priorities. Rows are written as they finish.
+``--emulate-attention`` does for every split method; column ``attention``: PET's attention blocks run inside
+``tcemu.emulation_mode``; ``tf32x3+attn-step`` runs the whole step inside it instead), and ``--budget-s``
+skips what would start after that many seconds (noted), so a run on a time-limited machine keeps its
+priorities. Rows are written as they finish.
 
 Writes one row per (model, n_atoms, method, mode) with the columns ``model, n_atoms, method, mode,
 median_ms, speedup_vs_fp32_compile, force_err_vs_fp64, fp32_noise_floor, gemm_share, peak_mem_gb, gpu,
@@ -49,6 +51,7 @@ import statistics
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -218,17 +221,28 @@ def versions(device: torch.device) -> dict[str, str]:
     return {"gpu": v["gpu"] or "cpu", "driver": v["driver"] or "", "torch": v["torch"], "triton": v["triton"] or ""}
 
 
-def split_config_method(method: str, emulate_attention: bool = False) -> tuple[str, bool]:
-    """``"tf32x3+attn"`` -> ("tf32x3", True): the method and whether PET's attention is emulated too."""
+def split_config_method(method: str, emulate_attention: bool = False) -> tuple[str, str]:
+    """``"tf32x3+attn"`` -> ("tf32x3", "blocks"): the method and where PET's attention is emulated.
+
+    ``"blocks"``: PET's attention blocks run inside ``emulation_mode`` (``tcemu.emulate_functional_``);
+    ``"step"`` (``+attn-step``): the whole step does, as before session 10 (the mode then intercepts every
+    torch call of the step's eager code); ``""``: torch's FP32 attention.
+    """
     base, _, extra = method.partition("+")
-    if extra not in ("", "attn"):
-        raise ValueError(f"unknown method suffix {extra!r} in {method!r} (only '+attn')")
-    attn = extra == "attn" or emulate_attention
-    if attn and base in ("fp32", "tf32"):
+    scopes = {"": "", "attn": "blocks", "attn-step": "step"}
+    if extra not in scopes:
+        raise ValueError(f"unknown method suffix {extra!r} in {method!r} (only '+attn' or '+attn-step')")
+    scope = scopes[extra] or ("blocks" if emulate_attention else "")
+    if scope and base in ("fp32", "tf32"):
         if extra:
             raise ValueError(f"{method!r}: attention is emulated by split methods only")
-        attn = False
-    return base, attn
+        scope = ""
+    return base, scope
+
+
+#: the ``attention`` column for each scope, and the suffix that names it in plots and summaries
+ATTENTION_COLUMN = {"": "fp32", "blocks": "emulated", "step": "emulated-step"}
+ATTENTION_SUFFIX = {"fp32": "", "emulated": "+attn", "emulated-step": "+attn-step"}
 
 
 def _plan(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -290,12 +304,29 @@ def run(args: argparse.Namespace) -> list[dict]:
                 continue
             for rnd in range(1, args.rounds + 1):  # rounds interleave the configurations (host-bound noise)
                 results = {}
+                if args.interleave_steps:
+                    for method, mode in plan:
+                        base_method, attn_scope = split_config_method(method, args.emulate_attention)
+                        results[method, mode] = dict(
+                            model=model_name, n_atoms=n_atoms, method=base_method, mode=mode, note="",
+                            nl_build_ms=round(inp.nl_build_ms, 3), round=rnd,
+                            compile_scope=args.compile_scope if mode != "eager" else "",
+                            attention=ATTENTION_COLUMN[attn_scope], **meta)
+                    measure_interleaved(args, base, inp, plan, results, forces64)
+                    _finish(results, {})
+                    for (method, mode), row in results.items():
+                        rows.append(row)
+                        print(f"  {method:7s} {mode:8s} {row.get('median_ms', math.nan):9.2f} ms  "
+                              f"force err {row.get('force_err_vs_fp64', math.nan):.3e}  {row['note']}", flush=True)
+                    _free(device)
+                    write_rows(rows, args.out)
+                    continue
                 for method, mode in plan:
-                    base_method, attn = split_config_method(method, args.emulate_attention)
+                    base_method, attn_scope = split_config_method(method, args.emulate_attention)
                     row = dict(model=model_name, n_atoms=n_atoms, method=base_method, mode=mode, note="",
                                nl_build_ms=round(inp.nl_build_ms, 3), round=rnd,
                                compile_scope=args.compile_scope if mode != "eager" else "",
-                               attention="emulated" if attn else "fp32", **meta)
+                               attention=ATTENTION_COLUMN[attn_scope], **meta)
                     if args.budget_s and time.perf_counter() - t_start > args.budget_s:
                         row["note"] = "skipped: time budget"
                         results[method, mode] = row
@@ -328,57 +359,126 @@ def run(args: argparse.Namespace) -> list[dict]:
     return rows
 
 
-def measure_config(args: argparse.Namespace, base, inp: StepInputs, method: str, mode: str, row: dict,
-                   case: str) -> torch.Tensor:
-    """Time one (method, mode) on a fresh copy of ``base``; fills ``row`` and returns the forces."""
+def build_step(args: argparse.Namespace, base, inp: StepInputs, method: str, mode: str) -> Callable[[], tuple]:
+    """The energy+forces step of one (method, mode) on a fresh copy of ``base``: emulated, its attention
+    scoped as the method's suffix says, compiled as ``mode`` says; it sets the FP32 matmul precision itself."""
     import tcemu
 
-    method, emulate_attention = split_config_method(method, args.emulate_attention)
-    device = torch.device(args.device)
-    skips0 = _cudagraph_skips()
+    method, attn_scope = split_config_method(method, args.emulate_attention)
     pet = copy.deepcopy(base)
     if method not in ("fp32", "tf32"):
         tcemu.emulate_(pet, method, warn_unreachable=False)
+    if attn_scope == "blocks":  # PET's F.scaled_dot_product_attention calls, and nothing else of the step
+        from metatrain.pet.modules.transformer import AttentionBlock
+
+        tcemu.emulate_functional_(pet, method, lambda m, fqn: isinstance(m, AttentionBlock), attention=True,
+                                  matmuls=False)
     if mode in ("compile", "graph"):
         compile_backend(pet, graphs=mode == "graph", scope=args.compile_scope)
     elif mode != "eager":
         raise ValueError(f"unknown mode {mode!r} (eager, compile, graph)")
     model = pet.export()
+    precision = "tf32" if method == "tf32" else "ieee"
 
     def step() -> tuple[torch.Tensor, torch.Tensor]:
-        if emulate_attention:
-            # PET's F.scaled_dot_product_attention calls (and any other float32 product outside an nn.Linear)
-            with tcemu.emulation_mode(method, attention=True):
-                return energy_and_forces(model, inp, torch.float32)
-        return energy_and_forces(model, inp, torch.float32)
+        old = torch.backends.cuda.matmul.fp32_precision
+        torch.backends.cuda.matmul.fp32_precision = precision
+        try:
+            if attn_scope == "step":
+                # PET's F.scaled_dot_product_attention calls (and any other float32 product outside an nn.Linear)
+                with tcemu.emulation_mode(method, attention=True):
+                    return energy_and_forces(model, inp, torch.float32)
+            return energy_and_forces(model, inp, torch.float32)
+        finally:
+            torch.backends.cuda.matmul.fp32_precision = old
 
-    old = torch.backends.cuda.matmul.fp32_precision
-    torch.backends.cuda.matmul.fp32_precision = "tf32" if method == "tf32" else "ieee"
-    try:
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
-        t0 = time.perf_counter()
-        _, forces = step()
-        _sync(device)
-        first_s = time.perf_counter() - t0
-        med, p20, p80 = time_steps(step, device, args.warmup, args.repeats)
-        row.update(median_ms=med, p20_ms=p20, p80_ms=p80)
-        if device.type == "cuda":
-            row["peak_mem_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
-        if args.profile:
-            share, gms, table = gemm_share(step, device)
-            row.update(gemm_share=share, gemm_ms=gms)
-            if args.profile_top and table:
-                Path(args.profile_top).mkdir(parents=True, exist_ok=True)
-                (Path(args.profile_top) / f"{case}_{method}{'_attn' if emulate_attention else ''}_{mode}.txt").write_text(
-                    f"{case.replace('_', ' ', 1)} atoms {method} {mode}: median step {med:.2f} ms\n{table}\n")
-    finally:
-        torch.backends.cuda.matmul.fp32_precision = old
+    return step
+
+
+def measure_config(args: argparse.Namespace, base, inp: StepInputs, method: str, mode: str, row: dict,
+                   case: str) -> torch.Tensor:
+    """Time one (method, mode) on a fresh copy of ``base``; fills ``row`` and returns the forces."""
+    device = torch.device(args.device)
+    skips0 = _cudagraph_skips()
+    step = build_step(args, base, inp, method, mode)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    t0 = time.perf_counter()
+    _, forces = step()
+    _sync(device)
+    first_s = time.perf_counter() - t0
+    med, p20, p80 = time_steps(step, device, args.warmup, args.repeats)
+    row.update(median_ms=med, p20_ms=p20, p80_ms=p80)
+    if device.type == "cuda":
+        row["peak_mem_gb"] = torch.cuda.max_memory_allocated(device) / 1e9
+    if args.profile:
+        share, gms, table = gemm_share(step, device)
+        row.update(gemm_share=share, gemm_ms=gms)
+        if args.profile_top and table:
+            Path(args.profile_top).mkdir(parents=True, exist_ok=True)
+            base_method, attn_scope = split_config_method(method, args.emulate_attention)
+            suffix = ATTENTION_SUFFIX[ATTENTION_COLUMN[attn_scope]].replace("+", "_")
+            (Path(args.profile_top) / f"{case}_{base_method}{suffix}_{mode}.txt").write_text(
+                f"{case.replace('_', ' ', 1)} atoms {base_method} {mode}: median step {med:.2f} ms\n{table}\n")
     notes = [f"first call {first_s:.1f} s"]
     if mode == "graph":
         notes.append(f"inductor cudagraph skips {_cudagraph_skips() - skips0}")
     row["note"] = "; ".join(notes)
     return forces
+
+
+def measure_interleaved(args: argparse.Namespace, base, inp: StepInputs, plan: list[tuple[str, str]],
+                        rows: dict[tuple[str, str], dict], forces64: torch.Tensor | None) -> None:
+    """Time every configuration of ``plan`` step by step in turn (``--interleave-steps``), so that a drift
+    of the host's speed reaches each configuration alike: all are built first, then ``repeats`` cycles run
+    one step of each, the order rotated each cycle. Fills ``rows`` (median, p20, p80, force error, and in
+    the note the median over cycles of the per-cycle time ratio to FP32 compiled)."""
+    device = torch.device(args.device)
+    for name in ("recompile_limit", "cache_size_limit"):  # one compiled copy of PET per configuration, all alive
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(64, getattr(torch._dynamo.config, name)))
+    steps = {}
+    for key in plan:
+        row = rows[key]
+        try:
+            steps[key] = build_step(args, base, inp, *key)
+            t0 = time.perf_counter()
+            _, f = steps[key]()
+            _sync(device)
+            row["note"] = f"first call {time.perf_counter() - t0:.1f} s; interleaved steps"
+            if forces64 is not None:  # now: a CUDA-graph replay of another configuration may reuse the memory
+                row["force_err_vs_fp64"] = (f.double() - forces64).norm(dim=1).mean().item()
+            del f
+        except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the run
+            row["note"] = f"{type(exc).__name__}: {exc}"[:300]
+            steps.pop(key, None)
+            print(f"  {key[0]:7s} {key[1]:8s} FAILED {row['note']}", flush=True)
+            if args.traceback:
+                traceback.print_exc()
+    keys = list(steps)
+    for _ in range(args.warmup):
+        for key in keys:
+            steps[key]()
+    _sync(device)
+    times: dict[tuple[str, str], list[float]] = {key: [] for key in keys}
+    for cycle in range(args.repeats):
+        shift = cycle % max(1, len(keys))
+        for key in keys[shift:] + keys[:shift]:
+            t0 = time.perf_counter()
+            steps[key]()
+            _sync(device)
+            times[key].append((time.perf_counter() - t0) * 1e3)
+    ref = times.get(("fp32", "compile"))
+    for key in keys:
+        ts = times[key]
+        q = statistics.quantiles(ts, n=10) if len(ts) >= 2 else [ts[0]] * 9
+        rows[key].update(median_ms=statistics.median(ts), p20_ms=q[1], p80_ms=q[7])
+        if ref:
+            ratios = [a / b for a, b in zip(ref, ts)]
+            qr = statistics.quantiles(ratios, n=10) if len(ratios) >= 2 else [ratios[0]] * 9
+            rows[key]["note"] += (f"; per-cycle speedup vs fp32 compile median {statistics.median(ratios):.3f}"
+                                  f" (p20 {qr[1]:.3f}, p80 {qr[7]:.3f}), slower in {sum(r < 1 for r in ratios)}"
+                                  f" of {len(ratios)} cycles")
 
 
 def _finish(results: dict, forces: dict) -> None:
@@ -455,7 +555,7 @@ def plot(csv_path: str, png_path: str) -> None:
     colors = {"eager": "#9ecae1", "compile": "#3182bd", "graph": "#08519c"}
     for ax, (model, n) in zip(axes.flat, cases):
         sub = [r for r in rows if (r["model"], r["n_atoms"]) == (model, n)]
-        labels = [f"{r['method']}{'+attn' if r.get('attention') == 'emulated' else ''}\n{r['mode']}" for r in sub]
+        labels = [f"{r['method']}{ATTENTION_SUFFIX.get(r.get('attention', ''), '')}\n{r['mode']}" for r in sub]
         vals = [float(r["median_ms"]) for r in sub]
         bars = ax.bar(range(len(sub)), vals, color=[colors.get(r["mode"], "grey") for r in sub])
         for b, r in zip(bars, sub):
@@ -483,7 +583,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--compile-scope", choices=sorted(COMPILE_SCOPES), default="full",
                    help="what compile/graph modes compile: PET's backend methods, or also its preprocessing")
     p.add_argument("--emulate-attention", action="store_true",
-                   help="split methods also emulate PET's attention (tcemu.emulation_mode(method, attention=True))")
+                   help="split methods also emulate PET's attention (its attention blocks inside "
+                        "tcemu.emulation_mode(method, attention=True), by tcemu.emulate_functional_)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--profile", action="store_true",
@@ -499,6 +600,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=1,
                    help="run the configuration list this many times, interleaved (rows per round; speedups "
                         "against the same round's FP32 compiled; a summary of medians over rounds is printed)")
+    p.add_argument("--interleave-steps", action="store_true",
+                   help="build every configuration first, then time them one step each in turn (rotated), for "
+                        "host-bound sizes where the host's speed drifts between configurations; no profile")
     p.add_argument("--plot-only", default="", help="draw the figure from this CSV and exit")
     p.add_argument("--no-fp64", action="store_true", help="skip the FP64 reference (no force error column)")
     p.add_argument("--traceback", action="store_true")
@@ -516,8 +620,8 @@ def main(argv: list[str] | None = None) -> int:
         print("medians over rounds (min-max of the round medians):")
         for a in aggregate_rounds(rows):
             sp = a["speedup_vs_fp32_compile"]
-            attn = "+attn" if a.get("attention") == "emulated" else ""
-            print(f"  {a['model']:10s} {a['n_atoms']:>6} {a['method'] + attn:12s} {a['mode']:8s} {a['median_ms']:9.2f} ms "
+            attn = ATTENTION_SUFFIX.get(a.get("attention", ""), "")
+            print(f"  {a['model']:10s} {a['n_atoms']:>6} {a['method'] + attn:17s} {a['mode']:8s} {a['median_ms']:9.2f} ms "
                   f"({a['round_min_ms']:.2f}-{a['round_max_ms']:.2f}, {a['rounds']} rounds)  "
                   f"speedup {sp if sp == '' else f'{sp:.2f}x'}")
     try:

@@ -121,23 +121,54 @@ def test_full_compile_scope_keeps_fp32_forces():
 
 def test_attention_suffix_emulates_attention_for_one_configuration(tmp_path):
     """``tf32x3+attn`` runs beside plain ``tf32x3`` in one invocation: same method column, ``attention`` says which
-    emulated PET's attention (its forces then differ from the plain row's, within FP32 accuracy)."""
+    emulated PET's attention (its forces then differ from the plain row's, within FP32 accuracy), and where
+    (``+attn``: PET's attention blocks; ``+attn-step``: the whole step inside the mode)."""
     bench = load_bench()
-    assert bench.split_config_method("bf16x6+attn") == ("bf16x6", True)
-    assert bench.split_config_method("fp32", emulate_attention=True) == ("fp32", False)
+    assert bench.split_config_method("bf16x6+attn") == ("bf16x6", "blocks")
+    assert bench.split_config_method("bf16x6+attn-step") == ("bf16x6", "step")
+    assert bench.split_config_method("bf16x6", emulate_attention=True) == ("bf16x6", "blocks")
+    assert bench.split_config_method("fp32", emulate_attention=True) == ("fp32", "")
     with pytest.raises(ValueError, match="split methods only"):
         bench.split_config_method("fp32+attn")
     with pytest.raises(ValueError, match="unknown method suffix"):
         bench.split_config_method("tf32x3+flash")
     out = tmp_path / "md.csv"
     rc = bench.main(["--device", "cpu", "--shapes", "tiny", "--systems", "water_192", "--configs",
-                     "fp32:eager,tf32x3:eager,tf32x3+attn:eager", "--repeats", "1", "--warmup", "0",
+                     "fp32:eager,tf32x3:eager,tf32x3+attn:eager,tf32x3+attn-step:eager", "--repeats", "1",
+                     "--warmup", "0",
                      "--out", str(out)])
     assert rc == 0
     with open(out) as fh:
         rows = list(__import__("csv").DictReader(fh))
     assert [(r["method"], r["attention"]) for r in rows] == [("fp32", "fp32"), ("tf32x3", "fp32"),
-                                                             ("tf32x3", "emulated")]
+                                                             ("tf32x3", "emulated"), ("tf32x3", "emulated-step")]
     err = [float(r["force_err_vs_fp64"]) for r in rows]
     assert err[1] != err[2] and max(err[1:]) <= 3 * err[0], err
-    assert len(bench.aggregate_rounds(rows)) == 3
+    # PET's only functional products are its attention's: scoping the mode to the attention blocks gives the
+    # forces of the whole step inside it, bit for bit
+    assert err[2] == err[3], err
+    assert len(bench.aggregate_rounds(rows)) == 4
+
+
+def test_interleaved_steps_time_every_configuration_in_turn(tmp_path):
+    """``--interleave-steps``: every configuration is built first and timed one step each in turn; each row has
+    its median, its force error, and the per-cycle speedup against FP32 compiled in the note."""
+    bench = load_bench()
+    out = tmp_path / "md.csv"
+    rc = bench.main(["--device", "cpu", "--shapes", "tiny", "--systems", "water_192", "--configs",
+                     "fp32:compile,tf32x3:eager,tf32x3+attn:eager", "--repeats", "4", "--warmup", "1",
+                     "--interleave-steps", "--rounds", "2", "--out", str(out)])
+    assert rc == 0
+    with open(out) as fh:
+        rows = list(__import__("csv").DictReader(fh))
+    assert [(r["method"], r["mode"], r["attention"], r["round"]) for r in rows] == [
+        (m, mode, a, str(rnd)) for rnd in (1, 2)
+        for m, mode, a in (("fp32", "compile", "fp32"), ("tf32x3", "eager", "fp32"), ("tf32x3", "eager", "emulated"))]
+    for r in rows:
+        assert float(r["median_ms"]) > 0 and float(r["p20_ms"]) <= float(r["p80_ms"])
+        assert "interleaved steps" in r["note"] and "of 4 cycles" in r["note"], r["note"]
+        assert 0 < float(r["force_err_vs_fp64"]) < 1e-3
+    assert float(rows[0]["speedup_vs_fp32_compile"]) == 1.0
+    assert "median 1.000" in rows[0]["note"]  # FP32 compiled against itself, cycle by cycle
+    err = [float(r["force_err_vs_fp64"]) for r in rows[:3]]
+    assert err[1] != err[2]  # the attention really is emulated in the third configuration
