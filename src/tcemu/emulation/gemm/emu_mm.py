@@ -615,6 +615,8 @@ _SMEM_PER_BLOCK = 232448
 #: 208 registers, the Gluon wgmma kernel's own count.
 _WS_SPLIT_WARPS = 4
 _WS_SPLIT_REGS = 72
+#: vectors of 4 FP32 values each splitter thread splits per step (16 values in flight)
+_WS_SPLIT_VECS = 4
 
 
 def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
@@ -645,10 +647,10 @@ def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
 def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[Tensor, ...],
                      bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, *,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
-                     split_regs: int | None = None) -> None:
+                     split_regs: int | None = None, split_vecs: int | None = None) -> None:
     """Launch the warp-specialised Gluon kernel on FP32 ``a3`` (Z, M, K), rows readable by TMA
     (:func:`_tma_rows`), and B's pieces (N, K), contiguous. ``stages`` (B, A, A's pieces; default
-    :func:`_ws_stages`), ``split_warps`` and ``split_regs`` override the tunables (benchmarks)."""
+    :func:`_ws_stages`), ``split_warps``, ``split_regs`` and ``split_vecs`` override the tunables (benchmarks)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
 
     bf16 = spec.piece_format == "bf16"
@@ -669,7 +671,7 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
         NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
         SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
-        num_warps=cfg.num_warps,
+        SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, num_warps=cfg.num_warps,
     )
 
 
@@ -705,10 +707,10 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
 
 def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False, arch: int = 90,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
-                     split_regs: int | None = None):
+                     split_regs: int | None = None, split_vecs: int | None = None):
     """Compile (without a GPU) the warp-specialised Gluon kernel a ``gw`` configuration launches, for
     ``sm_<arch>``, as :func:`wgmma_compile` (contiguous operands, the output's column stride 1; ``stages``,
-    ``split_warps``, ``split_regs`` as :func:`_launch_wgmma_ws`). Returns Triton's compiled kernel."""
+    ``split_warps``, ``split_regs``, ``split_vecs`` as :func:`_launch_wgmma_ws`). Returns Triton's compiled kernel."""
     from triton.backends.compiler import GPUTarget  # noqa: PLC0415
     from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
 
@@ -725,7 +727,7 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
     constexprs = dict(stride_cn=1, NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
                       SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
-                      num_warps=cfg.num_warps)
+                      SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, num_warps=cfg.num_warps)
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     divisible = ("bias_ptr", "c_ptr", "N", "K", "stride_cz", "stride_cm")
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}

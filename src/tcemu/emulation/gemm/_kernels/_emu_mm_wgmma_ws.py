@@ -67,10 +67,10 @@ LOAD_REGS = gl.constexpr(24)
 
 
 @gluon.constexpr_function
-def _split_chunk_rows(bm, bk, warps):
-    """Rows split per step: 4 vectors of 4 FP32 per thread (16 values in flight: ILP for the integer split
-    at few registers), at most the tile."""
-    return min(bm, 4 * (32 // (bk // 4)) * warps)
+def _split_chunk_rows(bm, bk, warps, vecs):
+    """Rows split per step: ``vecs`` vectors of 4 FP32 per thread (4 vectors: 16 values in flight, ILP for
+    the integer split at few registers), at most the tile."""
+    return min(bm, vecs * (32 // (bk // 4)) * warps)
 
 
 @gluon.jit
@@ -122,11 +122,11 @@ def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1
                  raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
                  NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
                  BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, A_STAGES: gl.constexpr,
-                 P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr):
+                 P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr, SPLIT_VECS: gl.constexpr):
     """SPLIT_WARPS warps: A's FP32 tiles -> their pieces, K-tile ``it`` (counted over all of the program's
-    tiles of C) into piece slot it % P_STAGES (as ``_split_rows``)."""
+    tiles of C) into piece slot it % P_STAGES (as ``_split_rows``), SPLIT_VECS vectors per thread a step."""
     layout: gl.constexpr = _split_layout(BK, SPLIT_WARPS)
-    CH: gl.constexpr = _split_chunk_rows(BM, BK, SPLIT_WARPS)
+    CH: gl.constexpr = _split_chunk_rows(BM, BK, SPLIT_WARPS, SPLIT_VECS)
     n_k = gl.cdiv(K, BK)
     it = 0
     for tile in range(gl.program_id(0), _tiles(M, N, BM, BN), gl.num_programs(0)):
@@ -196,7 +196,7 @@ def _emu_mm_wgmma_ws_kernel(
     NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, TF32: gl.constexpr,
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr,
     STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr,
-    SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, num_warps: gl.constexpr,
+    SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, SPLIT_VECS: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = b0_desc.dtype  # the pieces' dtype
 
@@ -242,7 +242,8 @@ def _emu_mm_wgmma_ws_kernel(
                       NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
         (_ws_splitter, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
                         raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
-                        NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
+                        NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS,
+                        SPLIT_VECS)),
     ], [1, SPLIT_WARPS], [LOAD_REGS, SPLIT_REGS])
 
     for i in gl.static_range(A_STAGES):
