@@ -2,7 +2,9 @@
 
 Nsight Compute showed the splitter warps to be the persistent kernel's critical path (``docs/kernels.md`` §1,
 session 10). This probe launches ``tgw`` (128x128x32, persistent) directly with splitter variants
-(warps, registers per thread, ``split_vecs``: vectors of 4 FP32 values a splitter thread splits per step):
+(warps, registers per thread, ``split_vecs``: vectors of 4 FP32 values a splitter thread splits per step) and
+a 64x256 tile (A's 64-row tile split once for 256 columns: half the splitter work per MMA; two consumer
+warpgroups side by side along N):
 
 1. bits: each variant against ``pg`` (A split beforehand) on ragged shapes with Inf/NaN in A and B, bias;
 2. timing: CUDA events, median of 30 calls after 3 warm-up calls, against torch.addmm SGEMM (TF32 off), on
@@ -26,18 +28,20 @@ em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the p
 from tcemu.emulation.methods import get_method
 OUT = os.environ.get("OUT", ".")
 spec = get_method("tf32x3")
-cfg = KernelConfig.parse("128x128x32w8s3m1tgw")
-# (splitter warps, splitter registers, split_vecs); the first is the library default
-VARS = [(4, 72, 4), (4, 72, 8), (4, 88, 8), (4, 72, 2), (4, 88, 4)]
-SHAPES = [(604800, 256, 256), (604800, 256, 1024), (604800, 512, 512), (604800, 768, 256), (8192, 8192, 8192)]
+# (configuration, splitter warps, splitter registers, split_vecs); the first is the library default
+T = "128x128x32w8s3m1tgw"
+VARS = [(T, 4, 72, 4), (T, 4, 72, 8), (T, 4, 88, 8), (T, 4, 72, 2), (T, 4, 88, 4),
+        ("64x256x32w8s2m1tgw", 4, 72, 4), ("64x256x32w8s2m1gw", 4, 72, 4)]
+SHAPES = [(604800, 256, 256), (604800, 256, 1024), (604800, 256, 768), (604800, 512, 512), (604800, 768, 256),
+          (8192, 8192, 8192)]
 
 
 
 def run(a, pieces, bias, out, v):
     """The kernel launched directly with variant v (exceptions propagate; emu_mm would fall back)."""
     Z, M, K = 1, *a.shape
-    em._launch_wgmma_ws(spec, cfg, a.unsqueeze(0), tuple(pieces), bias, out.unsqueeze(0), M, pieces[0].shape[0], K,
-                        split_warps=v[0], split_regs=v[1], split_vecs=v[2])
+    em._launch_wgmma_ws(spec, KernelConfig.parse(v[0]), a.unsqueeze(0), tuple(pieces), bias, out.unsqueeze(0), M,
+                        pieces[0].shape[0], K, split_warps=v[1], split_regs=v[2], split_vecs=v[3])
 
 
 
@@ -87,7 +91,7 @@ for rnd in (1, 2):
         base = line[VARS[0]]
         print(f"r{rnd} {M}x{K}x{N} sgemm {sg:.3f} ms | " + " | ".join(f"{v} {t:.3f} ms {sg/t:.2f}x sg {base/t:.3f}x base" for v, t in line.items()), flush=True)
         for v, t in line.items():
-            rows.append(dict(round=rnd, M=M, K=K, N=N, split_warps=v[0], split_regs=v[1], split_vecs=v[2], ms=t, sgemm_ms=sg,
+            rows.append(dict(round=rnd, M=M, K=K, N=N, config=v[0], split_warps=v[1], split_regs=v[2], split_vecs=v[3], ms=t, sgemm_ms=sg,
                              x_sgemm=sg / t, vs_default=base / t, tflops=2 * M * N * K / t / 1e9, gpu=torch.cuda.get_device_name(),
                              torch=torch.__version__, triton=__import__("triton").__version__))
         with open(f"{OUT}/ws_splitter_probe.csv", "w", newline="") as fh:

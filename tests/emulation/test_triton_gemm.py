@@ -391,7 +391,8 @@ def test_wgmma_kernel_same_bits_gpu(method):
 
 
 # The warp-specialised Gluon kernel ("gw": A split by the kernel's splitter warps) and its "pg" twin
-WGMMA_WS_CONFIGS = {"tf32x3": ["128x128x32w8s3m1gw", "128x128x32w8s3m1tgw"], "bf16x3": ["128x128x64w8s3m1gw"],
+WGMMA_WS_CONFIGS = {"tf32x3": ["128x128x32w8s3m1gw", "128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw"],
+                    "bf16x3": ["128x128x64w8s3m1gw"],
                     "bf16x6": ["128x64x64w8s3m1gw", "128x64x32w8s4m1gw"]}
 
 

@@ -108,10 +108,15 @@ def _issue_loads(i, n_k, row0, off_n,
 
 
 @gluon.constexpr_function
-def _mma_layout(num_warps, bn, dtype):
-    """Registers of the accumulators: the wgmma layout, warps stacked along M, one instruction spans BN."""
-    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1],
-                                     instr_shape=[16, bn, 256 // dtype.primitive_bitwidth])
+def _mma_layout(num_warps, bn, dtype, bm=None):
+    """Registers of the accumulators: the wgmma layout, warps stacked along M, one instruction spans BN; where
+    the tile has fewer rows than the warpgroups span (``bm`` < 16 x num_warps), warpgroups side by side along N,
+    each instruction spanning its share of BN."""
+    k = 256 // dtype.primitive_bitwidth
+    if bm is not None and bm < 16 * num_warps:
+        wn = num_warps // 4
+        return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, wn], instr_shape=[16, bn // wn, k])
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[num_warps, 1], instr_shape=[16, bn, k])
 
 
 @gluon.jit
@@ -225,7 +230,7 @@ def _emu_mm_wgmma_kernel(
         mbarrier.init(ready.index(i), count=1)
 
     # ---- accumulators: all in the wgmma layout ----
-    mma: gl.constexpr = _mma_layout(num_warps, BN, dtype)
+    mma: gl.constexpr = _mma_layout(num_warps, BN, dtype, BM)
     acc, t, c1, c2 = _accumulators(BM, BN, NP, mma)
 
     n_k = gl.cdiv(K, BK)

@@ -155,7 +155,7 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
                  BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, P_STAGES: gl.constexpr,
                  num_warps: gl.constexpr):
     """The default partition: ``_emu_mm_wgmma_kernel``'s MMA loop, combine and epilogue, tile after tile."""
-    mma: gl.constexpr = _mma_layout(num_warps, BN, b0s.dtype)
+    mma: gl.constexpr = _mma_layout(num_warps, BN, b0s.dtype, BM)
     n_k = gl.cdiv(K, BK)
     it = 0
     for tile in range(gl.program_id(0), _tiles(M, N, BM, BN), gl.num_programs(0)):
