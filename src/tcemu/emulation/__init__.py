@@ -10,7 +10,6 @@ from .swap import emulate_, emulate_functional_, restore_, unreachable_layers
 
 __all__ = [
     "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulate_functional_",
-    "emulation_mode",
-    "get_method", "linear", "matmul", "method_names", "restore_", "scaled_dot_product_attention", "split",
-    "unreachable_layers",
+    "emulation_mode", "get_method", "linear", "matmul", "method_names", "restore_", "scaled_dot_product_attention",
+    "split", "unreachable_layers",
 ]
