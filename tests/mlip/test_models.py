@@ -145,3 +145,31 @@ def test_any_torch_ase_calculator(small_water):
     c.calc = pot.calculator("fp64")
     assert abs(c.get_potential_energy() - a.get_potential_energy()) < 0.05
 
+
+
+def test_attn_methods_also_emulate_pets_attention_blocks(pet_tiny, water):
+    """``"bf16x3+attn"``: PET's nn.Linear layers swapped and its attention blocks' SDPA emulated too (an
+    instance ``forward`` on each AttentionBlock), so its forces move away from plain bf16x3's while staying
+    at bf16x3's accuracy against FP64; the method names are checked, and a model without attention blocks runs
+    the plain method, with a warning."""
+    assert models.check_method("BF16x3+attn") == "bf16x3+attn"
+    for bad, msg in (("fp32+attn", "emulation methods only"), ("tf32x3+flash", "unknown method"),
+                     ("tf32x3+attn+attn", "unknown method")):
+        with pytest.raises(ValueError, match=msg):
+            models.check_method(bad)
+    calc = pet_tiny.calculator("bf16x3+attn")
+    blocks = [m for m in calc.module.modules() if type(m).__name__ == "AttentionBlock"]
+    assert blocks and all("forward" in m.__dict__ for m in blocks)
+    assert "forward" not in pet_tiny.calculator("bf16x3").module.__dict__
+    forces = {}
+    for m in ("fp64", "bf16x3", "bf16x3+attn"):
+        a = water.copy()
+        a.calc = calc if m == "bf16x3+attn" else pet_tiny.calculator(m)
+        forces[m] = a.get_forces()
+    err = {m: np.abs(forces[m] - forces["fp64"]).max() for m in ("bf16x3", "bf16x3+attn")}
+    assert not np.array_equal(forces["bf16x3"], forces["bf16x3+attn"])
+    assert err["bf16x3+attn"] < 3 * err["bf16x3"] + 1e-6, err
+    plain = models.Potential(name="lin", build_module=lambda: torch.nn.Linear(3, 1), wrap=lambda mod, device: None)
+    with pytest.warns(UserWarning, match="no attention blocks .* runs as 'tf32x3'"):
+        lin = plain.module("tf32x3+attn")
+    assert type(lin).__name__ == "EmulatedLinear" and lin.method.name == "tf32x3"

@@ -200,11 +200,12 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
         atoms = _system(args.system)
         res = tasks.single_point(pot, atoms, methods, args.floor, device, show_progress=show)
         stem = f"single_point_{pot.name}_{res.system}"
-        print(f"{'method':8s} {'force err vs FP64':>18s} {'x floor':>8s} {'energy err (eV)':>16s}")
+        w = max(8, *(len(m) for m in res.methods))
+        print(f"{'method':{w}s} {'force err vs FP64':>18s} {'x floor':>8s} {'energy err (eV)':>16s}")
         for m in res.methods:
             e = res.error(m)
             print(
-                f"{m:8s} {e.force_mean_err_eV_per_A:18.3e} {res.floor_multiple(m):8.3g} {e.energy_abs_err_eV:16.3e}"
+                f"{m:{w}s} {e.force_mean_err_eV_per_A:18.3e} {res.floor_multiple(m):8.3g} {e.energy_abs_err_eV:16.3e}"
             )
     elif cmd == "curve":
         import numpy as np

@@ -6,7 +6,10 @@ calculator. :meth:`Potential.calculator` does this for one *method*:
 - ``"fp64"``: the same weights in float64 (the reference; emulation never touches float64 models),
 - ``"fp32"``: the plain float32 model (PyTorch's FP32 GEMMs),
 - an emulation method (``"tf32"``, ``"tf32x3"``, ``"bf16x3"``, ``"bf16x6"``, ``"bf16x9"``): the float32
-  model with every ``nn.Linear`` swapped by :func:`tcemu.emulate_` (forward and backward GEMMs).
+  model with every ``nn.Linear`` swapped by :func:`tcemu.emulate_` (forward and backward GEMMs);
+- an emulation method with ``"+attn"`` (``"tf32x3+attn"``): also the attention products of the potential's
+  attention blocks (``Potential.attention_filter``, PET's ``AttentionBlock``), by
+  :func:`tcemu.emulate_functional_`: the configuration of the fastest MD step (``docs/md_step.md``).
 
 Each call builds a new module from the same deterministic recipe, so the methods compare the
 same weights side by side. The returned :class:`PotentialCalculator` checks its input first
@@ -35,6 +38,7 @@ __all__ = [
     "PET_SHAPES",
     "Potential",
     "PotentialCalculator",
+    "ATTENTION_SUFFIX",
     "REFERENCE_METHODS",
     "ani1x",
     "apply_method",
@@ -50,6 +54,8 @@ __all__ = [
 
 #: Methods that are not emulation methods: the float64 reference and plain float32.
 REFERENCE_METHODS = ("fp64", "fp32")
+#: Suffix of an emulation method that also emulates the potential's attention blocks.
+ATTENTION_SUFFIX = "+attn"
 
 # ---------------------------------------------------------------------------------------------
 # Methods
@@ -57,21 +63,30 @@ REFERENCE_METHODS = ("fp64", "fp32")
 
 
 def check_method(method: str) -> str:
-    """Return ``method`` lower-cased if it is ``fp64``, ``fp32`` or a tcemu emulation method, else raise."""
+    """Return ``method`` lower-cased if it is ``fp64``, ``fp32``, a tcemu emulation method, or one with
+    ``"+attn"``, else raise."""
     m = str(method).lower()
+    base = m.removesuffix(ATTENTION_SUFFIX)
     if m in REFERENCE_METHODS:
         return m
     from tcemu.emulation.methods import METHODS
 
-    if m not in METHODS:
-        raise ValueError(f"unknown method {method!r}; choose one of fp64, {', '.join(METHODS)}")
+    if base in REFERENCE_METHODS:
+        raise ValueError(f"{method!r}: '{ATTENTION_SUFFIX}' applies to emulation methods only")
+    if base not in METHODS or "+" in base:
+        raise ValueError(f"unknown method {method!r}; choose one of fp64, {', '.join(METHODS)}, "
+                         f"or an emulation method with '{ATTENTION_SUFFIX}' (e.g. tf32x3{ATTENTION_SUFFIX})")
     return m
 
 
-def apply_method(module: nn.Module, method: str, filter_fn: Callable | None = None) -> nn.Module:
+def apply_method(module: nn.Module, method: str, filter_fn: Callable | None = None,
+                 attention_filter: Callable | None = None) -> nn.Module:
     """Put ``module`` (a float32 model) into ``method``: ``.double()`` for fp64, as is for fp32, else emulate.
 
-    Emulation swaps every ``nn.Linear`` in place with :func:`tcemu.emulate_` (same parameters).
+    Emulation swaps every ``nn.Linear`` in place with :func:`tcemu.emulate_` (same parameters). With
+    ``"+attn"`` the modules selected by ``attention_filter(module, fqn)`` also run their
+    ``F.scaled_dot_product_attention`` emulated (:func:`tcemu.emulate_functional_`); a model without
+    attention blocks (``attention_filter`` None) runs the plain method, with a warning.
     """
     m = check_method(method)
     if m == "fp64":
@@ -80,7 +95,17 @@ def apply_method(module: nn.Module, method: str, filter_fn: Callable | None = No
         return module
     import tcemu
 
-    return tcemu.emulate_(module, m, filter_fn=filter_fn)
+    base = m.removesuffix(ATTENTION_SUFFIX)
+    module = tcemu.emulate_(module, base, filter_fn=filter_fn)  # a bare nn.Linear is returned swapped
+    if m.endswith(ATTENTION_SUFFIX):
+        if attention_filter is None:  # nothing more to emulate: the plain method, said once per call
+            import warnings
+
+            warnings.warn(f"{method!r}: this model has no attention blocks that tcemu.mlip knows of, so it runs "
+                          f"as {base!r}", stacklevel=2)
+        else:
+            tcemu.emulate_functional_(module, base, attention_filter, attention=True, matmuls=False)
+    return module
 
 
 # ---------------------------------------------------------------------------------------------
@@ -159,6 +184,8 @@ class Potential:
         needs_cell: the model needs a periodic cell (e.g. CHGNet builds a crystal graph).
         description: one line for reports.
         compile: whether ``wrap`` should ``torch.compile`` the model (PET only).
+        attention_filter: ``(module, fqn) -> bool`` selecting the attention blocks that ``"+attn"`` methods
+            emulate (``None``: the model has none).
     """
 
     name: str
@@ -168,6 +195,7 @@ class Potential:
     needs_cell: bool = False
     description: str = ""
     extra: dict = field(default_factory=dict, compare=False)
+    attention_filter: Callable[[nn.Module, str], bool] | None = None
 
     def check_atoms(self, atoms) -> None:
         """Raise ``ValueError`` for elements the model does not know, or a missing cell when it needs one."""
@@ -205,7 +233,7 @@ class Potential:
         mod = mod.to(device).eval()
         for p in mod.parameters():
             p.requires_grad_(False)
-        return apply_method(mod, method, filter_fn)
+        return apply_method(mod, method, filter_fn, self.attention_filter)
 
     def calculator(self, method: str = "fp32", device: str = "cpu", filter_fn: Callable | None = None):
         """An ASE calculator running this potential's model in ``method`` (see the module docstring)."""
@@ -349,6 +377,13 @@ def warnings_off():
         yield
 
 
+def _is_pet_attention(module: nn.Module, fqn: str) -> bool:
+    """PET's attention blocks (metatrain's ``AttentionBlock``: ``F.scaled_dot_product_attention`` inside)."""
+    from metatrain.pet.modules.transformer import AttentionBlock
+
+    return isinstance(module, AttentionBlock)
+
+
 def _pet_types(model: nn.Module) -> frozenset[int]:
     return frozenset(int(t) for t in model.atomic_types)
 
@@ -364,6 +399,7 @@ def pet(shape: str = "xs", seed: int = 0, compile: bool = False) -> Potential:
         elements=frozenset(range(1, 103)),
         description=f"PET {shape.upper()} shape, random weights (seed {seed}), metatrain",
         extra={"shape": shape, "seed": seed, "wrap_compiled": _wrap_pet(True)},
+        attention_filter=_is_pet_attention,
     )
 
 
@@ -377,6 +413,7 @@ def pet_checkpoint(path: str | Path, compile: bool = False) -> Potential:
         elements=_pet_types(model),
         description=f"PET checkpoint {Path(path).name}",
         extra={"wrap_compiled": _wrap_pet(True)},
+        attention_filter=_is_pet_attention,
     )
 
 
