@@ -608,6 +608,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--traceback", action="store_true")
     p.add_argument("--out", default="benchmarks/results/md_step_h200.csv")
     args = p.parse_args(argv)
+    if args.interleave_steps and args.profile:
+        p.error("--interleave-steps times steps only; profile in a run without it")
     if args.teardown_cupti:
         os.environ["TEARDOWN_CUPTI"] = "1"
     if args.plot_only:
