@@ -369,10 +369,9 @@ def build_step(args: argparse.Namespace, base, inp: StepInputs, method: str, mod
     if method not in ("fp32", "tf32"):
         tcemu.emulate_(pet, method, warn_unreachable=False)
     if attn_scope == "blocks":  # PET's F.scaled_dot_product_attention calls, and nothing else of the step
-        from metatrain.pet.modules.transformer import AttentionBlock
+        from tcemu.mlip.models import is_pet_attention_block
 
-        tcemu.emulate_functional_(pet, method, lambda m, fqn: isinstance(m, AttentionBlock), attention=True,
-                                  matmuls=False)
+        tcemu.emulate_functional_(pet, method, is_pet_attention_block, attention=True, matmuls=False)
     if mode in ("compile", "graph"):
         compile_backend(pet, graphs=mode == "graph", scope=args.compile_scope)
     elif mode != "eager":

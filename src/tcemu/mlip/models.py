@@ -46,6 +46,7 @@ __all__ = [
     "chgnet",
     "from_calculator",
     "get_potential",
+    "is_pet_attention_block",
     "load_pet_checkpoint",
     "pet",
     "pet_checkpoint",
@@ -377,7 +378,7 @@ def warnings_off():
         yield
 
 
-def _is_pet_attention(module: nn.Module, fqn: str) -> bool:
+def is_pet_attention_block(module: nn.Module, fqn: str = "") -> bool:
     """PET's attention blocks (metatrain's ``AttentionBlock``: ``F.scaled_dot_product_attention`` inside)."""
     from metatrain.pet.modules.transformer import AttentionBlock
 
@@ -399,7 +400,7 @@ def pet(shape: str = "xs", seed: int = 0, compile: bool = False) -> Potential:
         elements=frozenset(range(1, 103)),
         description=f"PET {shape.upper()} shape, random weights (seed {seed}), metatrain",
         extra={"shape": shape, "seed": seed, "wrap_compiled": _wrap_pet(True)},
-        attention_filter=_is_pet_attention,
+        attention_filter=is_pet_attention_block,
     )
 
 
@@ -413,7 +414,7 @@ def pet_checkpoint(path: str | Path, compile: bool = False) -> Potential:
         elements=_pet_types(model),
         description=f"PET checkpoint {Path(path).name}",
         extra={"wrap_compiled": _wrap_pet(True)},
-        attention_filter=_is_pet_attention,
+        attention_filter=is_pet_attention_block,
     )
 
 
