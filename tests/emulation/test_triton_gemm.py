@@ -435,6 +435,57 @@ def test_wgmma_ws_kernel_same_bits_gpu(method):
     assert not _WGMMA_FAILED, f"the Gluon kernel failed and the Triton kernel ran instead: {_WGMMA_FAILED}"
 
 
+def _f32(bits: int) -> float:
+    return torch.tensor([bits], dtype=torch.int64).to(torch.int32).view(torch.float32).item()
+
+
+# values the TF32x3 checked split must hand to the exact split (first group) or may split fast (second)
+CHECKED_SPLIT_EXTREMES = {
+    "inf_nan": [float("inf"), float("-inf"), float("nan")],
+    "nan_low_payload": [_f32(0x7F800001), _f32(0xFF800FFF)],  # (bits + 0x1000) & ~0x1FFF would make them Inf
+    "tiny": [_f32(0x00000001), _f32(0x80000FFF)],  # round to 0: the high piece must stay nonzero
+    "saturating": [_f32(0x7F7FF000), _f32(0xFF7FFFFF)],  # round past the largest TF32: saturate
+    "boundary": [_f32(0x00001000), _f32(0x80001000), _f32(0x7F7FEFFF), _f32(0xFF7FEFFF), 0.0, -0.0],
+}
+
+
+@gpu
+@pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
+@pytest.mark.parametrize("checked", [True, False])
+def test_ws_checked_split_extremes_gpu(checked):
+    """TF32x3's checked split in the splitter warps (the fast split, and the exact one only on K-tiles that
+    need it) gives the bits of "pg" (A split beforehand, exactly) for every kind of value its range check
+    must catch, scattered over tiles of ordinary values; B holds Inf and 0 (Inf times a tiny A value must
+    stay Inf). ``checked=False`` runs the exact split on every K-tile."""
+    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
+    spec, gen = get_method("tf32x3"), torch.Generator().manual_seed(31)
+    M, K, N = 2900, 336, 300
+    b = torch.randn(K, N, generator=gen)
+    b[K // 2, 3] = float("inf")
+    b[K // 3, 5] = 0.0
+    b = b.to(DEVICE)
+    bias = torch.randn(N, generator=gen).to(DEVICE)
+    pieces = split_t(b, "tf32x3")
+    base = torch.randn(M, K, generator=gen)
+    for kind, values in CHECKED_SPLIT_EXTREMES.items():
+        a = base.clone()
+        rows, cols = torch.randint(0, M, (30,), generator=gen), torch.randint(0, K, (30,), generator=gen)
+        for i, (r, c) in enumerate(zip(rows, cols)):
+            a[r, c] = values[i % len(values)]
+        a[11, K // 2] = values[0]  # meets B's Inf
+        a = a.to(DEVICE)
+        want = emu_mm(a, pieces, "tf32x3", bias, config=KernelConfig.parse("128x128x32w8s3m1pg"))
+        for text in ("128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw"):
+            out = torch.empty(1, M, N, device=DEVICE)
+            em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K,
+                                checked_split=checked)
+            got, nan = out[0], torch.isnan(want)
+            assert torch.equal(torch.isnan(got), nan), f"{kind} {text}"
+            assert torch.equal(_bits(got[~nan]), _bits(want[~nan])), f"{kind} {text}"
+            if kind == "tiny":  # Inf * tiny: Inf, as in FP32 (NaN had the high piece been 0)
+                assert torch.isinf(got[11, 3])
+
+
 def _gluon_available() -> bool:
     try:
         from tcemu.emulation.gemm.emu_mm import _wgmma_module

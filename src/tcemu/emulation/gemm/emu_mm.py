@@ -617,6 +617,9 @@ _WS_SPLIT_WARPS = 4
 _WS_SPLIT_REGS = 72
 #: vectors of 4 FP32 values each splitter thread splits per step (16 values in flight)
 _WS_SPLIT_VECS = 4
+#: TF32x3's checked split in the splitter (``_split_rows_tf32_fast``): 5 operations a value instead of about
+#: 17, and the exact split of a K-tile only where it holds special or extreme values
+_WS_CHECKED_SPLIT = True
 
 
 def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
@@ -647,7 +650,8 @@ def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
 def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[Tensor, ...],
                      bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, *,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
-                     split_regs: int | None = None, split_vecs: int | None = None) -> None:
+                     split_regs: int | None = None, split_vecs: int | None = None,
+                     checked_split: bool | None = None) -> None:
     """Launch the warp-specialised Gluon kernel on FP32 ``a3`` (Z, M, K), rows readable by TMA
     (:func:`_tma_rows`), and B's pieces (N, K), contiguous. ``stages`` (B, A, A's pieces; default
     :func:`_ws_stages`), ``split_warps``, ``split_regs`` and ``split_vecs`` override the tunables (benchmarks)."""
@@ -671,7 +675,9 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
         NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
         SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
-        SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, num_warps=cfg.num_warps,
+        SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
+        CHECKED=_WS_CHECKED_SPLIT if checked_split is None else checked_split,
+        num_warps=cfg.num_warps,
     )
 
 
@@ -707,7 +713,8 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
 
 def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False, arch: int = 90,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
-                     split_regs: int | None = None, split_vecs: int | None = None):
+                     split_regs: int | None = None, split_vecs: int | None = None,
+                     checked_split: bool | None = None):
     """Compile (without a GPU) the warp-specialised Gluon kernel a ``gw`` configuration launches, for
     ``sm_<arch>``, as :func:`wgmma_compile` (contiguous operands, the output's column stride 1; ``stages``,
     ``split_warps``, ``split_regs``, ``split_vecs`` as :func:`_launch_wgmma_ws`). Returns Triton's compiled kernel."""
@@ -727,7 +734,9 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
     constexprs = dict(stride_cn=1, NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
                       SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
-                      SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, num_warps=cfg.num_warps)
+                      SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
+                      CHECKED=_WS_CHECKED_SPLIT if checked_split is None else checked_split,
+                      num_warps=cfg.num_warps)
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     divisible = ("bias_ptr", "c_ptr", "N", "K", "stride_cz", "stride_cm")
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}

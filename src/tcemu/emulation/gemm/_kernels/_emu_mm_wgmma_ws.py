@@ -45,6 +45,7 @@ one: the consumer releases a tile's last slots once its final wait has returned,
 
 from __future__ import annotations
 
+import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
@@ -64,6 +65,34 @@ from ._emu_mm_wgmma import (
 
 #: registers (per thread) asked for the loader warp: setmaxnreg's minimum
 LOAD_REGS = gl.constexpr(24)
+
+#: FP32 bit patterns (as int32) bounding the TF32 checked split's fast path: a magnitude at or above
+#: FAST_MAX_BITS (0x7F7FF000, the first that rounds past the largest finite TF32; Inf, NaN) or in (0, FAST_TINY)
+#: (nonzero, rounding to zero) needs the exact split's saturation, keep-nonzero or special-value handling
+FAST_MAX_BITS = gl.constexpr(0x7F7FF000)
+FAST_TINY = gl.constexpr(0x1000)
+
+
+@gluon.jit
+def _split_rows_tf32_fast(src, d0, d1, SHIFT: gl.constexpr, layout: gl.constexpr):
+    """TF32x3's two pieces of the FP32 rows of ``src``, in 5 operations a value, valid where every value is
+    finite with a magnitude 0 or in [FAST_TINY, FAST_MAX_BITS) (the caller checks, from the returned tensors):
+
+    * high piece: ``(bits + 0x1000) & ~0x1FFF`` on the signed bits rounds the magnitude to nearest, ties away
+      (RNA), the sign kept: no saturation or keep-nonzero is needed in that range;
+    * low piece: ``(x - hi) 2^SHIFT`` (exact) with 0x1000 added to its bits but its low 13 bits not cleared:
+      the Tensor Core ignores an FP32 operand's low 13 bits in a TF32 product (NUMERICS.md, row 9), so it
+      reads RNA of the residual, as ``split3``'s low piece.
+
+    Returns (|x|, 2 * bits - 2 as uint32): their maximum (NaN propagated) and unsigned minimum tell the caller
+    whether a value is outside the fast range."""
+    x = src.load(layout)
+    bits = x.to(gl.int32, bitcast=True)
+    f0 = ((bits + 0x1000) & -8192).to(gl.float32, bitcast=True)
+    r1 = (x - f0) * (2.0**SHIFT)
+    d0.store(f0)
+    d1.store((r1.to(gl.int32, bitcast=True) + 0x1000).to(gl.float32, bitcast=True))
+    return gl.abs(x), (bits * 2 - 2).to(gl.uint32, bitcast=True)
 
 
 @gluon.constexpr_function
@@ -122,9 +151,13 @@ def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1
                  raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
                  NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
                  BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, A_STAGES: gl.constexpr,
-                 P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr, SPLIT_VECS: gl.constexpr):
+                 P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr, SPLIT_VECS: gl.constexpr,
+                 CHECKED: gl.constexpr):
     """SPLIT_WARPS warps: A's FP32 tiles -> their pieces, K-tile ``it`` (counted over all of the program's
-    tiles of C) into piece slot it % P_STAGES (as ``_split_rows``), SPLIT_VECS vectors per thread a step."""
+    tiles of C) into piece slot it % P_STAGES (as ``_split_rows``), SPLIT_VECS vectors per thread a step.
+
+    With CHECKED (TF32x3): the fast split of ``_split_rows_tf32_fast`` first, then, only where the tile holds a
+    value outside its range (one flag reduced over the partition), the exact split over it."""
     layout: gl.constexpr = _split_layout(BK, SPLIT_WARPS)
     CH: gl.constexpr = _split_chunk_rows(BM, BK, SPLIT_WARPS, SPLIT_VECS)
     n_k = gl.cdiv(K, BK)
@@ -136,10 +169,27 @@ def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1
             src = araw.index(r)
             mbarrier.wait(raw_ready.index(r), (it // A_STAGES) & 1)
             mbarrier.wait(a_empty.index(q), ((it // P_STAGES) & 1) ^ 1)
-            for c in gl.static_range(BM // CH):
-                _split_rows(src.slice(c * CH, CH), ap0.index(q).slice(c * CH, CH),
-                            ap1.index(q).slice(c * CH, CH), ap2.index(q).slice(c * CH, CH), NP, SHIFT, not TF32,
-                            layout)
+            exact = CHECKED != 2  # 2: DIAGNOSTIC ONLY, no split at all (wrong results): the kernel without it
+            if CHECKED == 1 and TF32 and NP == 2:
+                big, tiny = _split_rows_tf32_fast(src.slice(0, CH), ap0.index(q).slice(0, CH),
+                                                  ap1.index(q).slice(0, CH), SHIFT, layout)
+                for c in gl.static_range(1, BM // CH):
+                    big_c, tiny_c = _split_rows_tf32_fast(src.slice(c * CH, CH),
+                                                          ap0.index(q).slice(c * CH, CH),
+                                                          ap1.index(q).slice(c * CH, CH), SHIFT, layout)
+                    big = gl.maximum(big, big_c, propagate_nan=tl.PropagateNan.ALL)
+                    tiny = gl.minimum(tiny, tiny_c)
+                # |x| as int32 (NaN, positive, above Inf); 2 * bits - 2 below 2 * FAST_TINY - 2 only for a
+                # nonzero magnitude below FAST_TINY (zero wraps to the top)
+                row_big = gl.max(big.to(gl.int32, bitcast=True), axis=1)
+                row_tiny = gl.min(tiny, axis=1)
+                exact = gl.max(((row_big >= FAST_MAX_BITS) | (row_tiny < 2 * FAST_TINY - 2)).to(gl.int32),
+                               axis=0) != 0
+            if exact:  # rare with CHECKED: rows holding Inf, NaN, |x| >= 3.4e38 or |x| < 2^-137
+                for c in gl.static_range(BM // CH):
+                    _split_rows(src.slice(c * CH, CH), ap0.index(q).slice(c * CH, CH),
+                                ap1.index(q).slice(c * CH, CH), ap2.index(q).slice(c * CH, CH), NP,
+                                SHIFT, not TF32, layout)
             # the raw tile was read by the threads (generic proxy) and is next written by TMA (async proxy);
             # the pieces written by the threads are next read by wgmma (async proxy)
             fence_async_shared()
@@ -196,7 +246,8 @@ def _emu_mm_wgmma_ws_kernel(
     NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, TF32: gl.constexpr,
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr,
     STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr,
-    SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, SPLIT_VECS: gl.constexpr, num_warps: gl.constexpr,
+    SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, SPLIT_VECS: gl.constexpr, CHECKED: gl.constexpr,
+    num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = b0_desc.dtype  # the pieces' dtype
 
@@ -243,7 +294,7 @@ def _emu_mm_wgmma_ws_kernel(
         (_ws_splitter, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
                         raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
                         NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS,
-                        SPLIT_VECS)),
+                        SPLIT_VECS, CHECKED)),
     ], [1, SPLIT_WARPS], [LOAD_REGS, SPLIT_REGS])
 
     for i in gl.static_range(A_STAGES):
