@@ -617,9 +617,12 @@ _WS_SPLIT_WARPS = 4
 _WS_SPLIT_REGS = 72
 #: vectors of 4 FP32 values each splitter thread splits per step (16 values in flight)
 _WS_SPLIT_VECS = 4
-#: TF32x3's checked split in the splitter (``_split_rows_tf32_fast``): 5 operations a value instead of about
-#: 17, and the exact split of a K-tile only where it holds special or extreme values
-_WS_CHECKED_SPLIT = True
+#: TF32x3's checked split in the splitter (``_split_rows_tf32_fast``): 5 operations a value (plus 2 to 3 for
+#: the range check) instead of about 17, and the exact split only on K-tiles with special or extreme values.
+#: Same bits, but not faster on the H200 (0.87-1.08x the exact split, mostly slower; session 11,
+#: ``benchmarks/results/ws_checked_split_probe_h200.csv``): off by default. ``checked_split=2`` (DIAGNOSTIC
+#: ONLY, wrong results) skips the split, to time the kernel without it.
+_WS_CHECKED_SPLIT = False
 
 
 def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
@@ -651,10 +654,11 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
                      bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, *,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
                      split_regs: int | None = None, split_vecs: int | None = None,
-                     checked_split: bool | None = None) -> None:
+                     checked_split: bool | int | None = None) -> None:
     """Launch the warp-specialised Gluon kernel on FP32 ``a3`` (Z, M, K), rows readable by TMA
     (:func:`_tma_rows`), and B's pieces (N, K), contiguous. ``stages`` (B, A, A's pieces; default
-    :func:`_ws_stages`), ``split_warps``, ``split_regs`` and ``split_vecs`` override the tunables (benchmarks)."""
+    :func:`_ws_stages`), ``split_warps``, ``split_regs``, ``split_vecs`` and ``checked_split`` (TF32x3: the
+    checked split, or 2 for none at all, diagnostic) override the tunables (benchmarks)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
 
     bf16 = spec.piece_format == "bf16"
@@ -714,7 +718,7 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
 def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False, arch: int = 90,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
                      split_regs: int | None = None, split_vecs: int | None = None,
-                     checked_split: bool | None = None):
+                     checked_split: bool | int | None = None):
     """Compile (without a GPU) the warp-specialised Gluon kernel a ``gw`` configuration launches, for
     ``sm_<arch>``, as :func:`wgmma_compile` (contiguous operands, the output's column stride 1; ``stages``,
     ``split_warps``, ``split_regs``, ``split_vecs`` as :func:`_launch_wgmma_ws`). Returns Triton's compiled kernel."""

@@ -82,34 +82,6 @@ def _split_rows(src, d0, d1, d2, NP: gl.constexpr, SHIFT: gl.constexpr, BF16: gl
         d2.store(p2)
 
 
-#: FP32 bit patterns (as int32) bounding the BF16 checked split's fast range: a magnitude at or above
-#: BF16_FAST_MAX (0x7F7F8000: rounds past the largest finite BF16 to nearest even; Inf, NaN) or in
-#: (0, BF16_FAST_TINY] (nonzero, rounds to zero) needs the exact split's saturation, keep-nonzero or
-#: special-value handling
-BF16_FAST_MAX = gl.constexpr(0x7F7F8000)
-BF16_FAST_TINY = gl.constexpr(0x8000)
-
-
-@gluon.jit
-def _split_bf16_fast(x, NP: gl.constexpr, SHIFT: gl.constexpr):
-    """BF16 pieces of FP32 ``x`` (registers) by the hardware conversion (``cvt.rn.bf16x2.f32``, round to
-    nearest even, two values per instruction), as ``split3``'s for every value in the fast range (finite,
-    magnitude 0 or in (BF16_FAST_TINY, BF16_FAST_MAX)): there no piece saturates and no high piece rounds
-    to zero. Returns (p0, p1, p2, flag): flag is nonzero where some value of ``x`` is outside that range
-    (max of |x|'s bits with NaN propagated, and the unsigned min of 2 * bits - 2, combined per element)."""
-    scale: gl.constexpr = 2.0**SHIFT
-    p0 = x.to(gl.bfloat16)
-    r1 = (x - p0.to(gl.float32)) * scale
-    p1 = r1.to(gl.bfloat16)
-    p2 = p1
-    if NP == 3:
-        p2 = ((r1 - p1.to(gl.float32)) * scale).to(gl.bfloat16)
-    bits = x.to(gl.int32, bitcast=True)
-    big = gl.abs(x).to(gl.int32, bitcast=True) >= BF16_FAST_MAX
-    tiny = (bits * 2 - 2).to(gl.uint32, bitcast=True) < 2 * BF16_FAST_TINY
-    return p0, p1, p2, big | tiny
-
-
 @gluon.jit
 def _issue_loads(i, n_k, row0, off_n,
                  a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
@@ -207,66 +179,6 @@ def _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, 
 
 
 @gluon.jit
-def _k_loop_a_in_registers(a0s, b0s, b1s, b2s, ready, acc, t, c1, c2, row0, off_n, n_k,
-                           a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc, a1s, a2s,
-                           NP: gl.constexpr, SHIFT: gl.constexpr, BM: gl.constexpr, BK: gl.constexpr,
-                           STAGES: gl.constexpr, a_reg: gl.constexpr, DRAIN: gl.constexpr):
-    """The K loop with A's BF16 pieces in registers (``SPLIT_A == 2``): each K-tile's FP32 A tile goes from
-    shared memory into the wgmma operand registers and is split there (no piece in shared memory; B's pieces
-    by TMA as before). Same products, order and waits as the other loops, so the same bits.
-
-    A register operand of a wgmma may not be rewritten before the wgmma completes. K-tile kt's correction MMAs
-    are still running while K-tile kt + 1 is split; its pieces are passed as ``deps`` of the next K-tile's
-    wait (which retires them), but ptxas (Triton 3.6) still reuses their registers for the next split. So
-    ``DRAIN`` (``SPLIT_A == 2``) waits for every MMA before the split (correct; the Tensor Core idles during
-    it); without (``SPLIT_A == 3``, DIAGNOSTIC ONLY) the split overlaps the MMAs reading its registers.
-    Returns (acc combined with the levels, c1, c2)."""
-    LATER: gl.constexpr = 5 if NP == 3 else 2  # MMAs issued after the L0 tile
-    prev0 = gl.zeros([BM, BK], gl.bfloat16, a_reg)  # the previous K-tile's pieces (none yet)
-    prev1 = prev0
-    prev2 = prev0
-    for kt in range(n_k):
-        s = kt % STAGES
-        if DRAIN:  # every MMA of K-tile kt-1 complete before any register is written
-            if NP == 3:
-                c1, c2 = warpgroup_mma_wait(num_outstanding=0, deps=(c1, c2))
-            else:
-                c1 = warpgroup_mma_wait(num_outstanding=0, deps=(c1,))
-        mbarrier.wait(ready.index(s), (kt // STAGES) & 1)
-        x = a0s.index(s).load(a_reg)
-        p0, p1, p2, bad = _split_bf16_fast(x, NP, SHIFT)
-        if gl.max(gl.max(bad.to(gl.int32), axis=1), axis=0) != 0:  # rare: Inf, NaN, extreme magnitudes
-            p0, p1, p2 = split3(x, 1, NP, SHIFT)
-        b0 = b0s.index(s).permute((1, 0))
-        b1 = b1s.index(s).permute((1, 0))
-        b2 = b2s.index(s).permute((1, 0))
-        t_tok = _mma0(p0, b0, t)  # L0 tile, from zero
-        if NP == 3:
-            c2 = _mma(p1, b1, c2)
-            c2 = _mma(p2, b0, c2)
-            c2 = _mma(p0, b2, c2)
-        c1 = _mma(p1, b0, c1)
-        c1 = _mma(p0, b1, c1)
-        # retires the L0 tile and every MMA of K-tile kt-1, whose pieces may be overwritten from here on
-        t, _, _, _ = warpgroup_mma_wait(num_outstanding=LATER, deps=(t_tok, prev0, prev1, prev2))
-        prev0 = p0
-        prev1 = p1
-        prev2 = p2
-        acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
-        _cta_barrier()  # both warpgroups are past K-tile kt-1: its slot may be refilled
-        _issue_loads(kt + STAGES - 1, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
-                     a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES, 1)
-    DOWN: gl.constexpr = 2.0 ** (-SHIFT)
-    if NP == 3:
-        c1, c2, _, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(c1, c2, prev0, prev1, prev2))
-        corr = _fz(c1) + _fz(c2) * DOWN
-    else:
-        c1, _, _ = warpgroup_mma_wait(num_outstanding=0, deps=(c1, prev0, prev1))
-        corr = _fz(c1)
-    return acc + corr * DOWN, c1, c2
-
-
-@gluon.jit
 def _emu_mm_wgmma_kernel(
     # TMA descriptors: A's pieces (Z*M, K) with (BM, BK) blocks, B's pieces (N, K) with (BN, BK) blocks;
     # with NP == 2 the third of each is a placeholder (any of the others)
@@ -297,10 +209,7 @@ def _emu_mm_wgmma_kernel(
         b2s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
     else:
         b2s = b0s
-    if SPLIT_A >= 2:  # A's pieces live in registers only
-        a1s = a0s
-        a2s = a0s
-    elif SPLIT_A:
+    if SPLIT_A:
         pl: gl.constexpr = _piece_smem_layout(BM, BK, dtype)
         ap0 = gl.allocate_shared_memory(dtype, [2, BM, BK], pl)
         ap1 = gl.allocate_shared_memory(dtype, [2, BM, BK], pl)
@@ -323,48 +232,42 @@ def _emu_mm_wgmma_kernel(
     # ---- accumulators: all in the wgmma layout ----
     mma: gl.constexpr = _mma_layout(num_warps, BN, dtype, BM)
     acc, t, c1, c2 = _accumulators(BM, BN, NP, mma)
-    a_reg: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=mma, k_width=2)
 
     n_k = gl.cdiv(K, BK)
     for i in gl.static_range(STAGES - 1):
         _issue_loads(i, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
                      a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES, SPLIT_A)
 
-    if SPLIT_A >= 2:
-        acc, c1, c2 = _k_loop_a_in_registers(a0s, b0s, b1s, b2s, ready, acc, t, c1, c2, row0, off_n, n_k,
-                                             a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc, a1s, a2s,
-                                             NP, SHIFT, BM, BK, STAGES, a_reg, SPLIT_A == 2)
-    else:
-        for kt in range(n_k):
-            s = kt % STAGES
-            mbarrier.wait(ready.index(s), (kt // STAGES) & 1)
-            if SPLIT_A:
-                q = kt % 2
-                SR: gl.constexpr = _split_rows_per_pass(BK, num_warps)
-                for r in gl.static_range(BM // SR):
-                    _split_rows(a0s.index(s).slice(r * SR, SR), ap0.index(q).slice(r * SR, SR),
-                                ap1.index(q).slice(r * SR, SR), ap2.index(q).slice(r * SR, SR),
-                                NP, SHIFT, not TF32, _split_layout(BK, num_warps))
-                fence_async_shared()  # the pieces, written by the threads, are read by wgmma (async proxy)
-                _cta_barrier()
-                a0 = ap0.index(q)
-                a1 = ap1.index(q)
-                a2 = ap2.index(q)
-            else:
-                a0 = a0s.index(s)
-                a1 = a1s.index(s)
-                a2 = a2s.index(s)
-            # (BK, BN) views of the K-major (BN, BK) tiles of B
-            t, c1, c2 = _k_tile_mmas(a0, a1, a2, b0s.index(s).permute((1, 0)), b1s.index(s).permute((1, 0)),
-                                     b2s.index(s).permute((1, 0)), t, c1, c2, NP)
-            acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
-            # Each warpgroup has finished K-tile kt-1's MMAs (they were issued before this L0 tile); once
-            # both have, its ring slot may be refilled with K-tile kt + STAGES - 1.
+    for kt in range(n_k):
+        s = kt % STAGES
+        mbarrier.wait(ready.index(s), (kt // STAGES) & 1)
+        if SPLIT_A:
+            q = kt % 2
+            SR: gl.constexpr = _split_rows_per_pass(BK, num_warps)
+            for r in gl.static_range(BM // SR):
+                _split_rows(a0s.index(s).slice(r * SR, SR), ap0.index(q).slice(r * SR, SR),
+                            ap1.index(q).slice(r * SR, SR), ap2.index(q).slice(r * SR, SR),
+                            NP, SHIFT, not TF32, _split_layout(BK, num_warps))
+            fence_async_shared()  # the pieces, written by the threads, are read by wgmma (async proxy)
             _cta_barrier()
-            _issue_loads(kt + STAGES - 1, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
-                         a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES, SPLIT_A)
-        acc = _combine_levels(acc, c1, c2, NP, SHIFT)
+            a0 = ap0.index(q)
+            a1 = ap1.index(q)
+            a2 = ap2.index(q)
+        else:
+            a0 = a0s.index(s)
+            a1 = a1s.index(s)
+            a2 = a2s.index(s)
+        # (BK, BN) views of the K-major (BN, BK) tiles of B
+        t, c1, c2 = _k_tile_mmas(a0, a1, a2, b0s.index(s).permute((1, 0)), b1s.index(s).permute((1, 0)),
+                                 b2s.index(s).permute((1, 0)), t, c1, c2, NP)
+        acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
+        # Each warpgroup has finished K-tile kt-1's MMAs (they were issued before this L0 tile); once
+        # both have, its ring slot may be refilled with K-tile kt + STAGES - 1.
+        _cta_barrier()
+        _issue_loads(kt + STAGES - 1, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
+                     a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES, SPLIT_A)
 
+    acc = _combine_levels(acc, c1, c2, NP, SHIFT)
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(i))
     _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n, HAS_BIAS, BM, BN, mma)
