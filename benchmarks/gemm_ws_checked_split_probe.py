@@ -19,7 +19,6 @@ Output: ``$OUT/ws_checked_split_probe.csv``; recorded: ``benchmarks/results/ws_c
 import csv
 import importlib
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -27,6 +26,8 @@ import time
 import torch
 
 sys.path.insert(0, "src")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _probe_util import bench, same_bits, tf32_a_values
 from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
 em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
 from tcemu.emulation.methods import get_method
@@ -48,42 +49,6 @@ def run(a, pieces, bias, out, v):
                         pieces[0].shape[0], K, split_vecs=v[2], checked_split=v[3])
 
 
-def bench(fn, n=30):
-    """Median ms of n calls (CUDA events) after 3 warm-up calls."""
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(n):
-        s, e = torch.cuda.Event(True), torch.cuda.Event(True)
-        s.record(); fn(); e.record(); e.synchronize(); ts.append(s.elapsed_time(e))
-    return statistics.median(ts)
-
-
-def f32(bits):
-    return torch.tensor([bits], dtype=torch.int64).to(torch.int32).view(torch.float32).item()
-
-
-def extremes(kind, a, gen):
-    """A with values of one kind the check must catch (or must let through) at scattered places."""
-    M, K = a.shape
-    idx = (torch.randint(0, M, (40,), generator=gen), torch.randint(0, K, (40,), generator=gen))
-    vals = {"inf_nan": [float("inf"), float("-inf"), float("nan")],
-            "nan_low_payload": [f32(0x7F800001), f32(0xFF800FFF), f32(0x7F801000)],
-            "tiny": [f32(0x00000001), f32(0x80000FFF), f32(0x00000800)],
-            "saturating": [f32(0x7F7FF000), f32(0xFF7FFFFF), f32(0x7F7FF800)],
-            "boundary": [f32(0x00001000), f32(0x80001000), f32(0x7F7FEFFF), f32(0xFF7FEFFF), 0.0, -0.0]}[kind]
-    a = a.clone()
-    for i, (r, c) in enumerate(zip(*idx)):
-        a[r, c] = vals[i % len(vals)]
-    return a
-
-
-def same_bits(got, want):
-    nan = torch.isnan(want)
-    return bool(torch.equal(torch.isnan(got), nan) and torch.equal(got.view(torch.int32)[~nan],
-                                                                     want.view(torch.int32)[~nan]))
-
-
 rows, bits_rows = [], []
 t0 = time.time()
 print(torch.cuda.get_device_name(), torch.__version__, __import__("triton").__version__,
@@ -100,16 +65,7 @@ for (M, K, N) in [(2900, 336, 1100), (300, 48, 200), (20000, 256, 256)]:
     pieces = split_t(b.cuda(), "tf32x3")
     for kind in ("normal", "inf_nan", "nan_low_payload", "tiny", "saturating", "boundary", "random_bits",
                  "mixed_scale"):
-        if kind == "normal":
-            a = base
-        elif kind == "random_bits":
-            a = torch.randint(-2**31, 2**31, (M, K), generator=gen, dtype=torch.int64).to(torch.int32).view(
-                torch.float32)
-        elif kind == "mixed_scale":  # every exponent from 2^-140 to 2^120, no special value
-            a = base * torch.exp2(torch.randint(-140, 120, (M, K), generator=gen).float())
-        else:
-            a = extremes(kind, base, gen)
-        a = a.cuda()
+        a = tf32_a_values(kind, base, gen).cuda()
         want = emu_mm(a, pieces, "tf32x3", bias, config=KernelConfig.parse("128x128x32w8s3m1pg"))
         for v in VARS:
             out = torch.empty(M, N, device="cuda")

@@ -451,12 +451,13 @@ CHECKED_SPLIT_EXTREMES = {
 
 @gpu
 @pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
-@pytest.mark.parametrize("checked", [True, False])
-def test_ws_checked_split_extremes_gpu(checked):
+@pytest.mark.parametrize(("checked", "two_consumers"), [(True, False), (False, False), (False, True), (True, True)])
+def test_ws_checked_split_extremes_gpu(checked, two_consumers):
     """TF32x3's checked split in the splitter warps (the fast split, and the exact one only on K-tiles that
     need it) gives the bits of "pg" (A split beforehand, exactly) for every kind of value its range check
     must catch, scattered over tiles of ordinary values; B holds Inf and 0 (Inf times a tiny A value must
-    stay Inf). ``checked=False`` runs the exact split on every K-tile."""
+    stay Inf). ``checked=False`` runs the exact split on every K-tile; ``two_consumers`` runs each MMA
+    warpgroup as a partition of its own (128-row tiles only)."""
     em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
     spec, gen = get_method("tf32x3"), torch.Generator().manual_seed(31)
     M, K, N = 2900, 336, 300
@@ -475,10 +476,10 @@ def test_ws_checked_split_extremes_gpu(checked):
         a[11, K // 2] = values[0]  # meets B's Inf
         a = a.to(DEVICE)
         want = emu_mm(a, pieces, "tf32x3", bias, config=KernelConfig.parse("128x128x32w8s3m1pg"))
-        for text in ("128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw"):
+        for text in ("128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw")[:1 if two_consumers else 2]:
             out = torch.empty(1, M, N, device=DEVICE)
             em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K,
-                                checked_split=checked)
+                                checked_split=checked, two_consumers=two_consumers)
             got, nan = out[0], torch.isnan(want)
             assert torch.equal(torch.isnan(got), nan), f"{kind} {text}"
             assert torch.equal(_bits(got[~nan]), _bits(want[~nan])), f"{kind} {text}"
@@ -567,6 +568,30 @@ def test_wgmma_ws_kernel_waits_and_partitions(method, config, later):
     usage = _resource_usage(ck.asm["cubin"])
     if usage is not None:  # ptxas's spills: local memory, stack
         assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
+
+
+@pytest.mark.skipif(INTERPRET or not _gluon_available(), reason="needs Triton's Gluon (and no TRITON_INTERPRET)")
+@pytest.mark.parametrize(("two_consumers", "checked"), [(True, False), (False, True), (True, True)])
+def test_wgmma_ws_kernel_options_compile(two_consumers, checked):
+    """Offline sm_90 compile of the warp-specialised kernel's options (off by default, not faster on the H200):
+    with two consumer partitions the MMA loop exists once per warpgroup and every named barrier spans one
+    warpgroup (128 threads), none the two (256); the checked TF32x3 split compiles too; nothing spills."""
+    import re
+
+    from tcemu.emulation.gemm.emu_mm import _ws_consumer_args, wgmma_ws_compile
+
+    ck = wgmma_ws_compile("tf32x3", "128x128x32w8s3m1tgw", has_bias=True, two_consumers=two_consumers,
+                          checked_split=checked)
+    ptx = ck.asm["ptx"]
+    assert len(re.findall(r"wgmma\.mma_async", ptx)) == (2 if two_consumers else 1) * 3 * 4  # 3 products x BK/8
+    widths = set(re.findall(r"bar\.sync\s+\d+,\s*(\d+)", ptx))
+    assert ("256" not in widths) if two_consumers else ("256" in widths), widths
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    usage = _resource_usage(ck.asm["cubin"])
+    if usage is not None:
+        assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
+    with pytest.raises(ValueError, match="128-row tiles"):
+        _ws_consumer_args(KernelConfig.parse("64x256x32w8s2m1tgw"), True)
 
 
 def test_tf32x3_short_k_products_take_the_persistent_warp_specialised_kernel():

@@ -623,6 +623,19 @@ _WS_SPLIT_VECS = 4
 #: ``benchmarks/results/ws_checked_split_probe_h200.csv``): off by default. ``checked_split=2`` (DIAGNOSTIC
 #: ONLY, wrong results) skips the split, to time the kernel without it.
 _WS_CHECKED_SPLIT = False
+#: the MMA warps as two consumer partitions of one warpgroup each (each releases the ring slots by its own
+#: arrival) instead of one partition of two warpgroups (a partition-wide barrier before each arrival). Same
+#: bits, not faster on the H200 (0.77-1.08x; session 11, ``ws_two_consumers_probe_h200.csv``): off by default.
+_WS_TWO_CONSUMERS = False
+
+
+def _ws_consumer_args(cfg: KernelConfig, two_consumers: bool | None) -> dict:
+    """TWO_CONSUMERS and num_warps of the warp-specialised kernel: with two consumer partitions each is one
+    warpgroup (the default partition's num_warps is 4), for the configuration's 8 MMA warps."""
+    two = _WS_TWO_CONSUMERS if two_consumers is None else two_consumers
+    if two and (cfg.num_warps != 8 or cfg.bm != 128):
+        raise ValueError(f"two consumer partitions need 8 MMA warps and 128-row tiles, got {cfg}")
+    return dict(TWO_CONSUMERS=bool(two), num_warps=4 if two else cfg.num_warps)
 
 
 def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
@@ -654,7 +667,7 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
                      bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, *,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
                      split_regs: int | None = None, split_vecs: int | None = None,
-                     checked_split: bool | int | None = None) -> None:
+                     checked_split: bool | int | None = None, two_consumers: bool | None = None) -> None:
     """Launch the warp-specialised Gluon kernel on FP32 ``a3`` (Z, M, K), rows readable by TMA
     (:func:`_tma_rows`), and B's pieces (N, K), contiguous. ``stages`` (B, A, A's pieces; default
     :func:`_ws_stages`), ``split_warps``, ``split_regs``, ``split_vecs`` and ``checked_split`` (TF32x3: the
@@ -681,7 +694,7 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
         SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
         SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
         CHECKED=_WS_CHECKED_SPLIT if checked_split is None else checked_split,
-        num_warps=cfg.num_warps,
+        **_ws_consumer_args(cfg, two_consumers),
     )
 
 
@@ -718,7 +731,7 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
 def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False, arch: int = 90,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
                      split_regs: int | None = None, split_vecs: int | None = None,
-                     checked_split: bool | int | None = None):
+                     checked_split: bool | int | None = None, two_consumers: bool | None = None):
     """Compile (without a GPU) the warp-specialised Gluon kernel a ``gw`` configuration launches, for
     ``sm_<arch>``, as :func:`wgmma_compile` (contiguous operands, the output's column stride 1; ``stages``,
     ``split_warps``, ``split_regs``, ``split_vecs`` as :func:`_launch_wgmma_ws`). Returns Triton's compiled kernel."""
@@ -740,13 +753,13 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
                       SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
                       SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
                       CHECKED=_WS_CHECKED_SPLIT if checked_split is None else checked_split,
-                      num_warps=cfg.num_warps)
+                      **_ws_consumer_args(cfg, two_consumers))
     signature.update(dict.fromkeys(constexprs, "constexpr"))
     divisible = ("bias_ptr", "c_ptr", "N", "K", "stride_cz", "stride_cm")
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}
     kernel = _wgmma_ws_module()._emu_mm_wgmma_ws_kernel
     src = GluonASTSource(kernel, signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": cfg.num_warps})
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": constexprs["num_warps"]})
 
 
 def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw: bool) -> dict:

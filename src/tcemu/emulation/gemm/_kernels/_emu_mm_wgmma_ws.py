@@ -67,6 +67,8 @@ from ._emu_mm_wgmma import (
 
 #: registers (per thread) asked for the loader warp: setmaxnreg's minimum
 LOAD_REGS = gl.constexpr(24)
+#: registers (per thread) asked for the second consumer partition (``TWO_CONSUMERS``): the MMA warps' count
+CONSUMER_REGS = gl.constexpr(208)
 
 #: FP32 bit patterns (as int32) bounding the TF32 checked split's fast path: a magnitude at or above
 #: FAST_MAX_BITS (0x7F7FF000, the first that rounds past the largest finite TF32; Inf, NaN) or in (0, FAST_TINY)
@@ -205,21 +207,24 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
                  bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
                  NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
                  BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, P_STAGES: gl.constexpr,
-                 num_warps: gl.constexpr):
-    """The default partition: ``_emu_mm_wgmma_kernel``'s MMA loop, combine and epilogue, tile after tile."""
-    mma: gl.constexpr = _mma_layout(num_warps, BN, b0s.dtype, BM)
+                 ROW0: gl.constexpr, ROWS: gl.constexpr, num_warps: gl.constexpr):
+    """``_emu_mm_wgmma_kernel``'s MMA loop, combine and epilogue, tile after tile, for rows ROW0 .. ROW0 + ROWS
+    of each (BM, BN) tile of C: all of them (the default partition, two warpgroups), or one warpgroup's half
+    (``TWO_CONSUMERS``: each warpgroup a partition of its own, which releases the slots by its own arrival)."""
+    mma: gl.constexpr = _mma_layout(num_warps, BN, b0s.dtype, ROWS)
     n_k = gl.cdiv(K, BK)
     it = 0
     for tile in range(gl.program_id(0), _tiles(M, N, BM, BN), gl.num_programs(0)):
         z, off_m, off_n = _tile_origin(tile, M, N, BM, BN, GROUP_M)
-        acc, t, c1, c2 = _accumulators(BM, BN, NP, mma)
+        acc, t, c1, c2 = _accumulators(ROWS, BN, NP, mma)
         for kt in range(n_k):
             s = it % STAGES
             q = it % P_STAGES
             mbarrier.wait(b_ready.index(s), (it // STAGES) & 1)
             mbarrier.wait(a_ready.index(q), (it // P_STAGES) & 1)
             # (BK, BN) views of the K-major (BN, BK) tiles of B
-            t, c1, c2 = _k_tile_mmas(ap0.index(q), ap1.index(q), ap2.index(q), b0s.index(s).permute((1, 0)),
+            t, c1, c2 = _k_tile_mmas(ap0.index(q).slice(ROW0, ROWS), ap1.index(q).slice(ROW0, ROWS),
+                                     ap2.index(q).slice(ROW0, ROWS), b0s.index(s).permute((1, 0)),
                                      b1s.index(s).permute((1, 0)), b2s.index(s).permute((1, 0)), t, c1, c2, NP)
             # K-tile it-1's MMAs were issued before this L0 tile: in each warpgroup they are complete. The
             # arrive synchronises the partition's warps (both warpgroups) first, then one thread arrives.
@@ -233,8 +238,8 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
         # the next tile while this one's epilogue stores C
         mbarrier.arrive(b_empty.index((it + STAGES - 1) % STAGES))
         mbarrier.arrive(a_empty.index((it + P_STAGES - 1) % P_STAGES))
-        _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n, HAS_BIAS, BM, BN,
-                    mma)
+        _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m + ROW0, off_n, HAS_BIAS,
+                    ROWS, BN, mma)
 
 
 @gluon.jit
@@ -249,7 +254,7 @@ def _emu_mm_wgmma_ws_kernel(
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr,
     STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr,
     SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, SPLIT_VECS: gl.constexpr, CHECKED: gl.constexpr,
-    num_warps: gl.constexpr,
+    TWO_CONSUMERS: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = b0_desc.dtype  # the pieces' dtype
 
@@ -277,27 +282,45 @@ def _emu_mm_wgmma_ws_kernel(
     for i in gl.static_range(A_STAGES):
         mbarrier.init(raw_ready.index(i), count=1)
         mbarrier.init(raw_empty.index(i), count=1)
+    CONSUMERS: gl.constexpr = 2 if TWO_CONSUMERS else 1  # arrivals that free a piece slot and a B slot
     for i in gl.static_range(P_STAGES):
         mbarrier.init(a_ready.index(i), count=1)
-        mbarrier.init(a_empty.index(i), count=1)
+        mbarrier.init(a_empty.index(i), count=CONSUMERS)
     for i in gl.static_range(STAGES):
         mbarrier.init(b_ready.index(i), count=1)
-        mbarrier.init(b_empty.index(i), count=1)
+        mbarrier.init(b_empty.index(i), count=CONSUMERS)
 
     # (the argument tuples are written out: a tuple assigned to a variable first turns its constexprs into
     # tensors under Triton 3.6)
-    gl.warp_specialize([
-        (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                        bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
-                        NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, num_warps)),
-        (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
-                      raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
-                      NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
-        (_ws_splitter, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
-                        raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
-                        NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS,
-                        SPLIT_VECS, CHECKED)),
-    ], [1, SPLIT_WARPS], [LOAD_REGS, SPLIT_REGS])
+    if TWO_CONSUMERS:  # one warpgroup per consumer partition (num_warps == 4), half of BM rows each
+        gl.warp_specialize([
+            (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
+                            bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, 0, BM // 2, num_warps)),
+            (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
+                          raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
+                          NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
+            (_ws_splitter, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
+                            raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
+                            NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS,
+                            SPLIT_VECS, CHECKED)),
+            (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
+                            bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, BM // 2, BM // 2, num_warps)),
+        ], [1, SPLIT_WARPS, num_warps], [LOAD_REGS, SPLIT_REGS, CONSUMER_REGS])
+    else:
+        gl.warp_specialize([
+            (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
+                            bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, 0, BM, num_warps)),
+            (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
+                          raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
+                          NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
+            (_ws_splitter, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
+                            raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
+                            NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS,
+                            SPLIT_VECS, CHECKED)),
+        ], [1, SPLIT_WARPS], [LOAD_REGS, SPLIT_REGS])
 
     for i in gl.static_range(A_STAGES):
         mbarrier.invalidate(raw_ready.index(i))
