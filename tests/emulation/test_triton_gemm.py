@@ -391,9 +391,10 @@ def test_wgmma_kernel_same_bits_gpu(method):
 
 
 # The warp-specialised Gluon kernel ("gw": A split by the kernel's splitter warps) and its "pg" twin
-WGMMA_WS_CONFIGS = {"tf32x3": ["128x128x32w8s3m1gw", "128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw"],
-                    "bf16x3": ["128x128x64w8s3m1gw"],
-                    "bf16x6": ["128x64x64w8s3m1gw", "128x64x32w8s4m1gw"]}
+WGMMA_WS_CONFIGS = {"tf32x3": ["128x128x32w8s3m1gw", "128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw",
+                               "128x128x32w8s3m1ptgw"],
+                    "bf16x3": ["128x128x64w8s3m1gw", "128x128x64w8s3m1ptgw", "128x128x64w8s3m1pgw"],
+                    "bf16x6": ["128x64x64w8s3m1gw", "128x64x32w8s4m1gw", "128x64x64w8s3m1ptgw"]}
 
 
 @gpu
@@ -403,7 +404,8 @@ def test_wgmma_ws_kernel_same_bits_gpu(method):
     """The warp-specialised kernel (A split in the kernel, by warps of their own), with one program per tile
     or persistent ("tgw": programs loop over tiles, several each where there are more tiles than SMs), gives
     the bits of the "pg" configuration (A split beforehand): batched, ragged tiles and K, bias, Inf/NaN in A
-    and B; K-major A (not TMA-readable) runs the "pg" kernel."""
+    and B; K-major A (not TMA-readable) runs the "pg" kernel. So does the variant without splitter on A split
+    beforehand ("pgw", persistent "ptgw": a loader warp brings A's and B's pieces)."""
     from tcemu.emulation.gemm.emu_mm import _WGMMA_FAILED
 
     gen = torch.Generator().manual_seed(26)
@@ -594,37 +596,67 @@ def test_wgmma_ws_kernel_options_compile(two_consumers, checked):
         _ws_consumer_args(KernelConfig.parse("64x256x32w8s2m1tgw"), True)
 
 
+@pytest.mark.skipif(INTERPRET or not _gluon_available(), reason="needs Triton's Gluon (and no TRITON_INTERPRET)")
+@pytest.mark.parametrize(("method", "config", "later"), [
+    ("tf32x3", "128x128x32w8s3m1ptgw", 2), ("bf16x3", "128x128x64w8s3m1ptgw", 2),
+    ("bf16x6", "128x64x64w8s3m1ptgw", 5),
+])
+def test_wgmma_pieces_ws_kernel_compiles(method, config, later):
+    """Offline sm_90 compile of the warp-specialised kernel on A split beforehand ("ptgw"): the MMA partition's
+    waits as the "pg" kernel's, the loader warp at 24 registers, the MMA warps 240, nothing spills, the ring
+    fits 227 KB."""
+    import re
+
+    from tcemu.emulation.gemm.emu_mm import _SMEM_PER_BLOCK, wgmma_pieces_ws_compile
+
+    cfg, spec = KernelConfig.parse(config), get_method(method)
+    ck = wgmma_pieces_ws_compile(method, cfg, has_bias=True)
+    ptx = ck.asm["ptx"]
+    k_steps = cfg.bk // (8 if spec.piece_format == "tf32" else 16)
+    assert len(re.findall(r"wgmma\.mma_async", ptx)) == (1 + later) * k_steps
+    assert sorted(re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx)) == sorted([str(later), "0"])
+    assert {"24", "240"} <= set(re.findall(r"setmaxnreg\.(?:inc|dec)\.sync\.aligned\.u32\s+(\d+)", ptx))
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    assert ck.metadata.shared <= _SMEM_PER_BLOCK
+    usage = _resource_usage(ck.asm["cubin"])
+    if usage is not None:
+        assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
+
+
 def test_tf32x3_short_k_products_take_the_persistent_warp_specialised_kernel():
     """The static table: TF32x3's edge-layer products (N < 640, and N <= 1024 with K <= 256) run the
-    persistent warp-specialised kernel; wide products with long K (8192^3) keep A split beforehand."""
+    persistent warp-specialised kernel with its splitter; wide products with long K (8192^3) split A beforehand."""
     from tcemu.emulation.gemm.emu_mm import WIDE_SHORTK_MAX_K, WIDE_SHORTK_MAX_N, _bucket
 
     spec = get_method("tf32x3")
     for M, K, N in ((604800, 256, 256), (604800, 512, 512), (604800, 256, 1024), (604800, 256, 768)):
         cfg = config_candidates(spec, M, N, K)[0]
-        assert cfg.persistent and cfg.warp_specialized, (M, K, N, str(cfg))
+        assert cfg.persistent and cfg.warp_specialized and not cfg.presplit, (M, K, N, str(cfg))
     assert _bucket(604800, WIDE_SHORTK_MAX_N + 1, 256) == "wide"
     assert _bucket(604800, 1024, WIDE_SHORTK_MAX_K * 2) == "wide"
-    assert not config_candidates(spec, 8192, 8192, 8192)[0].warp_specialized
+    assert config_candidates(spec, 8192, 8192, 8192)[0].presplit  # A split once, not once per column tile
     for method in ("bf16x3", "bf16x6", "bf16x9"):  # the other methods: "wide_shortk" is "wide"
         assert config_candidates(get_method(method), 604800, 1024, 256) == config_candidates(get_method(method),
                                                                                              8192, 8192, 8192)
 
 
 def test_kernel_config_warp_specialized_suffix():
-    """'w' follows 'g' in the configuration string (round trip), needs 'g' and excludes 'p'."""
+    """'w' follows 'g' in the configuration string (round trip) and needs 'g'; with 'p' (A split
+    beforehand) it is the splitter-less variant ("pgw", persistent "ptgw")."""
     for text in ("128x128x32w8s3m1gw", "128x64x64w8s3m1ogw", "128x128x64w8s2m1tgw"):
         cfg = KernelConfig.parse(text)
         assert cfg.warp_specialized and cfg.wgmma and not cfg.presplit
         assert str(cfg) == text and KernelConfig.parse(str(cfg)) == cfg
+    for text in ("128x64x64w8s3m1pgw", "128x64x64w8s3m1ptgw"):
+        cfg = KernelConfig.parse(text)
+        assert cfg.warp_specialized and cfg.wgmma and cfg.presplit and cfg.persistent == ("t" in text)
+        assert str(cfg) == text
     assert not KernelConfig.parse("128x128x32w8s3m1pg").warp_specialized
-    for bad in ("128x128x32w8s3m1w", "128x128x32w8s3m1pgw", "128x128x32w8s3m1wg"):
+    for bad in ("128x128x32w8s3m1w", "128x128x32w8s3m1wg", "128x128x32w8s3m1pwg"):
         with pytest.raises(ValueError):
             KernelConfig.parse(bad)
     with pytest.raises(ValueError, match="needs 'g'"):
         KernelConfig(128, 128, 32, 8, 3, 1, warp_specialized=True)
-    with pytest.raises(ValueError, match="excludes"):
-        KernelConfig(128, 128, 32, 8, 3, 1, presplit=True, wgmma=True, warp_specialized=True)
 
 
 @interpret

@@ -215,7 +215,10 @@ class KernelConfig:
             kernel of ``_kernels/_emu_mm_wgmma_ws.py`` (same bits): a loader warp brings A's FP32 tiles and B's
             pieces by TMA, splitter warps split A's tiles into shared memory, and the MMA warps (the ``wgmma``
             kernel's loop) run on the pieces while the next tile is split. Where A's rows do not suit TMA, A
-            is split beforehand and the ``pg`` kernel runs.
+            is split beforehand and the ``pg`` kernel runs. With ``presplit`` (``pgw``, ``ptgw``): no splitter, A
+            split beforehand; a loader warp brings A's and B's pieces by TMA into one ring, and the MMA warps run
+            on them (same bits as ``pg``); with ``persistent`` the loader runs on into the next tile while the MMA
+            warps combine and store this one.
     """
 
     bm: int
@@ -236,9 +239,6 @@ class KernelConfig:
         if self.warp_specialized and not self.wgmma:
             raise ValueError(f"kernel config {self}: 'w' (warp-specialised) is a variant of the Gluon wgmma kernel "
                              "and needs 'g' (e.g. 128x128x32w8s3m1gw)")
-        if self.warp_specialized and self.presplit:
-            raise ValueError(f"kernel config {self}: 'w' (warp-specialised) splits A in the kernel and excludes "
-                             "'p' (A split beforehand); use ...gw or ...pg")
 
     def __str__(self) -> str:
         return (f"{self.bm}x{self.bn}x{self.bk}w{self.num_warps}s{self.num_stages}m{self.mode}"
@@ -250,7 +250,7 @@ class KernelConfig:
     def parse(cls, text: str) -> KernelConfig:
         """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffixes ``f`` fast (diagnostic) split,
         ``p`` A split beforehand, ``o`` L0 issued first, ``t`` persistent tile loop, ``g`` Gluon wgmma kernel,
-        ``w`` (after ``g``, not with ``p``) its warp-specialised variant. Raises ValueError otherwise."""
+        ``w`` (after ``g``) its warp-specialised variant. Raises ValueError otherwise."""
         import re  # noqa: PLC0415
 
         m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)(t?)(g?)(w?)", text.strip())
@@ -282,28 +282,36 @@ _C = KernelConfig.parse
 #             splitter run into the next tile while the MMA warps store this one): 1.04-1.10x "gw" and the best
 #             of "gw"/"pg" on the seven PET-S edge products with N < 1024, 1.00-1.03x "pg" at N = 768 and
 #             1024 (K = 256), two rounds (gemm_h200_persistent_ws_sweep.csv).
+#   Session 11: A split beforehand, then the warp-specialised kernel without a splitter, persistent ("ptgw":
+#             a loader warp brings A's and B's pieces by TMA and runs into the next tile while the MMA warps
+#             store this one): BF16x6 1.09-1.53x SGEMM on five PET-S edge products and 1.98-2.02x at 8192^3
+#             (default before: 0.93-1.28x and 1.77-1.79x), BF16x3 1.62-2.63x and 4.21-4.26x (1.40-2.41x,
+#             3.87-4.00x), TF32x3 2.32-2.34x at 8192^3 (pg 2.15-2.19x); two rounds
+#             (benchmarks/results/pieces_ws_probe_h200.csv). First for BF16x3/x6 (large M) and TF32x3 "wide".
 #   "small_longk" / "small": M < 1024 (node layers of small systems; usually the SGEMM fallback), K >= 2048 or
 #             not. With few row tiles the grid is small and each program loops over all of K, so a split
 #             pass spread over the whole GPU wins for long K (and for BF16x6/x9 at K = 1024 too).
 # Where the Gluon kernel cannot run (not sm_90, batched B, K not 16-byte aligned) or fails, a "g"
 # configuration runs the Triton kernel with the same tiles (A split beforehand or not, as it says).
 _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
-    "tf32x3": {"wide": [_C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1p"), _C("128x128x32w8s3m1")],
-               "wide_shortk": [_C("128x128x32w8s3m1tgw"), _C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1gw")],
-               "mid": [_C("128x128x32w8s3m1tgw"), _C("128x128x32w8s3m1gw"), _C("128x128x32w8s3m1pg")],
+    "tf32x3": {"wide": [_C("128x128x32w8s3m1ptgw"), _C("128x128x32w8s3m1pg"), _C("128x128x32w8s3m1p"),
+                        _C("128x128x32w8s3m1")],
+               "wide_shortk": [_C("128x128x32w8s3m1tgw"), _C("128x128x32w8s3m1ptgw"), _C("128x128x32w8s3m1pg"),
+                               _C("128x128x32w8s3m1gw")],
+               "mid": [_C("128x128x32w8s3m1tgw"), _C("128x128x32w8s3m1gw"), _C("128x128x32w8s3m1ptgw")],
                "narrow": [_C("128x128x32w8s3m1tgw"), _C("128x128x32w8s3m1gw"), _C("128x128x32w8s3m1"),
-                          _C("128x128x32w8s3m1pg")],
+                          _C("128x128x32w8s3m1ptgw")],
                "small_longk": [_C("128x64x32w8s4m1po"), _C("128x64x32w8s4m1")],
                "small": [_C("128x64x32w8s4m1"), _C("128x64x32w8s4m1po"), _C("64x128x32w4s3m0")]},
-    "bf16x3": {"wide": [_C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1")],
-               "mid": [_C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p"), _C("128x128x64w8s3m1")],
-               "narrow": [_C("128x128x64w8s3m1pg"), _C("128x128x32w8s5m1pg"), _C("128x128x64w8s3m1")],
+    # BF16x3 and BF16x6: A split beforehand, then the persistent warp-specialised kernel ("ptgw", session 11)
+    "bf16x3": {"wide": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p")],
+               "mid": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p")],
+               "narrow": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1")],
                "small_longk": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
                "small": [_C("128x64x64w8s3m1"), _C("128x64x64w8s3m1po"), _C("64x128x64w4s2m0")]},
-    # BF16x6: the Gluon kernel ("pg") and the Triton kernel ("po") tie within the spread (docs/kernels.md)
-    "bf16x6": {"wide": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1pg"), _C("64x128x64w4s2m0")],
-               "mid": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1pg"), _C("64x128x64w4s2m0")],
-               "narrow": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1pg"), _C("64x128x64w4s2m0")],
+    "bf16x6": {"wide": [_C("128x64x64w8s3m1ptgw"), _C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1pg")],
+               "mid": [_C("128x64x64w8s3m1ptgw"), _C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1pg")],
+               "narrow": [_C("128x64x64w8s3m1ptgw"), _C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1pg")],
                "small_longk": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
                "small": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1"), _C("64x128x64w4s2m0")]},
     "bf16x9": {"wide": [_C("128x64x64w8s3m0p"), _C("64x128x64w4s2m0")],
@@ -493,6 +501,8 @@ def emu_mm(
                 try:
                     if split_a and cfg.warp_specialized:  # split by the kernel's own splitter warps
                         _launch_wgmma_ws(spec, cfg, a3, tuple(q[0] for q in bt3), bias, out3, M, N, K)
+                    elif cfg.warp_specialized and cfg.presplit:  # A's pieces by a loader warp
+                        _launch_wgmma_pieces_ws(spec, cfg, ap, tuple(q[0] for q in bt3), bias, out3, M, N, K)
                     else:
                         _launch_wgmma(spec, cfg, ap, tuple(q[0] for q in bt3), bias, out3, M, N, K, split_a)
                     return
@@ -696,6 +706,65 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
         CHECKED=_WS_CHECKED_SPLIT if checked_split is None else checked_split,
         **_ws_consumer_args(cfg, two_consumers),
     )
+
+
+def _pieces_ws_stages(spec: MethodSpec, cfg: KernelConfig) -> int:
+    """Ring depth of the ``pgw`` kernel: ``num_stages`` slots of A's and B's pieces where they fit, else fewer
+    (at least 2; ValueError otherwise)."""
+    elem = 2 if spec.piece_format == "bf16" else 4
+    per_stage = spec.n_pieces * (cfg.bm + cfg.bn) * cfg.bk * elem
+    for stages in range(max(2, cfg.num_stages), 1, -1):
+        if stages * per_stage + 1024 <= _SMEM_PER_BLOCK:
+            return stages
+    raise ValueError(f"{spec.name} {cfg}: two stages of pieces do not fit {_SMEM_PER_BLOCK} bytes of shared memory")
+
+
+def _launch_wgmma_pieces_ws(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], bp: tuple[Tensor, ...],
+                            bias: Tensor | None, out3: Tensor, M: int, N: int, K: int) -> None:
+    """Launch the warp-specialised Gluon kernel on A's pieces (Z*M, K) and B's pieces (N, K), contiguous
+    (``pgw``; persistent with ``t``)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
+
+    bf16 = spec.piece_format == "bf16"
+    Z = out3.shape[0]
+    la = _smem_layout(cfg.bm, cfg.bk, bf16)
+    lb = _smem_layout(cfg.bn, cfg.bk, bf16)
+    ad = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bm, cfg.bk], la) for q in ap]
+    bd = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bn, cfg.bk], lb) for q in bp]
+    ad += ad[:1] * (3 - len(ad))
+    bd += bd[:1] * (3 - len(bd))
+    tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
+    grid = (min(tiles, max(1, _num_sms(out3.device) // Z)) if cfg.persistent else tiles, Z)
+    _wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel[grid](
+        *ad, *bd, bias if bias is not None else out3, out3, M, N, K, *out3.stride(),
+        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None,
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg),
+        num_warps=cfg.num_warps,
+    )
+
+
+def wgmma_pieces_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
+                            arch: int = 90):
+    """Compile (without a GPU) the ``pgw`` kernel for ``sm_<arch>``, as :func:`wgmma_ws_compile`."""
+    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
+    from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
+
+    spec = get_method(method)
+    cfg = KernelConfig.parse(config) if isinstance(config, str) else config
+    bf16 = spec.piece_format == "bf16"
+    piece = "bf16" if bf16 else "fp32"
+    a_ty = f"tensordesc<{piece}[{cfg.bm}, {cfg.bk}],{_smem_layout(cfg.bm, cfg.bk, bf16)!r}>"
+    b_ty = f"tensordesc<{piece}[{cfg.bn}, {cfg.bk}],{_smem_layout(cfg.bn, cfg.bk, bf16)!r}>"
+    names = ["a0_desc", "a1_desc", "a2_desc", "b0_desc", "b1_desc", "b2_desc", "bias_ptr", "c_ptr", "M", "N", "K",
+             "stride_cz", "stride_cm"]
+    signature = dict(zip(names, [a_ty] * 3 + [b_ty] * 3 + ["*fp32"] * 2 + ["i32"] * 5))
+    constexprs = dict(stride_cn=1, NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, BM=cfg.bm, BN=cfg.bn,
+                      BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg), num_warps=cfg.num_warps)
+    signature.update(dict.fromkeys(constexprs, "constexpr"))
+    attrs = {(i,): [["tt.divisibility", 16]] for i in (6, 7, 9, 10, 11, 12)}
+    src = GluonASTSource(_wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel, signature, constexprs=constexprs,
+                         attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": cfg.num_warps})
 
 
 def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,

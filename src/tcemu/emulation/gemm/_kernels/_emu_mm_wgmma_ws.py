@@ -331,3 +331,79 @@ def _emu_mm_wgmma_ws_kernel(
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(b_ready.index(i))
         mbarrier.invalidate(b_empty.index(i))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A split beforehand ("pgw", "ptgw"): no splitter; the loader warp brings A's and B's pieces by TMA into one
+# ring, and the MMA warps (``_ws_consumer``) run on them. With the persistent tile loop the loader runs on into
+# the next tile's first K-tiles while the MMA warps combine and store this one.
+# ---------------------------------------------------------------------------------------------------------
+
+
+@gluon.jit
+def _ws_piece_loader(a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc, a0s, a1s, a2s, b0s, b1s, b2s,
+                     ready, empty, M, N, K, NP: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
+                     BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr):
+    """1 warp: TMA loads of A's and B's pieces of K-tile ``it`` (counted over all of the program's tiles of C)
+    into ring slot it % STAGES, once the MMA warps have freed it."""
+    n_k = gl.cdiv(K, BK)
+    nbytes: gl.constexpr = NP * (a0_desc.block_type.nbytes + b0_desc.block_type.nbytes)
+    it = 0
+    for tile in range(gl.program_id(0), _tiles(M, N, BM, BN), gl.num_programs(0)):
+        z, off_m, off_n = _tile_origin(tile, M, N, BM, BN, GROUP_M)
+        row0 = z * M + off_m  # row of the flattened (Z*M, K) pieces of A
+        for kt in range(n_k):
+            k = kt * BK
+            s = it % STAGES
+            bar = ready.index(s)
+            mbarrier.wait(empty.index(s), ((it // STAGES) & 1) ^ 1)
+            mbarrier.expect(bar, nbytes)
+            _tma_load(a0_desc, [row0, k], bar, a0s.index(s))
+            _tma_load(a1_desc, [row0, k], bar, a1s.index(s))
+            _tma_load(b0_desc, [off_n, k], bar, b0s.index(s))
+            _tma_load(b1_desc, [off_n, k], bar, b1s.index(s))
+            if NP == 3:
+                _tma_load(a2_desc, [row0, k], bar, a2s.index(s))
+                _tma_load(b2_desc, [off_n, k], bar, b2s.index(s))
+            it += 1
+
+
+@gluon.jit
+def _emu_mm_wgmma_pieces_ws_kernel(
+    # TMA descriptors: A's pieces (Z*M, K) with (BM, BK) blocks, B's pieces (N, K) with (BN, BK) blocks (with
+    # NP == 2 the third of each is a placeholder)
+    a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
+    bias_ptr, c_ptr,
+    M, N, K,
+    stride_cz, stride_cm, stride_cn,
+    NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr,
+    BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
+    num_warps: gl.constexpr,
+):
+    dtype: gl.constexpr = b0_desc.dtype
+    a0s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
+    a1s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
+    b0s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
+    b1s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
+    if NP == 3:
+        a2s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
+        b2s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
+    else:
+        a2s = a0s
+        b2s = b0s
+    ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(STAGES):
+        mbarrier.init(ready.index(i), count=1)
+        # the MMA warps release a slot twice, as its A and as its B slot (``_ws_consumer`` keeps two rings)
+        mbarrier.init(empty.index(i), count=2)
+    gl.warp_specialize([
+        (_ws_consumer, (a0s, a1s, a2s, b0s, b1s, b2s, ready, empty, ready, empty,
+                        bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                        NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, STAGES, 0, BM, num_warps)),
+        (_ws_piece_loader, (a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc, a0s, a1s, a2s, b0s, b1s, b2s,
+                            ready, empty, M, N, K, NP, BM, BN, BK, GROUP_M, STAGES)),
+    ], [1], [LOAD_REGS])
+    for i in gl.static_range(STAGES):
+        mbarrier.invalidate(ready.index(i))
+        mbarrier.invalidate(empty.index(i))
