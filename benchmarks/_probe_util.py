@@ -1,5 +1,6 @@
 """Helpers shared by the GPU probe scripts of the warp-specialised GEMM kernel (sessions 11+)."""
 import statistics
+import subprocess
 
 import torch
 
@@ -52,3 +53,10 @@ def tf32_a_values(kind, base, gen):
     for i, (r, c) in enumerate(zip(rows, cols)):
         a[r, c] = vals[i % len(vals)]
     return a
+
+
+def print_environment():
+    """One line: GPU, torch, Triton and the driver (the CSVs carry the first three)."""
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True, check=False).stdout.strip()
+    print(torch.cuda.get_device_name(), torch.__version__, __import__("triton").__version__, driver, flush=True)

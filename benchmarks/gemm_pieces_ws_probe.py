@@ -17,7 +17,6 @@ Output: ``$OUT/pieces_ws_probe.csv``, ``$OUT/pieces_ws_bits.csv``; recorded unde
 """
 import csv
 import os
-import subprocess
 import sys
 import time
 
@@ -25,7 +24,7 @@ import torch
 
 sys.path.insert(0, "src")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _probe_util import bench, same_bits
+from _probe_util import bench, print_environment, same_bits
 
 from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
 OUT = os.environ.get("OUT", ".")
@@ -34,9 +33,7 @@ SHAPES = [(604800, 256, 256), (604800, 256, 1024), (604800, 256, 768), (604800, 
           (8192, 8192, 8192)]
 
 t0 = time.time()
-print(torch.cuda.get_device_name(), torch.__version__, __import__("triton").__version__,
-      subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                     text=True).stdout.strip(), flush=True)
+print_environment()
 gen = torch.Generator().manual_seed(14)
 bits_rows = []
 for method, tile in TILES.items():

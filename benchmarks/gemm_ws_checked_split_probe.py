@@ -19,7 +19,6 @@ Output: ``$OUT/ws_checked_split_probe.csv``; recorded: ``benchmarks/results/ws_c
 import csv
 import importlib
 import os
-import subprocess
 import sys
 import time
 
@@ -27,7 +26,7 @@ import torch
 
 sys.path.insert(0, "src")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _probe_util import bench, same_bits, tf32_a_values
+from _probe_util import bench, print_environment, same_bits, tf32_a_values
 from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
 em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
 from tcemu.emulation.methods import get_method
@@ -51,9 +50,7 @@ def run(a, pieces, bias, out, v):
 
 rows, bits_rows = [], []
 t0 = time.time()
-print(torch.cuda.get_device_name(), torch.__version__, __import__("triton").__version__,
-      subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], capture_output=True,
-                     text=True).stdout.strip(), flush=True)
+print_environment()
 gen = torch.Generator().manual_seed(11)
 n_fail = 0
 for (M, K, N) in [(2900, 336, 1100), (300, 48, 200), (20000, 256, 256)]:
