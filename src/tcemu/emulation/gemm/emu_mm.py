@@ -590,25 +590,61 @@ def _smem_layout(rows: int, cols: int, bf16: bool):
     return gl.NVMMASharedLayout.get_default_for([rows, cols], gl.bfloat16 if bf16 else gl.float32)
 
 
+def _piece_descriptors(pieces: tuple[Tensor, ...], rows: int, cols: int, bf16: bool) -> list:
+    """TMA descriptors of 2-D pieces with [rows, cols] blocks, padded to three (the kernels take three
+    descriptors; a method with fewer pieces repeats the first, which its kernel never reads)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
+
+    layout = _smem_layout(rows, cols, bf16)
+    d = [TensorDescriptor(q, list(q.shape), list(q.stride()), [rows, cols], layout) for q in pieces]
+    return d + d[:1] * (3 - len(d))
+
+
+def _fp32_rows_descriptor(a3: Tensor, rows: int, K: int, bm: int, bk: int):
+    """TMA descriptor of FP32 A (Z, M, K) seen as (rows = Z*M, K), with [bm, bk] blocks (:func:`_tma_rows`)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
+
+    return TensorDescriptor(a3, [rows, K], [a3.stride(1), 1], [bm, bk], _smem_layout(bm, bk, False))
+
+
+#: the arguments after the descriptors, common to the Gluon kernels, with their types for offline compiles
+_GLUON_TAIL_ARGS = [("bias_ptr", "*fp32"), ("c_ptr", "*fp32"), ("M", "i32"), ("N", "i32"), ("K", "i32"),
+                    ("stride_cz", "i32"), ("stride_cm", "i32")]
+
+
+def _desc_type(fmt: str, rows: int, cols: int) -> str:
+    """Signature type of a TMA descriptor of ``fmt`` ("fp32" or "bf16") with [rows, cols] blocks."""
+    return f"tensordesc<{fmt}[{rows}, {cols}],{_smem_layout(rows, cols, fmt == 'bf16')!r}>"
+
+
+def _gluon_compile(kernel, descriptors: list[tuple[str, str]], constexprs: dict, arch: int):
+    """Compile a Gluon GEMM kernel without a GPU for ``sm_<arch>``, with the signature of a launch on
+    contiguous operands: the descriptors' (name, type), then :data:`_GLUON_TAIL_ARGS`, the pointers, N, K and
+    the output's strides divisible by 16, the output's column stride 1."""
+    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
+    from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
+
+    args = descriptors + _GLUON_TAIL_ARGS
+    names = [n for n, _ in args]
+    constexprs = dict(stride_cn=1, **constexprs)
+    signature = dict(args) | dict.fromkeys(constexprs, "constexpr")
+    divisible = ("bias_ptr", "c_ptr", "N", "K", "stride_cz", "stride_cm")
+    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}
+    src = GluonASTSource(kernel, signature, constexprs=constexprs, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": constexprs["num_warps"]})
+
+
 def _launch_wgmma(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], bp: tuple[Tensor, ...],
                   bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, split_a: bool = False) -> None:
     """Launch the Gluon kernel on B's pieces (N, K), contiguous, and either A's pieces (Z*M, K), contiguous,
     or (``split_a``) FP32 A itself, (Z, M, K) with rows readable by TMA (:func:`_tma_rows`)."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
-
     bf16 = spec.piece_format == "bf16"
     Z = out3.shape[0]
-    lb = _smem_layout(cfg.bn, cfg.bk, bf16)
-    if split_a:
-        a = ap[0]
-        la = _smem_layout(cfg.bm, cfg.bk, False)  # FP32 tiles
-        ad = [TensorDescriptor(a, [Z * M, K], [a.stride(1), 1], [cfg.bm, cfg.bk], la)]
+    if split_a:  # FP32 tiles of A, all Z*M rows
+        ad = [_fp32_rows_descriptor(ap[0], Z * M, K, cfg.bm, cfg.bk)] * 3
     else:
-        la = _smem_layout(cfg.bm, cfg.bk, bf16)
-        ad = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bm, cfg.bk], la) for q in ap]
-    bd = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bn, cfg.bk], lb) for q in bp]
-    ad += ad[:1] * (3 - len(ad))
-    bd += bd[:1] * (3 - len(bd))
+        ad = _piece_descriptors(ap, cfg.bm, cfg.bk, bf16)
+    bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
     grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
     _wgmma_module()._emu_mm_wgmma_kernel[grid](
         *ad, *bd, bias if bias is not None else out3, out3, M, N, K, *out3.stride(),
@@ -682,17 +718,13 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
     (:func:`_tma_rows`), and B's pieces (N, K), contiguous. ``stages`` (B, A, A's pieces; default
     :func:`_ws_stages`), ``split_warps``, ``split_regs``, ``split_vecs`` and ``checked_split`` (TF32x3: the
     checked split, or 2 for none at all, diagnostic) override the tunables (benchmarks)."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
-
     bf16 = spec.piece_format == "bf16"
     Z = out3.shape[0]
     st, a_st, p_st = stages or _ws_stages(spec, cfg)
     if min(st, p_st) < 2 or a_st < 1:
         raise ValueError(f"the warp-specialised kernel needs 2 or more B and piece slots, got {(st, a_st, p_st)}")
-    ad = TensorDescriptor(a3, [Z * M, K], [a3.stride(1), 1], [cfg.bm, cfg.bk], _smem_layout(cfg.bm, cfg.bk, False))
-    lb = _smem_layout(cfg.bn, cfg.bk, bf16)
-    bd = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bn, cfg.bk], lb) for q in bp]
-    bd += bd[:1] * (3 - len(bd))
+    ad = _fp32_rows_descriptor(a3, Z * M, K, cfg.bm, cfg.bk)
+    bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
     tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
     # persistent ("t"): about one program per SM, each looping over tiles of C (the same kernel: with one
     # program per tile each loops once)
@@ -723,16 +755,10 @@ def _launch_wgmma_pieces_ws(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tenso
                             bias: Tensor | None, out3: Tensor, M: int, N: int, K: int) -> None:
     """Launch the warp-specialised Gluon kernel on A's pieces (Z*M, K) and B's pieces (N, K), contiguous
     (``pgw``; persistent with ``t``)."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
-
     bf16 = spec.piece_format == "bf16"
     Z = out3.shape[0]
-    la = _smem_layout(cfg.bm, cfg.bk, bf16)
-    lb = _smem_layout(cfg.bn, cfg.bk, bf16)
-    ad = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bm, cfg.bk], la) for q in ap]
-    bd = [TensorDescriptor(q, list(q.shape), list(q.stride()), [cfg.bn, cfg.bk], lb) for q in bp]
-    ad += ad[:1] * (3 - len(ad))
-    bd += bd[:1] * (3 - len(bd))
+    ad = _piece_descriptors(ap, cfg.bm, cfg.bk, bf16)
+    bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
     tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
     grid = (min(tiles, max(1, _num_sms(out3.device) // Z)) if cfg.persistent else tiles, Z)
     _wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel[grid](
@@ -743,28 +769,24 @@ def _launch_wgmma_pieces_ws(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tenso
     )
 
 
+def _piece_desc_args(spec: MethodSpec, cfg: KernelConfig, fp32_a: bool = False) -> list[tuple[str, str]]:
+    """(name, type) of the three A and three B descriptors of the ``g`` and ``pgw`` kernels (``fp32_a``: A's
+    FP32 tiles, split in the kernel)."""
+    piece = "bf16" if spec.piece_format == "bf16" else "fp32"
+    a_ty = _desc_type("fp32" if fp32_a else piece, cfg.bm, cfg.bk)
+    b_ty = _desc_type(piece, cfg.bn, cfg.bk)
+    return [(f"a{i}_desc", a_ty) for i in range(3)] + [(f"b{i}_desc", b_ty) for i in range(3)]
+
+
 def wgmma_pieces_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
                             arch: int = 90):
     """Compile (without a GPU) the ``pgw`` kernel for ``sm_<arch>``, as :func:`wgmma_ws_compile`."""
-    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
-    from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
-
     spec = get_method(method)
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
-    bf16 = spec.piece_format == "bf16"
-    piece = "bf16" if bf16 else "fp32"
-    a_ty = f"tensordesc<{piece}[{cfg.bm}, {cfg.bk}],{_smem_layout(cfg.bm, cfg.bk, bf16)!r}>"
-    b_ty = f"tensordesc<{piece}[{cfg.bn}, {cfg.bk}],{_smem_layout(cfg.bn, cfg.bk, bf16)!r}>"
-    names = ["a0_desc", "a1_desc", "a2_desc", "b0_desc", "b1_desc", "b2_desc", "bias_ptr", "c_ptr", "M", "N", "K",
-             "stride_cz", "stride_cm"]
-    signature = dict(zip(names, [a_ty] * 3 + [b_ty] * 3 + ["*fp32"] * 2 + ["i32"] * 5))
-    constexprs = dict(stride_cn=1, NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, BM=cfg.bm, BN=cfg.bn,
-                      BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg), num_warps=cfg.num_warps)
-    signature.update(dict.fromkeys(constexprs, "constexpr"))
-    attrs = {(i,): [["tt.divisibility", 16]] for i in (6, 7, 9, 10, 11, 12)}
-    src = GluonASTSource(_wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel, signature, constexprs=constexprs,
-                         attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": cfg.num_warps})
+    constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, BM=cfg.bm, BN=cfg.bn, BK=cfg.bk,
+                      GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg), num_warps=cfg.num_warps)
+    return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel, _piece_desc_args(spec, cfg),
+                          constexprs, arch)
 
 
 def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
@@ -774,27 +796,13 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
     The signature is that of a launch on contiguous operands (the output's column stride 1). Returns
     Triton's compiled kernel (``.asm["ptx"]``, ``.asm["cubin"]``): tests read its ``wgmma`` waits from the PTX.
     """
-    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
-    from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
-
     spec = get_method(method)
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
-    bf16 = spec.piece_format == "bf16"
-    piece = "bf16" if bf16 else "fp32"
-    la = _smem_layout(cfg.bm, cfg.bk, bf16 and not split_a)
-    lb = _smem_layout(cfg.bn, cfg.bk, bf16)
-    a_ty = f"tensordesc<{'fp32' if split_a else piece}[{cfg.bm}, {cfg.bk}],{la!r}>"
-    b_ty = f"tensordesc<{piece}[{cfg.bn}, {cfg.bk}],{lb!r}>"
-    names = ["a0_desc", "a1_desc", "a2_desc", "b0_desc", "b1_desc", "b2_desc", "bias_ptr", "c_ptr", "M", "N", "K",
-             "stride_cz", "stride_cm"]
-    signature = dict(zip(names, [a_ty] * 3 + [b_ty] * 3 + ["*fp32"] * 2 + ["i32"] * 5))
-    constexprs = dict(stride_cn=1, NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
+    constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=spec.piece_format != "bf16",
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages,
                       SPLIT_A=split_a, num_warps=cfg.num_warps)
-    signature.update(dict.fromkeys(constexprs, "constexpr"))
-    attrs = {(i,): [["tt.divisibility", 16]] for i in (6, 7, 9, 10, 11, 12)}
-    src = GluonASTSource(_wgmma_module()._emu_mm_wgmma_kernel, signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": cfg.num_warps})
+    return _gluon_compile(_wgmma_module()._emu_mm_wgmma_kernel, _piece_desc_args(spec, cfg, split_a), constexprs,
+                          arch)
 
 
 def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False, arch: int = 90,
@@ -804,31 +812,19 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
     """Compile (without a GPU) the warp-specialised Gluon kernel a ``gw`` configuration launches, for
     ``sm_<arch>``, as :func:`wgmma_compile` (contiguous operands, the output's column stride 1; ``stages``,
     ``split_warps``, ``split_regs``, ``split_vecs`` as :func:`_launch_wgmma_ws`). Returns Triton's compiled kernel."""
-    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
-    from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
-
     spec = get_method(method)
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
     bf16 = spec.piece_format == "bf16"
     st, a_st, p_st = stages or _ws_stages(spec, cfg)
-    la = _smem_layout(cfg.bm, cfg.bk, False)
-    lb = _smem_layout(cfg.bn, cfg.bk, bf16)
-    a_ty = f"tensordesc<fp32[{cfg.bm}, {cfg.bk}],{la!r}>"
-    b_ty = f"tensordesc<{'bf16' if bf16 else 'fp32'}[{cfg.bn}, {cfg.bk}],{lb!r}>"
-    names = ["a_desc", "b0_desc", "b1_desc", "b2_desc", "bias_ptr", "c_ptr", "M", "N", "K", "stride_cz", "stride_cm"]
-    signature = dict(zip(names, [a_ty] + [b_ty] * 3 + ["*fp32"] * 2 + ["i32"] * 5))
-    constexprs = dict(stride_cn=1, NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
+    b_ty = _desc_type("bf16" if bf16 else "fp32", cfg.bn, cfg.bk)
+    descriptors = [("a_desc", _desc_type("fp32", cfg.bm, cfg.bk))] + [(f"b{i}_desc", b_ty) for i in range(3)]
+    constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
                       SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
                       SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
                       CHECKED=_WS_CHECKED_SPLIT if checked_split is None else checked_split,
                       **_ws_consumer_args(cfg, two_consumers))
-    signature.update(dict.fromkeys(constexprs, "constexpr"))
-    divisible = ("bias_ptr", "c_ptr", "N", "K", "stride_cz", "stride_cm")
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}
-    kernel = _wgmma_ws_module()._emu_mm_wgmma_ws_kernel
-    src = GluonASTSource(kernel, signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options={"num_warps": constexprs["num_warps"]})
+    return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_ws_kernel, descriptors, constexprs, arch)
 
 
 def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw: bool) -> dict:
