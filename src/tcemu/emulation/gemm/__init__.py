@@ -2,9 +2,8 @@
 
 * :class:`TritonBackend`: the ``"triton"`` :class:`~tcemu.emulation.backends.GemmBackend` (torch ops under
   ``torch.compile``, so that it and CUDA graphs work; direct kernel calls in eager code);
-* :func:`emu_mm` / :func:`emu_mm_reference`, :func:`split_t` (and :func:`split_rows`) / :func:`split_t_reference`:
-  launchers and their references, side by side (``emu_mm.py``); the ``@triton.jit`` code is private in
-  ``_kernels/``.
+* :func:`emu_mm` / :func:`emu_mm_reference`, :func:`split_t` / :func:`split_t_reference`: launchers and
+  their references, side by side (``emu_mm.py``); the ``@triton.jit`` code is private in ``_kernels/``.
 
 Switches (read at call time):
 
@@ -32,7 +31,6 @@ from .emu_mm import (
     emu_mm_reference,
     hw_split_exact,
     pick_config,
-    split_rows,
     split_t,
     split_t_reference,
     tuned_configs,
@@ -50,5 +48,5 @@ AUTOTUNE: bool = _os.environ.get("TCEMU_GEMM_AUTOTUNE", "0").strip().lower() in 
 __all__ = [
     "AUTOTUNE", "KERNEL_METHODS", "KernelConfig", "PreparedWeight", "SMALL_SHAPE_FALLBACK", "SMALL_SHAPE_MIN_FLOPS",
     "TritonBackend", "config_candidates", "emu_mm", "emu_mm_reference", "fallback_stats", "hw_split_exact",
-    "pick_config", "split_rows", "split_t", "split_t_reference", "tuned_configs",
+    "pick_config", "split_t", "split_t_reference", "tuned_configs",
 ]

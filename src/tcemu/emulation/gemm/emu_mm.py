@@ -33,7 +33,7 @@ from ..methods import MethodSpec, get_method
 from ..reference import mm_reference
 from ..split import split
 from ._kernels._emu_mm import _emu_mm_kernel
-from ._kernels._split import FMT_BF16, FMT_TF32, _split_flat_kernel, _split_t_kernel
+from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
 
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "pick_config", "config_candidates", "tuned_configs", "piece_dtype",
@@ -107,50 +107,6 @@ def split_t(b: Tensor, method: str | MethodSpec, *, hw: bool | None = None) -> t
             FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=BR, BC=BC, HW=bool(hw), num_warps=4,
         )
     return pieces
-
-
-#: the flat split of contiguous rows (:func:`split_rows`): values per program and warps
-_SPLIT_FLAT_BLOCK = 2048
-_SPLIT_FLAT_WARPS = 4
-
-
-def split_rows(a: Tensor, method: str | MethodSpec, *, hw: bool | None = None, block: int | None = None,
-               num_warps: int | None = None) -> tuple[Tensor, ...]:
-    """Pieces of FP32 ``a`` (R, C), each (R, C) contiguous: A's pieces for the kernels that read them (``p``).
-
-    The same bits as ``split_t(a.mT, method)``; a contiguous ``a`` is split as one flat array (a memory-bound
-    pass: no tiles, no transposition), any other through :func:`split_t`. ``block`` and ``num_warps`` override
-    the flat kernel's tiling (benchmarks).
-    """
-    spec = get_method(method)
-    _check_kernel_method(spec)
-    if a.dtype != torch.float32 or a.dim() != 2:
-        raise TypeError(f"split_rows needs a 2-D float32 tensor, got {a.dtype} of shape {tuple(a.shape)}")
-    if not a.is_contiguous():
-        return split_t(a.mT, spec, hw=hw)
-    pieces = tuple(torch.empty(a.shape, dtype=piece_dtype(spec), device=a.device) for _ in range(spec.n_pieces))
-    n = a.numel()
-    if n == 0:
-        return pieces
-    if hw is None:
-        hw = hw_split_exact(a.device)
-    p = pieces + (pieces[0],) * (3 - len(pieces))
-    block = block or _SPLIT_FLAT_BLOCK
-    _split_flat_kernel[(triton.cdiv(n, block),)](
-        a, p[0], p[1], p[2], n, FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BLOCK=block, HW=bool(hw),
-        num_warps=num_warps or _SPLIT_FLAT_WARPS,
-    )
-    return pieces
-
-
-#: A's pieces for the ``p`` kernels by the flat split (:func:`split_rows`) rather than :func:`split_t`'s tiles
-_A_SPLIT_FLAT = True
-
-
-def _split_a(a3: Tensor, spec: MethodSpec, hw: bool) -> tuple[Tensor, ...]:
-    """A's pieces (Z*M, K), contiguous, bit for bit :func:`~tcemu.emulation.split.split` (the ``p`` kernels)."""
-    rows = a3.reshape(-1, a3.shape[-1])
-    return split_rows(rows, spec, hw=hw) if _A_SPLIT_FLAT else split_t(rows.mT, spec, hw=hw)
 
 
 def _hw_check_input() -> Tensor:
@@ -541,7 +497,7 @@ def emu_mm(
                 if split_a:  # A's FP32 rows by TMA, split in the kernel
                     ap = (a3,)
                 else:  # (also "gw": A split beforehand, then the "pg" kernel)
-                    ap = _split_a(a3, spec, hw)
+                    ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
                 try:
                     if split_a and cfg.warp_specialized:  # split by the kernel's own splitter warps
                         _launch_wgmma_ws(spec, cfg, a3, tuple(q[0] for q in bt3), bias, out3, M, N, K)
@@ -558,7 +514,7 @@ def emu_mm(
         tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
         grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
         if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
-            ap = _split_a(a3, spec, hw)
+            ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
             ap = ap + (ap[0],) * (3 - len(ap))
             a_args, a_strides = ap, (M * K, K, 1)
         else:

@@ -163,20 +163,3 @@ def _split_t_kernel(
         tl.store(p1_ptr + out_off, p1, mask=mask)
     if NP >= 3:
         tl.store(p2_ptr + out_off, p2, mask=mask)
-
-
-@triton.jit
-def _split_flat_kernel(
-    # x: n contiguous FP32 values; pieces: n contiguous values each, in x's order
-    x_ptr, p0_ptr, p1_ptr, p2_ptr, n,
-    FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, BLOCK: tl.constexpr, HW: tl.constexpr,
-):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0)
-    p0, p1, p2 = split3(x, FMT, NP, SHIFT, HW)
-    tl.store(p0_ptr + offs, p0, mask=mask)
-    if NP >= 2:
-        tl.store(p1_ptr + offs, p1, mask=mask)
-    if NP >= 3:
-        tl.store(p2_ptr + offs, p2, mask=mask)
