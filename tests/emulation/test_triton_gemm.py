@@ -489,6 +489,53 @@ def test_ws_checked_split_extremes_gpu(checked, two_consumers):
                 assert torch.isinf(got[11, 3])
 
 
+# the same for the BF16 checked split (round to nearest even; the fast path needs 0x8001 <= |bits| < 0x7F7F8000)
+CHECKED_SPLIT_EXTREMES_BF16 = {
+    "inf_nan": [float("inf"), float("-inf"), float("nan"), _f32(0x7F800001), _f32(0xFFC00123)],
+    "tiny": [_f32(0x00000001), _f32(0x80008000), _f32(0x00008000)],  # round to 0: the high piece stays nonzero
+    "saturating": [_f32(0x7F7F8000), _f32(0xFF7FFFFF)],  # round past the largest BF16 (a tie to Inf): saturate
+    "boundary": [_f32(0x00008001), _f32(0x80007FFF), _f32(0x7F7F7FFF), _f32(0xFF7F7FFF), _f32(0x000FFFFF), 0.0,
+                 -0.0],
+}
+
+
+@gpu
+@pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
+@pytest.mark.parametrize("method", ["bf16x3", "bf16x6"])
+@pytest.mark.parametrize("checked", [True, False])
+def test_ws_checked_split_extremes_bf16_gpu(method, checked):
+    """BF16x3's and BF16x6's checked split in the splitter warps (the hardware conversion, and the exact split
+    only on K-tiles that need it) gives the bits of "pg" (A split beforehand, exactly) for every kind of value
+    its range check must catch; B holds Inf and 0 (Inf times a tiny A value must stay Inf)."""
+    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+    spec, gen = get_method(method), torch.Generator().manual_seed(37)
+    M, K, N = 2900, 336, 300
+    b = torch.randn(K, N, generator=gen)
+    b[K // 2, 3] = float("inf")
+    b[K // 3, 5] = 0.0
+    b = b.to(DEVICE)
+    bias = torch.randn(N, generator=gen).to(DEVICE)
+    pieces = split_t(b, method)
+    base = torch.randn(M, K, generator=gen) * torch.exp2(torch.randint(-20, 20, (M, K), generator=gen).float())
+    text = WGMMA_WS_CONFIGS[method][0].replace("gw", "tgw")
+    for kind, values in CHECKED_SPLIT_EXTREMES_BF16.items():
+        a = base.clone()
+        rows, cols = torch.randint(0, M, (30,), generator=gen), torch.randint(0, K, (30,), generator=gen)
+        for i, (r, c) in enumerate(zip(rows, cols)):
+            a[r, c] = values[i % len(values)]
+        a[11, K // 2] = values[0]  # meets B's Inf
+        a = a.to(DEVICE)
+        want = emu_mm(a, pieces, method, bias, config=KernelConfig.parse(text.replace("tgw", "pg")))
+        out = torch.empty(1, M, N, device=DEVICE)
+        em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K,
+                            checked_split=checked)
+        got, nan = out[0], torch.isnan(want)
+        assert torch.equal(torch.isnan(got), nan), f"{kind}"
+        assert torch.equal(_bits(got[~nan]), _bits(want[~nan])), f"{kind}"
+        if kind == "tiny":  # Inf * tiny: Inf, as in FP32 (NaN had the high piece been 0)
+            assert torch.isinf(got[11, 3])
+
+
 def _gluon_available() -> bool:
     try:
         from tcemu.emulation.gemm.emu_mm import _wgmma_module
@@ -624,8 +671,9 @@ def test_wgmma_pieces_ws_kernel_compiles(method, config, later):
 
 
 def test_tf32x3_short_k_products_take_the_persistent_warp_specialised_kernel():
-    """The static table: TF32x3's edge-layer products (N < 640, and N <= 1024 with K <= 256) run the
-    persistent warp-specialised kernel with its splitter; wide products with long K (8192^3) split A beforehand."""
+    """The static table: TF32x3's edge-layer products (N < 640, and N <= 1024 with K <= 256) and BF16x3's
+    narrow ones (N < 384) run the persistent warp-specialised kernel with its splitter; wide products with long
+    K (8192^3) split A beforehand."""
     from tcemu.emulation.gemm.emu_mm import WIDE_SHORTK_MAX_K, WIDE_SHORTK_MAX_N, _bucket
 
     spec = get_method("tf32x3")
@@ -635,6 +683,12 @@ def test_tf32x3_short_k_products_take_the_persistent_warp_specialised_kernel():
     assert _bucket(604800, WIDE_SHORTK_MAX_N + 1, 256) == "wide"
     assert _bucket(604800, 1024, WIDE_SHORTK_MAX_K * 2) == "wide"
     assert config_candidates(spec, 8192, 8192, 8192)[0].presplit  # A split once, not once per column tile
+    bf16x3 = get_method("bf16x3")  # narrow products: A's tiles split in the kernel (checked split)
+    for M, K, N in ((604800, 256, 256), (604800, 1024, 256), (17280, 768, 256)):
+        cfg = config_candidates(bf16x3, M, N, K)[0]
+        assert cfg.persistent and cfg.warp_specialized and not cfg.presplit, (M, K, N, str(cfg))
+    for M, K, N in ((604800, 256, 1024), (604800, 512, 512), (8192, 8192, 8192)):
+        assert config_candidates(bf16x3, M, N, K)[0].presplit, (M, K, N)
     for method in ("bf16x3", "bf16x6", "bf16x9"):  # the other methods: "wide_shortk" is "wide"
         assert config_candidates(get_method(method), 604800, 1024, 256) == config_candidates(get_method(method),
                                                                                              8192, 8192, 8192)

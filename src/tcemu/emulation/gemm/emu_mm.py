@@ -303,10 +303,15 @@ _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
                           _C("128x128x32w8s3m1ptgw")],
                "small_longk": [_C("128x64x32w8s4m1po"), _C("128x64x32w8s4m1")],
                "small": [_C("128x64x32w8s4m1"), _C("128x64x32w8s4m1po"), _C("64x128x32w4s3m0")]},
-    # BF16x3 and BF16x6: A split beforehand, then the persistent warp-specialised kernel ("ptgw", session 11)
+    # BF16x3 and BF16x6: A split beforehand, then the persistent warp-specialised kernel ("ptgw", session 11);
+    # BF16x3's narrow products (N < 384: A's tiles split at most three times) the persistent warp-specialised
+    # kernel with the checked split in its splitter warps ("tgw", session 12: 1.03-1.13x "ptgw" at N = 256 on
+    # the H200, 0.85-0.92x at N = 512-1024; BF16x6 0.66-0.86x everywhere, bf16_ws_checked_probe_h200.csv)
     "bf16x3": {"wide": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p")],
-               "mid": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p")],
-               "narrow": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1")],
+               "mid": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p"),
+                       _C("128x128x64w8s3m1tgw")],
+               "narrow": [_C("128x128x64w8s3m1tgw"), _C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"),
+                          _C("128x128x64w8s3m1")],
                "small_longk": [_C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1")],
                "small": [_C("128x64x64w8s3m1"), _C("128x64x64w8s3m1po"), _C("64x128x64w4s2m0")]},
     "bf16x6": {"wide": [_C("128x64x64w8s3m1ptgw"), _C("128x64x64w8s3m1po"), _C("128x64x64w8s3m1pg")],
@@ -669,6 +674,17 @@ _WS_SPLIT_VECS = 4
 #: ``benchmarks/results/ws_checked_split_probe_h200.csv``): off by default. ``checked_split=2`` (DIAGNOSTIC
 #: ONLY, wrong results) skips the split, to time the kernel without it.
 _WS_CHECKED_SPLIT = False
+#: the checked split for BF16 pieces (``_split_rows_bf16_fast``): the hardware conversion, two values an
+#: instruction, where every value of the K-tile is finite and neither saturates nor needs keep-nonzero; else
+#: the exact split. Same bits.
+_WS_CHECKED_SPLIT_BF16 = True
+
+
+def _ws_checked(spec: MethodSpec, checked_split: bool | int | None) -> bool | int:
+    """The warp-specialised kernel's CHECKED: the override, else the format's default."""
+    if checked_split is not None:
+        return checked_split
+    return _WS_CHECKED_SPLIT_BF16 if spec.piece_format == "bf16" else _WS_CHECKED_SPLIT
 #: the MMA warps as two consumer partitions of one warpgroup each (each releases the ring slots by its own
 #: arrival) instead of one partition of two warpgroups (a partition-wide barrier before each arrival). Same
 #: bits, not faster on the H200 (0.77-1.08x; session 11, ``ws_two_consumers_probe_h200.csv``): off by default.
@@ -735,7 +751,7 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
         SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
         SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
-        CHECKED=_WS_CHECKED_SPLIT if checked_split is None else checked_split,
+        CHECKED=_ws_checked(spec, checked_split),
         **_ws_consumer_args(cfg, two_consumers),
     )
 
@@ -822,7 +838,7 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
                       SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
                       SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
-                      CHECKED=_WS_CHECKED_SPLIT if checked_split is None else checked_split,
+                      CHECKED=_ws_checked(spec, checked_split),
                       **_ws_consumer_args(cfg, two_consumers))
     return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_ws_kernel, descriptors, constexprs, arch)
 

@@ -99,6 +99,43 @@ def _split_rows_tf32_fast(src, d0, d1, SHIFT: gl.constexpr, layout: gl.constexpr
     return gl.abs(x), (bits * 2 - 2).to(gl.uint32, bitcast=True)
 
 
+#: the same bounds for BF16 pieces (round to nearest even): 0x7F7F8000 is the first magnitude that rounds past
+#: the largest finite BF16 (a tie, to the even Inf), and 0x8001 (just above 2^-134) the smallest that rounds to
+#: a nonzero BF16
+FAST_MAX_BITS_BF16 = gl.constexpr(0x7F7F8000)
+FAST_TINY_BF16 = gl.constexpr(0x8001)
+
+
+@gluon.jit
+def _split_rows_bf16_fast(src, d0, d1, d2, NP: gl.constexpr, SHIFT: gl.constexpr, layout: gl.constexpr):
+    """BF16x3's or BF16x6's pieces of the FP32 rows of ``src`` by the hardware conversion (``cvt.rn.bf16x2``,
+    round to nearest even: two values an instruction), valid where every value is finite with a magnitude 0
+    or in [FAST_TINY_BF16, FAST_MAX_BITS_BF16): there ``split3``'s integer rounding needs no saturation or
+    keep-nonzero and gives the same bits. The residuals ``(x - hi) 2^SHIFT`` are exact, as in ``split3``.
+
+    Returns, as ``_split_rows_tf32_fast``, (|x|, 2 * bits - 2 as uint32) for the caller's range check."""
+    x = src.load(layout)
+    h0 = x.to(gl.bfloat16)
+    r1 = (x - h0.to(gl.float32)) * (2.0**SHIFT)
+    h1 = r1.to(gl.bfloat16)
+    d0.store(h0)
+    d1.store(h1)
+    if NP == 3:
+        d2.store(((r1 - h1.to(gl.float32)) * (2.0**SHIFT)).to(gl.bfloat16))
+    return gl.abs(x), (x.to(gl.int32, bitcast=True) * 2 - 2).to(gl.uint32, bitcast=True)
+
+
+@gluon.jit
+def _split_rows_fast(src, d0, d1, d2, NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr,
+                     layout: gl.constexpr):
+    """The checked split's fast path for the method's pieces (TF32x3 or BF16x3/x6): (|x|, 2 * bits - 2)."""
+    if TF32:
+        big, tiny = _split_rows_tf32_fast(src, d0, d1, SHIFT, layout)
+    else:
+        big, tiny = _split_rows_bf16_fast(src, d0, d1, d2, NP, SHIFT, layout)
+    return big, tiny
+
+
 @gluon.constexpr_function
 def _split_chunk_rows(bm, bk, warps, vecs):
     """Rows split per step: ``vecs`` vectors of 4 FP32 per thread (4 vectors: 16 values in flight, ILP for
@@ -160,8 +197,8 @@ def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1
     """SPLIT_WARPS warps: A's FP32 tiles -> their pieces, K-tile ``it`` (counted over all of the program's
     tiles of C) into piece slot it % P_STAGES (as ``_split_rows``), SPLIT_VECS vectors per thread a step.
 
-    With CHECKED (TF32x3): the fast split of ``_split_rows_tf32_fast`` first, then, only where the tile holds a
-    value outside its range (one flag reduced over the partition), the exact split over it."""
+    With CHECKED: the fast split of ``_split_rows_fast`` first, then, only where the tile holds a value outside
+    its range (one flag reduced over the partition), the exact split over it."""
     layout: gl.constexpr = _split_layout(BK, SPLIT_WARPS)
     CH: gl.constexpr = _split_chunk_rows(BM, BK, SPLIT_WARPS, SPLIT_VECS)
     n_k = gl.cdiv(K, BK)
@@ -174,20 +211,22 @@ def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1
             mbarrier.wait(raw_ready.index(r), (it // A_STAGES) & 1)
             mbarrier.wait(a_empty.index(q), ((it // P_STAGES) & 1) ^ 1)
             exact = CHECKED != 2  # 2: DIAGNOSTIC ONLY, no split at all (wrong results): the kernel without it
-            if CHECKED == 1 and TF32 and NP == 2:
-                big, tiny = _split_rows_tf32_fast(src.slice(0, CH), ap0.index(q).slice(0, CH),
-                                                  ap1.index(q).slice(0, CH), SHIFT, layout)
+            if CHECKED == 1:
+                big, tiny = _split_rows_fast(src.slice(0, CH), ap0.index(q).slice(0, CH), ap1.index(q).slice(0, CH),
+                                             ap2.index(q).slice(0, CH), NP, SHIFT, TF32, layout)
                 for c in gl.static_range(1, BM // CH):
-                    big_c, tiny_c = _split_rows_tf32_fast(src.slice(c * CH, CH),
-                                                          ap0.index(q).slice(c * CH, CH),
-                                                          ap1.index(q).slice(c * CH, CH), SHIFT, layout)
+                    big_c, tiny_c = _split_rows_fast(src.slice(c * CH, CH), ap0.index(q).slice(c * CH, CH),
+                                                     ap1.index(q).slice(c * CH, CH), ap2.index(q).slice(c * CH, CH),
+                                                     NP, SHIFT, TF32, layout)
                     big = gl.maximum(big, big_c, propagate_nan=tl.PropagateNan.ALL)
                     tiny = gl.minimum(tiny, tiny_c)
-                # |x| as int32 (NaN, positive, above Inf); 2 * bits - 2 below 2 * FAST_TINY - 2 only for a
-                # nonzero magnitude below FAST_TINY (zero wraps to the top)
+                # |x| as int32 (NaN, positive, above Inf); 2 * bits - 2 below 2 * tiny - 2 only for a nonzero
+                # magnitude below tiny (zero wraps to the top)
+                fast_max: gl.constexpr = FAST_MAX_BITS if TF32 else FAST_MAX_BITS_BF16
+                fast_tiny: gl.constexpr = FAST_TINY if TF32 else FAST_TINY_BF16
                 row_big = gl.max(big.to(gl.int32, bitcast=True), axis=1)
                 row_tiny = gl.min(tiny, axis=1)
-                exact = gl.max(((row_big >= FAST_MAX_BITS) | (row_tiny < 2 * FAST_TINY - 2)).to(gl.int32),
+                exact = gl.max(((row_big >= fast_max) | (row_tiny < 2 * fast_tiny - 2)).to(gl.int32),
                                axis=0) != 0
             if exact:  # rare with CHECKED: rows holding Inf, NaN, |x| >= 3.4e38 or |x| < 2^-137
                 for c in gl.static_range(BM // CH):
