@@ -306,7 +306,7 @@ _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
     # BF16x3 and BF16x6: A split beforehand, then the persistent warp-specialised kernel ("ptgw", session 11);
     # BF16x3's narrow products (N < 384: A's tiles split at most three times) the persistent warp-specialised
     # kernel with the checked split in its splitter warps ("tgw", session 12: 1.03-1.13x "ptgw" at N = 256 on
-    # the H200, 0.85-0.92x at N = 512-1024; BF16x6 0.66-0.86x everywhere, bf16_ws_checked_probe_h200.csv)
+    # the H200, 0.80-0.92x at N = 512-1024; BF16x6 0.57-0.89x everywhere, bf16_ws_checked_probe_h200.csv)
     "bf16x3": {"wide": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p")],
                "mid": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p"),
                        _C("128x128x64w8s3m1tgw")],

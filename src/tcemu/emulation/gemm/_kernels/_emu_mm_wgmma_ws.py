@@ -13,9 +13,10 @@ Partitions (``gl.warp_specialize``):
   complete, so it releases K-tile kt-1's B slot and A-piece slot;
 * loader (1 warp): TMA loads of A's FP32 tile and of B's pieces;
 * splitter (``SPLIT_WARPS`` warps): A's FP32 tile from shared memory into registers, ``split3``, the pieces
-  into shared memory, ``fence_async_shared``, then "pieces ready". With ``CHECKED`` (TF32x3, opt-in: not
-  faster on the H200) a 5-operation split first, and ``split3`` only on K-tiles holding values outside its
-  range; its low piece keeps bits below TF32's, which the Tensor Core ignores, so the products are the same.
+  into shared memory, ``fence_async_shared``, then "pieces ready". With ``CHECKED`` a fast split first, and
+  ``split3`` only on K-tiles holding values outside its range. TF32x3 (opt-in: not faster on the H200): 5
+  operations a value, the low piece keeping bits below TF32's, which the Tensor Core ignores, so the products
+  are the same. BF16 pieces (the default for them): the hardware conversion, two values an instruction.
 
 Three rings, each slot with a "ready" and an "empty" mbarrier (count 1; ``mbarrier.arrive`` is one
 arrival per call whatever the partition's size: Triton synchronises the partition's warps and one thread
