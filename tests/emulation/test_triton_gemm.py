@@ -451,44 +451,6 @@ CHECKED_SPLIT_EXTREMES = {
 }
 
 
-@gpu
-@pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
-@pytest.mark.parametrize(("checked", "two_consumers"), [(True, False), (False, False), (False, True), (True, True)])
-def test_ws_checked_split_extremes_gpu(checked, two_consumers):
-    """TF32x3's checked split in the splitter warps (the fast split, and the exact one only on K-tiles that
-    need it) gives the bits of "pg" (A split beforehand, exactly) for every kind of value its range check
-    must catch, scattered over tiles of ordinary values; B holds Inf and 0 (Inf times a tiny A value must
-    stay Inf). ``checked=False`` runs the exact split on every K-tile; ``two_consumers`` runs each MMA
-    warpgroup as a partition of its own (128-row tiles only)."""
-    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
-    spec, gen = get_method("tf32x3"), torch.Generator().manual_seed(31)
-    M, K, N = 2900, 336, 300
-    b = torch.randn(K, N, generator=gen)
-    b[K // 2, 3] = float("inf")
-    b[K // 3, 5] = 0.0
-    b = b.to(DEVICE)
-    bias = torch.randn(N, generator=gen).to(DEVICE)
-    pieces = split_t(b, "tf32x3")
-    base = torch.randn(M, K, generator=gen)
-    for kind, values in CHECKED_SPLIT_EXTREMES.items():
-        a = base.clone()
-        rows, cols = torch.randint(0, M, (30,), generator=gen), torch.randint(0, K, (30,), generator=gen)
-        for i, (r, c) in enumerate(zip(rows, cols)):
-            a[r, c] = values[i % len(values)]
-        a[11, K // 2] = values[0]  # meets B's Inf
-        a = a.to(DEVICE)
-        want = emu_mm(a, pieces, "tf32x3", bias, config=KernelConfig.parse("128x128x32w8s3m1pg"))
-        for text in ("128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw")[:1 if two_consumers else 2]:
-            out = torch.empty(1, M, N, device=DEVICE)
-            em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K,
-                                checked_split=checked, two_consumers=two_consumers)
-            got, nan = out[0], torch.isnan(want)
-            assert torch.equal(torch.isnan(got), nan), f"{kind} {text}"
-            assert torch.equal(_bits(got[~nan]), _bits(want[~nan])), f"{kind} {text}"
-            if kind == "tiny":  # Inf * tiny: Inf, as in FP32 (NaN had the high piece been 0)
-                assert torch.isinf(got[11, 3])
-
-
 # the same for the BF16 checked split (round to nearest even; the fast path needs 0x8001 <= |bits| < 0x7F7F8000)
 CHECKED_SPLIT_EXTREMES_BF16 = {
     "inf_nan": [float("inf"), float("-inf"), float("nan"), _f32(0x7F800001), _f32(0xFFC00123)],
@@ -499,16 +461,12 @@ CHECKED_SPLIT_EXTREMES_BF16 = {
 }
 
 
-@gpu
-@pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
-@pytest.mark.parametrize("method", ["bf16x3", "bf16x6"])
-@pytest.mark.parametrize("checked", [True, False])
-def test_ws_checked_split_extremes_bf16_gpu(method, checked):
-    """BF16x3's and BF16x6's checked split in the splitter warps (the hardware conversion, and the exact split
-    only on K-tiles that need it) gives the bits of "pg" (A split beforehand, exactly) for every kind of value
-    its range check must catch; B holds Inf and 0 (Inf times a tiny A value must stay Inf)."""
-    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")
-    spec, gen = get_method(method), torch.Generator().manual_seed(37)
+def _check_ws_extremes(method, extremes, configs, seed, **launch):
+    """The warp-specialised kernel (each of ``configs``) on A holding each kind of value of ``extremes`` among
+    ordinary values of many magnitudes gives the bits of "pg" (A split beforehand, exactly); B holds Inf and 0,
+    and Inf times a tiny A value stays Inf (NaN had the high piece been 0)."""
+    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
+    spec, gen = get_method(method), torch.Generator().manual_seed(seed)
     M, K, N = 2900, 336, 300
     b = torch.randn(K, N, generator=gen)
     b[K // 2, 3] = float("inf")
@@ -517,23 +475,48 @@ def test_ws_checked_split_extremes_bf16_gpu(method, checked):
     bias = torch.randn(N, generator=gen).to(DEVICE)
     pieces = split_t(b, method)
     base = torch.randn(M, K, generator=gen) * torch.exp2(torch.randint(-20, 20, (M, K), generator=gen).float())
-    text = WGMMA_WS_CONFIGS[method][0].replace("gw", "tgw")
-    for kind, values in CHECKED_SPLIT_EXTREMES_BF16.items():
+    pg = KernelConfig.parse(WGMMA_WS_CONFIGS[method][0].replace("gw", "pg"))
+    for kind, values in extremes.items():
         a = base.clone()
         rows, cols = torch.randint(0, M, (30,), generator=gen), torch.randint(0, K, (30,), generator=gen)
         for i, (r, c) in enumerate(zip(rows, cols)):
             a[r, c] = values[i % len(values)]
         a[11, K // 2] = values[0]  # meets B's Inf
         a = a.to(DEVICE)
-        want = emu_mm(a, pieces, method, bias, config=KernelConfig.parse(text.replace("tgw", "pg")))
-        out = torch.empty(1, M, N, device=DEVICE)
-        em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K,
-                            checked_split=checked)
-        got, nan = out[0], torch.isnan(want)
-        assert torch.equal(torch.isnan(got), nan), f"{kind}"
-        assert torch.equal(_bits(got[~nan]), _bits(want[~nan])), f"{kind}"
-        if kind == "tiny":  # Inf * tiny: Inf, as in FP32 (NaN had the high piece been 0)
-            assert torch.isinf(got[11, 3])
+        want = emu_mm(a, pieces, method, bias, config=pg)
+        for text in configs:
+            out = torch.empty(1, M, N, device=DEVICE)
+            em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K,
+                                **launch)
+            got, nan = out[0], torch.isnan(want)
+            assert torch.equal(torch.isnan(got), nan), f"{kind} {text}"
+            assert torch.equal(_bits(got[~nan]), _bits(want[~nan])), f"{kind} {text}"
+            if kind == "tiny":
+                assert torch.isinf(got[11, 3])
+
+
+@gpu
+@pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
+@pytest.mark.parametrize(("checked", "two_consumers"), [(True, False), (False, False), (False, True), (True, True)])
+def test_ws_checked_split_extremes_gpu(checked, two_consumers):
+    """TF32x3's checked split in the splitter warps (the fast split, and the exact one only on K-tiles that
+    need it) gives the bits of "pg" for every kind of value its range check must catch. ``checked=False`` runs
+    the exact split on every K-tile; ``two_consumers`` runs each MMA warpgroup as a partition of its own
+    (128-row tiles only)."""
+    configs = ("128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw")[:1 if two_consumers else 2]
+    _check_ws_extremes("tf32x3", CHECKED_SPLIT_EXTREMES, configs, 31, checked_split=checked,
+                       two_consumers=two_consumers)
+
+
+@gpu
+@pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
+@pytest.mark.parametrize("method", ["bf16x3", "bf16x6"])
+@pytest.mark.parametrize("checked", [True, False])
+def test_ws_checked_split_extremes_bf16_gpu(method, checked):
+    """BF16x3's and BF16x6's checked split in the splitter warps (the hardware conversion, and the exact split
+    only on K-tiles that need it) gives the bits of "pg" for every kind of value its range check must catch."""
+    _check_ws_extremes(method, CHECKED_SPLIT_EXTREMES_BF16, [WGMMA_WS_CONFIGS[method][0].replace("gw", "tgw")], 37,
+                       checked_split=checked)
 
 
 def _gluon_available() -> bool:
