@@ -229,7 +229,7 @@ def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1
                 row_tiny = gl.min(tiny, axis=1)
                 exact = gl.max(((row_big >= fast_max) | (row_tiny < 2 * fast_tiny - 2)).to(gl.int32),
                                axis=0) != 0
-            if exact:  # rare with CHECKED: rows holding Inf, NaN, |x| >= 3.4e38 or |x| < 2^-137
+            if exact:  # rare with CHECKED: rows holding Inf, NaN, |x| >= 3.4e38, or |x| < 2^-137 (TF32) / 2^-134
                 for c in gl.static_range(BM // CH):
                     _split_rows(src.slice(c * CH, CH), ap0.index(q).slice(c * CH, CH),
                                 ap1.index(q).slice(c * CH, CH), ap2.index(q).slice(c * CH, CH), NP,
