@@ -16,6 +16,19 @@ def bench(fn, n=30):
     return statistics.median(ts)
 
 
+def rotated_times(variants, rnd, fn):
+    """Median ms of ``fn(v)`` for each variant, timed in an order rotated by round ``rnd`` (1-based), so that no
+    variant always runs first; NaN (and the error printed) where one fails."""
+    times = {}
+    for v in variants[rnd - 1:] + variants[:rnd - 1]:
+        try:
+            times[v] = bench(lambda v=v: fn(v))
+        except Exception as exc:  # noqa: BLE001
+            times[v] = float("nan")
+            print("ERR", v, exc, flush=True)
+    return times
+
+
 def f32(bits):
     """The float32 with these bits (an int that fits 32 bits)."""
     return torch.tensor([bits], dtype=torch.int64).to(torch.int32).view(torch.float32).item()

@@ -26,7 +26,7 @@ import torch
 
 sys.path.insert(0, "src")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _probe_util import bench, print_environment, same_bits, tf32_a_values
+from _probe_util import bench, print_environment, rotated_times, same_bits, tf32_a_values
 from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
 em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
 from tcemu.emulation.methods import get_method
@@ -85,13 +85,7 @@ for rnd in (1, 2):
         pieces = split_t(b, "tf32x3"); out = torch.empty(M, N, device="cuda")
         torch.backends.cuda.matmul.allow_tf32 = False
         sg = bench(lambda: torch.addmm(bias, a, b, out=out))
-        order = VARS[rnd - 1:] + VARS[:rnd - 1]
-        line = {}
-        for v in order:
-            try:
-                line[v] = bench(lambda: run(a, pieces, bias, out, v))
-            except Exception as exc:  # noqa: BLE001
-                line[v] = float("nan"); print("ERR", v, exc)
+        line = rotated_times(VARS, rnd, lambda v: run(a, pieces, bias, out, v))
         base_t = line[VARS[0]]
         print(f"r{rnd} {M}x{K}x{N} sgemm {sg:.3f} ms | " + " | ".join(
             f"{v[0]} {line[v]:.3f} ms {sg/line[v]:.2f}x sg {base_t/line[v]:.3f}x exact" for v in VARS), flush=True)
