@@ -35,7 +35,8 @@ from dataclasses import dataclass, field, replace
 from .params import MMAParams
 from .presets import _canon, get_preset
 
-__all__ = ["Step", "GemmSchedule", "derive_schedule", "KERNEL_INSTRUCTION", "kernel_family", "KERNEL_FAMILIES"]
+__all__ = ["Step", "GemmSchedule", "derive_schedule", "KERNEL_INSTRUCTION", "kernel_family", "KERNEL_FAMILIES",
+           "fp_fusion_enabled"]
 
 #: the Tensor Core instruction that ``tl.dot`` (and the Gluon kernels' ``warpgroup_mma``) compiles to, per
 #: architecture, from the PTX of offline compiles of the GEMM kernels with Triton 3.9 (tests check it): sm_80
@@ -159,7 +160,25 @@ class GemmSchedule:
                        notes=(self.notes + "; " if self.notes else "") + "no FMA contraction")
 
 
-def _scale_add(dst: str, x: str, y: str, levels: int, zero_nonfinite: bool) -> Step:
+def fp_fusion_enabled() -> bool:
+    """Whether this Triton compiles kernels with FP fusion (``mul.f32``/``add.f32`` left for ptxas to contract):
+    Triton 3.9 reads ``TRITON_DEFAULT_FP_FUSION`` (default on, to become off in 3.10); earlier versions fuse
+    unless ``enable_fp_fusion=False``, which tcemu's kernels do not pass."""
+    import warnings  # noqa: PLC0415
+
+    import triton  # noqa: PLC0415
+
+    lang = getattr(getattr(triton, "knobs", None), "language", None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if hasattr(lang, "fp_fusion_enabled"):
+            return bool(lang.fp_fusion_enabled(None))
+        if hasattr(lang, "default_fp_fusion"):
+            return bool(lang.default_fp_fusion)
+    return True
+
+
+def _scale_add(dst: str, x: str, y: str, levels: int, zero_nonfinite: bool, fp_fusion: bool = True) -> Step:
     """``dst = fz?(x) * 2^-(levels s) + y`` as the compiled kernels do it.
 
     The contraction rule, read from the SASS of offline sm_90 (and sm_100) compiles with Triton 3.9 (Triton leaves
@@ -167,8 +186,10 @@ def _scale_add(dst: str, x: str, y: str, levels: int, zero_nonfinite: bool) -> S
     the non-finite-to-zero select, LLVM moves the select after the multiplication and ptxas keeps FMUL, FSEL,
     FADD (two roundings); where ``x`` is an FADD result (the three-piece run mode's ``corr``), the multiply-add
     is one FFMA (FFMA2 on sm_100). The tests count FFMA in each presplit configuration's SASS against this rule.
+    Without FP fusion (``fp_fusion``: :func:`fp_fusion_enabled` where the kernels are compiled) nothing is fused.
     """
-    return Step("scale_add", dst, (x, y), levels=levels, zero_nonfinite=zero_nonfinite, fused=not zero_nonfinite)
+    return Step("scale_add", dst, (x, y), levels=levels, zero_nonfinite=zero_nonfinite,
+                fused=fp_fusion and not zero_nonfinite)
 
 
 def _steps_tile_mode(levels) -> tuple[tuple[Step, ...], tuple[Step, ...], tuple[str, ...]]:
@@ -261,6 +282,7 @@ def derive_schedule(
     has_bias: bool = False,
     variant: str = "measured",
     params: MMAParams | None = None,
+    fp_fusion: bool | None = None,
 ) -> GemmSchedule:
     """The schedule of the kernel that runs ``method`` with ``config`` on ``arch``.
 
@@ -275,6 +297,8 @@ def derive_schedule(
         has_bias: the bias add after the combine.
         variant: the presets' variant (``measured``, ``mmasim``, ``toolbox``).
         params: an explicit instruction model (what-if), instead of the preset.
+        fp_fusion: whether the kernels are compiled with FP fusion; None: this Triton's default
+            (:func:`fp_fusion_enabled`). A replay of another machine's run passes that run's value.
     """
     emu_mm = _gemm()
     from tcemu.emulation.methods import get_method  # noqa: PLC0415
@@ -301,6 +325,8 @@ def derive_schedule(
         tile, epilogue, regs = _steps_tile_mode(levels)
     elif mode == 1:
         tile, epilogue, regs = _steps_run_mode(levels, l0_first=kernel != "triton" or run_cfg.l0_first)
+        if not (fp_fusion_enabled() if fp_fusion is None else fp_fusion):
+            epilogue = tuple(replace(st, fused=False) for st in epilogue)
     elif mode == 4:
         tile, epilogue, regs = _steps_hybrid_mode(levels)
     else:
