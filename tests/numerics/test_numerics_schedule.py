@@ -136,31 +136,6 @@ def test_sm90_fp32_opcodes_per_element_equal_the_schedule(method, config, bias):
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def model_dot(monkeypatch):
-    """Replace the interpreter's tl.dot by the block-FMA model of the H200's wgmma (per piece format)."""
-    from triton.runtime import interpreter
-
-    from tcemu.numerics.model import chain_kmajor_bits, table_index
-
-    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
-        av = np.ascontiguousarray(a.data, np.float32)
-        bv = np.ascontiguousarray(b.data, np.float32)
-        bits_a, bits_b = av.T.copy().view(np.uint32), bv.view(np.uint32)
-        fmt = state["fmt"]  # the pieces' format (BF16 pieces arrive widened to FP32 under the interpreter)
-        idx = (lambda x: table_index(x, "tf32")) if fmt == "tf32" else (lambda x: (x >> 16).astype(np.uint16))
-        bm, bn = av.shape[0], bv.shape[1]
-        rows, cols = np.divmod(np.arange(bm * bn), bn)
-        c = np.ascontiguousarray(d.data, np.float32).reshape(-1).view(np.uint32)
-        out = chain_kmajor_bits(idx(bits_a)[:, rows], idx(bits_b)[:, cols], c, get_preset("h200", "wgmma", fmt))
-        state["dots"] += 1
-        return interpreter.TensorHandle(out.view(np.float32).reshape(bm, bn), d.dtype.scalar)
-
-    state = {"fmt": "tf32", "dots": 0}
-    monkeypatch.setattr(interpreter.InterpreterBuilder, "create_dot", create_dot)
-    return state
-
-
 @pytest.mark.interpret
 @pytest.mark.skipif(not INTERPRET, reason="runs only under TRITON_INTERPRET=1 (make test's second pass)")
 @pytest.mark.parametrize(("method", "config"), [
@@ -170,15 +145,15 @@ def model_dot(monkeypatch):
     ("bf16x9", "32x32x32w4s1m0p"),
 ])
 @pytest.mark.parametrize("family", ["normal", "tiny"])
-def test_triton_kernel_under_the_interpreter_equals_the_twin(model_dot, method, config, family):
+def test_triton_kernel_under_the_interpreter_equals_the_twin(method, config, family):
     """emu_mm's Triton kernel itself (its loop, its order, its register arithmetic, its K tail), with each
     tl.dot computed by the Tensor Core model, gives the twin's bits: the schedule is the kernel's."""
     import torch
 
     from tcemu.emulation.gemm import emu_mm, split_t
     from tcemu.numerics.emulated import emulated_matmul_bits
+    from tcemu.numerics.hardware.interpret_dot import tensor_core_dot
 
-    model_dot["fmt"] = get_method(method).piece_format
     rng = np.random.default_rng(21)
     m, k, n = 40, 75, 36  # row and column tails, a K tail
     a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
@@ -186,9 +161,10 @@ def test_triton_kernel_under_the_interpreter_equals_the_twin(model_dot, method, 
         a, b = a * 2.0**-100, b * 2.0**-30
     a, b = a.astype(np.float32), b.astype(np.float32)
     bias = rng.standard_normal(n).astype(np.float32)
-    got = emu_mm(torch.from_numpy(a), split_t(torch.from_numpy(b), method), method,
-                 torch.from_numpy(bias), config=KernelConfig.parse(config)).numpy().view(np.uint32)
-    assert model_dot["dots"] > 0
+    with tensor_core_dot(get_method(method).piece_format) as dots:
+        got = emu_mm(torch.from_numpy(a), split_t(torch.from_numpy(b), method), method,
+                     torch.from_numpy(bias), config=KernelConfig.parse(config)).numpy().view(np.uint32)
+    assert dots["dots"] > 0
     s = derive_schedule(method, config, arch="h200", K=k, has_bias=True).without_contraction()
     want = emulated_matmul_bits(a, b, method, schedule=s, bias=bias)
     assert np.array_equal(got, want), np.argwhere(got != want)[:5]
