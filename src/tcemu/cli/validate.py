@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     emu.add_argument("--outputs", type=float, default=1e7, help="outputs per method and kernel family (default 1e7)")
     emu.add_argument("--methods", nargs="*", default=None, help="tf32x3 bf16x3 bf16x6 bf16x9 (default: all)")
     emu.add_argument("--kernels", nargs="*", default=None, help="triton g pg gw pgw (default: all)")
-    emu.add_argument("--k-max", type=int, default=256, help="largest K of the random shapes (default 256)")
+    emu.add_argument("--k-max", type=int, default=192, help="largest K of the random shapes (default 192)")
     emu.add_argument("--replay-emulation", default=None, metavar="NPZ",
                      help="check the twin against stored GPU outputs (CPU)")
 

@@ -135,7 +135,7 @@ def _k_of_class(cls: int, bk: int, piece_bytes: int, k_max: int, rng: np.random.
     return int(rng.integers(17, k_max + 1)) | 1
 
 
-def plan(methods, kernels, outputs: int, *, seed: int = 2026, k_max: int = 256, max_mn: int = 1024,
+def plan(methods, kernels, outputs: int, *, seed: int = 2026, k_max: int = 192, max_mn: int = 1024,
          families=GEMM_FAMILIES, replay_k_max: int = 128) -> list[GemmJob]:
     """The GEMMs of a validation run (module docstring); the first GEMM of each (method, kernel, family) has
     K <= ``replay_k_max`` and gives the replay block."""
