@@ -19,6 +19,7 @@ compared with the twin. Writes OUT/h200_emulation_summary.json, _mismatches.npz,
 Examples:
   tcemu validate --samples 10000000 --out val-out
   tcemu validate --smoke                      # SASS check and fragment-layout check only
+  tcemu validate --wmma --samples 1e7 --out val-wmma   # CUDA's WMMA API (as the compiler lowers it)
   tcemu validate --replay src/tcemu/numerics/hardware/data/h200_replay.npz [--measured]
   tcemu validate --emulation --out val-emu     # the emulated GEMMs against their twin (about 4 minutes, H200)
   tcemu validate --replay-emulation src/tcemu/numerics/hardware/data/h200_emulation_replay.npz
@@ -42,6 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measured", action="store_true",
                         help="with --replay: check the presets corrected by the H200 probe (data/h200_measured.json)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--wmma", action="store_true", help="validate CUDA's WMMA API (fp16, bf16, tf32) instead")
     emu = parser.add_argument_group("emulated GEMMs (--emulation)")
     emu.add_argument("--emulation", action="store_true", help="validate the twin of the emulated GEMMs")
     emu.add_argument("--outputs", type=float, default=1e7, help="outputs per method and kernel family (default 1e7)")
@@ -73,7 +75,12 @@ def run(args: argparse.Namespace) -> int:
     from tcemu.numerics.hardware.runner import Runner
 
     os.makedirs(args.out, exist_ok=True)
-    cases = tuple(args.cases) if args.cases else tuple(c.name for c in VALIDATION_CASES)
+    if args.cases:
+        cases = tuple(args.cases)
+    else:
+        from tcemu.numerics.hardware.cases import WMMA_CASES
+
+        cases = tuple(c.name for c in (WMMA_CASES if args.wmma else VALIDATION_CASES))
     if args.gpus > 1:
         from tcemu.numerics.hardware.shard import run_sharded
 

@@ -290,8 +290,11 @@ def infer(e: dict, case: Case, log=print) -> dict:
     vz = V.family("czero", nchain=1)
     if vz:
         pe = [base.prod_exp] + [x for x in ("field", "true") if x != base.prod_exp]
+        # with several blocks per instruction (tf32 as 4 + 4, WMMA's m16n8k4 chain) a tiny first-block result is
+        # the next block's c, aligned per the c exponent floor: searched jointly here, decided in its own stage
+        cexp = {"c_exp_floor": [fc.emin, None]} if len(base.blocks or ()) > 1 else {}
         _stage(P, "czero_floor", base, {"czero_floor": czero_vals, "prod_exp": pe,
-                                        "underflow_sign": ["keep", "plus"]}, vz, case)
+                                        "underflow_sign": ["keep", "plus"], **cexp}, vz, case)
         base = _adopt(base, P, "czero_floor", "czero_floor", "prod_exp", "underflow_sign")
     else:
         P["czero_floor"] = {"inferred": "undecidable", "note": "no product of two inputs reaches the bottom of the "
