@@ -72,13 +72,18 @@ class TorchGemmRunner:
 
         self.torch = torch
         self.device = torch.device(device)
-        if self.device.type == "cuda":
-            major, minor = torch.cuda.get_device_capability(self.device)
-            self.arch = arch_of_capability(major, minor)
-        else:  # the CPU under TRITON_INTERPRET=1 (a dry run of this pipeline): tl.dot by the H200's model
-            if os.environ.get("TRITON_INTERPRET") != "1":
-                raise ValueError("TorchGemmRunner on the CPU needs TRITON_INTERPRET=1 (the kernels' interpreter)")
-            self.arch = "h200"
+        self._arch = None  # read at first use: the validation's process pool is forked before CUDA starts here
+        if self.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+            raise ValueError("TorchGemmRunner on the CPU needs TRITON_INTERPRET=1 (the kernels' interpreter)")
+
+    @property
+    def arch(self) -> str:
+        if self._arch is None:
+            if self.device.type == "cuda":
+                self._arch = arch_of_capability(*self.torch.cuda.get_device_capability(self.device))
+            else:  # the CPU under TRITON_INTERPRET=1 (a dry run of this pipeline): tl.dot by the H200's model
+                self._arch = "h200"
+        return self._arch
 
     def info(self) -> dict:
         import triton  # noqa: PLC0415
