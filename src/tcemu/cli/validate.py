@@ -123,5 +123,9 @@ def _emulation(args) -> int:
         methods=tuple(args.methods or ev.METHODS), kernels=tuple(args.kernels or KERNEL_FAMILIES),
         outputs=int(args.outputs), families=tuple(args.families or GEMM_FAMILIES), k_max=args.k_max,
         workers=args.workers, seed=args.seed, progress=not args.no_progress)
-    summary = ev.run_emulation_validation(ev.TorchGemmRunner(), cfg, args.out)
+    import torch
+
+    # without CUDA: a dry run of the pipeline on the kernels' interpreter (TRITON_INTERPRET=1), else a clear error
+    runner = ev.TorchGemmRunner("cuda" if torch.cuda.is_available() else "cpu")
+    summary = ev.run_emulation_validation(runner, cfg, args.out)
     return 1 if summary["total_mismatches"] else 0

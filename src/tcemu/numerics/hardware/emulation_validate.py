@@ -74,7 +74,8 @@ class TorchGemmRunner:
         self.device = torch.device(device)
         self._arch = None  # read at first use: the validation's process pool is forked before CUDA starts here
         if self.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
-            raise ValueError("TorchGemmRunner on the CPU needs TRITON_INTERPRET=1 (the kernels' interpreter)")
+            raise ValueError("the emulated-GEMM validation needs a CUDA device; for a dry run on the CPU set "
+                             "TRITON_INTERPRET=1 (the kernels' interpreter, slow: use small --outputs)")
 
     @property
     def arch(self) -> str:
