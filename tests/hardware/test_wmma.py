@@ -82,3 +82,19 @@ def test_probe_infers_the_lowered_blocks(name):
     cmp = compare_with_preset(rep, case)
     for key in ("n_fma", "k_instr", "frac_bits", "czero_floor", "c_exp_floor", "output_rounding"):
         assert cmp[key]["agree"], (key, cmp[key])
+
+
+def test_wmma_validation_pipeline_with_the_model_as_gpu(tmp_path):
+    """tcemu validate --wmma's pipeline on the WMMA cases, the model standing in for the GPU: 0 mismatches; with
+    the m16n8k8 model (one block of 8) standing in for the tf32 case, the wmma preset mismatches."""
+    from dataclasses import replace
+
+    from tcemu.numerics.hardware.validate import ValidationConfig, run_validation
+
+    names = tuple(c.name for c in WMMA_CASES)
+    cfg = ValidationConfig(cases=names, samples=2048, workers=1, batch_samples=1024, progress=False)
+    s = run_validation(ModelRunner(), cfg, str(tmp_path), log=lambda *a: None)
+    assert s["total_mismatches"] == 0 and s["total_samples"] >= 4 * 2048
+    s = run_validation(ModelRunner({"n_fma": 8}), replace(cfg, cases=("wmma.k8.tf32.fp32",)), str(tmp_path),
+                       log=lambda *a: None)
+    assert s["total_mismatches"] > 0
