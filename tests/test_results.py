@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from tcemu import _results
-from tcemu._results import (HEADER, PROVENANCE_COLUMNS, Provenance, Result, case, measurement, parse_case,
-                            read_measurements, read_results, write_results)
+from tcemu._results import (HEADER, PROVENANCE_COLUMNS, Provenance, Result, case, from_wide, measurement,
+                            parse_case, read_results, read_wide, write_results)
 
 PROV = Provenance(gpu="NVIDIA H200", driver="580.159.04", torch="2.11.0+cu130", triton="3.6.0", commit="c29e9ef",
                   date="2026-12-01T10:00:00+00:00")
@@ -45,7 +45,7 @@ def test_rows_are_long_with_the_provenance_on_every_row(tmp_path):
 
 def test_round_trip_keeps_every_value_exactly(tmp_path):
     path = write_results(tmp_path / "gemm.csv", _gemm_rows(), PROV)
-    wide = read_measurements(path)
+    wide = read_wide(path)
     assert [(m["impl"], m["method"], m["direction"], m["M"]) for m in wide] == [
         ("cublas", "sgemm", "fwd", "8192"), ("tcemu", "tf32x3", "fwd", "8192"), ("tcemu", "tf32x3", "bwd_input", "604800")]
     tf = wide[1]
@@ -54,7 +54,26 @@ def test_round_trip_keeps_every_value_exactly(tmp_path):
     assert math.isnan(float(tf["tflops"])) and tf["same_bits"] == "True" and tf["calls"] == "30"
     assert tf["config"] == "128x128x32w8s3m1pg first-call 1.2s" and tf["commit"] == "c29e9ef"
     assert "tflops" not in wide[2] and wide[2]["median_ms"] == "3.5"
-    assert read_measurements(read_results(path)) == wide  # rows or a path
+    assert read_wide(read_results(path)) == wide  # rows or a path
+
+
+def test_wide_rows_round_trip(tmp_path):
+    """from_wide and read_wide are inverses: the benchmarks collect wide dicts, tables and plots read them back."""
+    wide = [{"impl": "torch", "method": "fp32", "model": "pet-s", "n_atoms": 17280, "mode": "compile",
+             "median_ms": 385.68561149998004, "note": "first call 5.5 s; skips 0"},
+            {"method": "tf32x3", "model": "pet-s", "n_atoms": 17280, "mode": "graph", "round": 2,
+             "median_ms": 265.3, "note": None}]
+    units = {"median_ms": "ms", "note": "text"}
+    rows = from_wide("md_step", wide, ("model", "n_atoms", "mode", "round"), units, impl="tcemu")
+    back = read_wide(read_results(write_results(tmp_path / "w.csv", rows, PROV)))
+    for got, want in zip(back, wide, strict=True):
+        got = {k: v for k, v in got.items() if k not in ("benchmark", *PROVENANCE_COLUMNS)}
+        assert got == {"impl": want.get("impl", "tcemu"),
+                       **{k: str(v) for k, v in want.items() if v is not None and k != "impl"}}
+    with pytest.raises(ValueError, match="no unit or case field for 'gflop'"):
+        from_wide("md_step", [{"method": "fp32", "gflop": 1.0}], (), units, impl="torch")
+    with pytest.raises(ValueError, match="without impl"):
+        from_wide("md_step", [{"method": "fp32"}], (), units)
 
 
 def test_case_fields_round_trip_in_order():
@@ -75,7 +94,7 @@ def test_scalars_of_numpy_and_torch_are_written_as_numbers(tmp_path):
     rows = measurement("b", "tcemu", "", case(n=np.int64(3)), {"median_ms": np.float32(0.5),
                                                                   "tflops": torch.tensor(2.25)}, UNITS)
     path = write_results(tmp_path / "x.csv", rows, PROV)
-    (m,) = read_measurements(path)
+    (m,) = read_wide(path)
     assert (m["n"], m["median_ms"], m["tflops"], m["method"]) == ("3", "0.5", "2.25", "")
 
 
@@ -85,7 +104,7 @@ def test_a_row_may_carry_its_own_provenance(tmp_path):
             Result("gemm_sweep", "tcemu", "tf32x3", "M=1", "ms", "2.0", "ms")]
     path = write_results(tmp_path / "s.csv", rows, PROV)
     assert [r["commit"] for r in read_results(path)] == ["13c910b", "c29e9ef"]
-    assert len(read_measurements(path)) == 2  # two runs: two measurements
+    assert len(read_wide(path)) == 2  # two runs: two measurements
 
 
 def test_bad_input_gets_a_clear_error(tmp_path):
@@ -99,7 +118,7 @@ def test_bad_input_gets_a_clear_error(tmp_path):
         read_results(plain)
     clash = [Result("b", "i", "m", "metric=1", "metric", "1", "ms")]
     with pytest.raises(ValueError, match="twice, or shadowing"):
-        read_measurements(read_results(write_results(tmp_path / "c.csv", clash, PROV)))
+        read_wide(read_results(write_results(tmp_path / "c.csv", clash, PROV)))
 
 
 def test_current_provenance_names_this_machine(monkeypatch):
@@ -111,7 +130,8 @@ def test_current_provenance_names_this_machine(monkeypatch):
     assert Provenance.current(device="cpu").commit == "abc1234"
 
 
-def test_commit_falls_back_to_the_snapshot_file(monkeypatch, tmp_path):
+def test_commit_of_a_source_snapshot(monkeypatch, tmp_path):
+    """A snapshot's COMMIT file names its code (before git, whose metadata a copy may carry from elsewhere)."""
     monkeypatch.delenv("TCEMU_COMMIT", raising=False)
     monkeypatch.setattr(_results, "_ROOT", tmp_path)  # no git repository there
     assert _results._commit() == "unknown"

@@ -25,9 +25,10 @@ A benchmark builds :class:`Result` rows with :func:`measurement` and writes them
                        {"median_ms": 21.46, "tflops": 51.24}, UNITS)
     write_results("out/gemm.csv", rows, Provenance.current())
 
-:func:`read_results` returns the rows (every value as text); :func:`read_measurements` one dict per measured
-case (``benchmark``, ``impl``, ``method``, the case's fields, each metric's value, the provenance), the wide
-view that tables and plots want. This module is kept small and stable: the benchmarks depend on it.
+:func:`from_wide` makes the rows from wide dicts (one per measured case, as a benchmark collects them).
+:func:`read_results` returns the rows (every value as text); :func:`read_wide` one dict per measured case
+(``benchmark``, ``impl``, ``method``, the case's fields, each metric's value, the provenance), the wide view that
+tables and plots want. This module is kept small and stable: the benchmarks depend on it.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-__all__ = ["COLUMNS", "HEADER", "PROVENANCE_COLUMNS", "Provenance", "Result", "case", "measurement",
-           "parse_case", "read_measurements", "read_results", "write_results"]
+__all__ = ["COLUMNS", "HEADER", "PROVENANCE_COLUMNS", "Provenance", "Result", "case", "from_wide",
+           "measurement", "parse_case", "read_results", "read_wide", "write_results"]
 
 COLUMNS = ("benchmark", "impl", "method", "case", "metric", "value", "unit")
 PROVENANCE_COLUMNS = ("gpu", "driver", "torch", "triton", "commit", "date")
@@ -128,6 +129,27 @@ def measurement(benchmark: str, impl: str, method: str, case: str, values: Mappi
     return rows
 
 
+def from_wide(benchmark: str, rows: Iterable[Mapping[str, object]], case_fields: Iterable[str],
+              units: Mapping[str, str], impl: str | None = None) -> list[Result]:
+    """:class:`Result` rows from wide dicts, one per measured case (the inverse of :func:`read_wide`): ``impl``
+    and ``method`` from the dict (``impl`` may be given instead), the case from ``case_fields``, a metric from
+    every key of ``units``. A key that is none of these is an error (a column would be lost)."""
+    case_fields = tuple(case_fields)
+    known = {"impl", "method", *case_fields, *units}
+    out = []
+    for row in rows:
+        unknown = [k for k in row if k not in known]
+        if unknown:
+            raise ValueError(f"{benchmark}: no unit or case field for {', '.join(map(repr, unknown))}")
+        who = row.get("impl") or impl
+        if not who:
+            raise ValueError(f"{benchmark}: a row without impl: {dict(row)}")
+        out += measurement(benchmark, str(who), str(row.get("method") or ""),
+                           case(**{k: row.get(k) for k in case_fields}),
+                           {k: row[k] for k in units if k in row}, units)
+    return out
+
+
 def write_results(path: str | os.PathLike, results: Iterable[Result], provenance: Provenance | None = None) -> Path:
     """Write ``results`` to the CSV ``path`` (replaced whole, atomically: a benchmark may rewrite it after every
     measurement); each row gets its own provenance or ``provenance``."""
@@ -158,7 +180,7 @@ def read_results(path: str | os.PathLike) -> list[dict[str, str]]:
         return list(reader)
 
 
-def read_measurements(source: str | os.PathLike | Iterable[Mapping[str, str]]) -> list[dict[str, str]]:
+def read_wide(source: str | os.PathLike | Iterable[Mapping[str, str]]) -> list[dict[str, str]]:
     """One dict per measured case, in file order: ``benchmark``, ``impl``, ``method``, the case's fields, each
     metric's value and the provenance columns (all text)."""
     rows = read_results(source) if isinstance(source, (str, os.PathLike)) else list(source)
@@ -200,16 +222,17 @@ def _cpu_model() -> str:
 
 
 def _commit() -> str:
-    """The measured code's commit: ``TCEMU_COMMIT``, else git (``-dirty`` with local changes), else the ``COMMIT``
-    file a source snapshot carries, else ``unknown``."""
+    """The measured code's commit: ``TCEMU_COMMIT``, else the ``COMMIT`` file a source snapshot carries (it names
+    the snapshot's code even where the copy's git metadata is another commit's), else git (``-dirty`` with local
+    changes), else ``unknown``."""
     if os.environ.get("TCEMU_COMMIT"):
         return os.environ["TCEMU_COMMIT"]
+    snapshot = _ROOT / "COMMIT"
+    if snapshot.is_file() and snapshot.read_text().strip():
+        return snapshot.read_text().strip()
     try:
         out = subprocess.run(["git", "-C", str(_ROOT), "describe", "--always", "--dirty", "--abbrev=7"],
                              capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-        if out:
-            return out
+        return out or "unknown"
     except (OSError, subprocess.SubprocessError):
-        pass
-    snapshot = _ROOT / "COMMIT"
-    return snapshot.read_text().strip() if snapshot.is_file() else "unknown"
+        return "unknown"

@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["tcemu[triton]"]
+# ///
 """The per-shape ceiling of an emulated GEMM, measured as cuBLAS running the same Tensor Core work in one call.
 
 An n-product emulation (TF32x3: n = 3; BF16x6: 6; BF16x3: 3) does n single-pass products of (M, K, N) and
@@ -6,23 +10,70 @@ and no split, so ``SGEMM time (M, K, N) / cuBLAS time (M, nK, N)`` is what an em
 cuBLAS would reach against SGEMM. Section 1 of docs/kernels.md compares it with the single-pass ceiling
 (cuBLAS (M, K, N) / n), which under-rates short-K shapes since each pass pays its own pipeline fill and C write.
 
-The probe also times the split of A into pieces (``split_t``: the memory pass that the ``p`` kernels run before
+It also times the split of A into pieces (``split_t``: the memory pass that the ``p`` kernels run before
 the GEMM) and the library's own time through ``emu_mm``, all in one process, three rounds. The input gradient
 is timed in cuBLAS's own layout (dy @ W, "nn") and in the K-major layout of tcemu's kernels ("tn", columns
 ``*_tn_ms``).
 
-Run on the GPU machine: ``PYTHONPATH=src python3 benchmarks/gemm_ceiling_probe.py --out $OUT``.
+Timing: CUDA events, median of 30 calls after 3 warm-up calls. Output: a result file (``tcemu._results``),
+benchmark ``gemm_ceiling``, one case per (round, direction, M, K, N); each timing is a metric named as below
+(unit ms) under its implementation (:func:`column_impl`). Stored run: ``benchmarks/results/h200/gemm/ceiling.csv``.
+
+    PYTHONPATH=src python3 benchmarks/gemm_ceiling.py --out out/gemm_ceiling.csv
 """
 import argparse
-import csv
-import os
+import statistics
 
 import torch
-from _probe_util import bench, print_environment
+
+from tcemu._results import Provenance, case, measurement, write_results
 
 #: (M, K, N) of the forward products; the input gradient runs (M, N, K)
 SHAPES = [(8192, 8192, 8192), (604800, 256, 1024), (604800, 256, 768), (604800, 512, 256), (604800, 768, 256),
           (604800, 256, 256), (604800, 512, 512), (17280, 1024, 4096), (17280, 2048, 1024)]
+CASE_FIELDS = ("round", "direction", "M", "K", "N")
+
+
+def bench(fn, n=30):
+    """Median ms of n calls (CUDA events) after 3 warm-up calls."""
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(n):
+        start, end = torch.cuda.Event(True), torch.cuda.Event(True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        ts.append(start.elapsed_time(end))
+    return statistics.median(ts)
+
+
+def column_impl(column: str) -> tuple[str, str]:
+    """(impl, method) of a timing: ``sgemm_ms`` cuBLAS SGEMM; ``emu_<method>_ms`` tcemu's ``emu_mm`` and
+    ``split_a_<method>_ms`` its split pass of A; ``tf32_k<n>_ms``, ``bf16_k<n>_ms`` (BF16 output) and
+    ``bf16f32_k<n>_ms`` (FP32 output) cuBLAS's single pass on the product with K times n, ``_tn`` in the
+    K-major layout of tcemu's kernels (without: the direction's own layout)."""
+    if column == "sgemm_ms":
+        return "cublas", "sgemm"
+    for prefix in ("emu_", "split_a_"):
+        if column.startswith(prefix):
+            return "tcemu", column[len(prefix):].removesuffix("_ms")
+    for prefix, method in (("tf32_k", "tf32"), ("bf16_k", "bf16"), ("bf16f32_k", "bf16")):
+        if column.startswith(prefix):
+            return "cublas", method
+    raise ValueError(f"unknown timing column {column!r}")
+
+
+def record_results(rec: dict) -> list:
+    """The result rows of one shape and direction's record (its case fields and timings)."""
+    where = case(**{k: rec[k] for k in CASE_FIELDS})
+    out = []
+    for column, value in rec.items():
+        if column not in CASE_FIELDS:
+            impl, method = column_impl(column)
+            out += measurement("gemm_ceiling", impl, method, where, {column: value}, {column: "ms"})
+    return out
 
 
 def operands(layout, M, K, N, dtype, gen):
@@ -47,17 +98,17 @@ def bf16_fp32_out(a, b):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--out", default="out/gemm_ceiling.csv", help="result file")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     from tcemu.emulation import gemm
     from tcemu.emulation.gemm import emu_mm, split_t
     gemm.SMALL_SHAPE_FALLBACK = False  # time the kernels themselves
     gemm.AUTOTUNE = True  # as benchmarks/gemm.py: each shape's first call picks its configuration
-    print_environment()
+    prov = Provenance.current()
+    print(prov, flush=True)
     gen = torch.Generator(device="cuda").manual_seed(0)
-    rows = []
-    path = os.path.join(args.out, "gemm_ceiling_h200.csv")
+    results = []
     for rnd in range(args.rounds):
         for M, K0, N0 in SHAPES:
             for direction in ("fwd", "bwd_input"):
@@ -103,12 +154,8 @@ def main():
                          f" bf16x3 {s / rec['emu_bf16x3_ms']:.2f} | split A ms: tf32 {rec['split_a_tf32x3_ms']:.3f},"
                          f" bf16x6 {rec['split_a_bf16x6_ms']:.3f}, bf16x3 {rec['split_a_bf16x3_ms']:.3f}")
                 print(line, flush=True)
-                rows.append(rec)
-                keys = list(dict.fromkeys(k for r in rows for k in r))
-                with open(path, "w", newline="") as f:
-                    w = csv.DictWriter(f, fieldnames=keys)
-                    w.writeheader()
-                    w.writerows(rows)
+                results += record_results(rec)
+                write_results(args.out, results, prov)  # as they finish
 
 
 if __name__ == "__main__":
