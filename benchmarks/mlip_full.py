@@ -98,7 +98,7 @@ def write_suite_results(res, out: Path, provenance: Provenance) -> Path:
 
 def _args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="benchmarks/results/mlip_full")
+    p.add_argument("--out", default="out/mlip_full", help="directory for the suite's files and results.csv")
     p.add_argument("--device", default="cuda")
     p.add_argument(
         "--nve-ps", type=float, default=None, help="NVE length per method (default: the full config's)"

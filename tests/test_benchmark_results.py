@@ -12,9 +12,10 @@ from tcemu._results import read_results
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-#: where results are cited: the README, the docs (pages and JSON) and the results' own summaries and reports
+#: where results are cited: the README, the docs (pages and JSON), the results' own summaries and reports, and
+#: the benchmarks' docstrings (where their stored runs are)
 CITING = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "docs").rglob("*.json")),
-          *sorted(RESULTS.rglob("*.md"))]
+          *sorted(RESULTS.rglob("*.md")), *sorted((ROOT / "benchmarks").glob("*.py"))]
 RESULT_PATH = re.compile(r"benchmarks/results/(?:[A-Za-z0-9_.*/+-]|\{[A-Za-z0-9_.,]+\})*")
 #: a script the docs name; one of a given commit (``of commit <sha>``, ``<sha>:benchmarks/...``) may be gone
 SCRIPT = re.compile(r"(?<![0-9a-f]{7}:)benchmarks/([A-Za-z0-9_]+\.py)(`? of (?:that )?commit)?")
