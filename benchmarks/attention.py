@@ -21,8 +21,9 @@ backward kernels, optionally a register cap per thread (``maxnreg``; 0 = the lib
 per forward program (``attention.HEADS_PER_PROGRAM``; 0 = the library's) and the forward's pipeline stages
 (``num_stages``; 0 = Triton's default); the ``config`` column records them.
 
-Output: a result file (``tcemu._results``: long rows with their provenance), one measured case per (impl, method,
-direction, B, H, L, D, config), metrics ``UNITS``; a case that fails records its ``error`` and the run goes on.
+Output: a result file (``tcemu._results``: long rows with their provenance), one measured case per (impl,
+method, direction, B, H, L, D, config), metrics ``UNITS``; a case that fails records its ``error`` and the run
+goes on.
 Stored runs: ``benchmarks/results/h200/attention/``.
 
 Usage: ``PYTHONPATH=src python3 benchmarks/attention.py --out out/attention.csv``; on a machine without a GPU
@@ -195,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"  dqkv {row.get('err_dqkv', float('nan')):.2e}  dmask {row.get('err_dmask', float('nan')):.2e}"
                       f"  {row['config']} {row.get('error', '')}", flush=True)
                 rows.append(row)
-                write_results(args.out, from_wide("attention", rows, CASE_FIELDS, UNITS), prov)  # as they finish
+                # as they finish: a run cut short keeps its rows
+                write_results(args.out, from_wide("attention", rows, CASE_FIELDS, UNITS), prov)
             set_launch(None)
             torch.cuda.empty_cache()
     print(f"wrote {args.out} ({len(rows)} rows)")

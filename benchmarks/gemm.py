@@ -82,8 +82,8 @@ XLA_PRESETS = ["TF32_TF32_F32_X3", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6"]
 CASE_FIELDS = ("direction", "M", "K", "N")
 UNITS = {"median_ms": "ms", "tflops": "TFLOP/s", "err_norm": "rel", "err_max": "rel", "p20_ms": "ms",
          "p80_ms": "ms", "config": "text"}
-#: the same for ``--sweep`` (regs, spills: per thread; wgmma: PTX counts of wgmma.mma_async / wgmma.wait_group /
-#: mma.sync / st.local / bar.sync; same_bits: equal to the one-tile-per-program kernel's output)
+#: the same for ``--sweep`` (regs, spills: per thread; wgmma: PTX counts of wgmma.mma_async /
+#: wgmma.wait_group / mma.sync / st.local / bar.sync; same_bits: equal to the one-tile-per-program kernel's)
 SWEEP_CASE_FIELDS = ("config", "M", "K", "N")
 SWEEP_UNITS = {"ms": "ms", "p20": "ms", "p80": "ms", "tflops": "TFLOP/s", "x_sgemm": "x", "err": "rel",
                "regs": "count", "spills": "count", "wgmma": "text", "compile_s": "s", "same_bits": "bool"}
@@ -325,7 +325,7 @@ def run_full(args) -> None:
         print(f"{impl:15s} {method:17s} {direction:9s} {M:7d} {K:5d} {N:5d}  {p50:9.4f} ms "
               f"{2.0 * M * N * K / p50 / 1e9:7.1f} TF/s  [{p20:.4f}, {p80:.4f}]  err {e[0]:.2e} / {e[1]:.2e}",
               flush=True)
-        write_results(args.out, from_wide("gemm", rows, CASE_FIELDS, UNITS), prov)  # a killed run keeps its rows
+        write_results(args.out, from_wide("gemm", rows, CASE_FIELDS, UNITS), prov)  # a killed run keeps them
 
     for tag, M, K, N in shapes:
         print(f"--- {tag} M={M} K={K} N={N}", flush=True)
@@ -583,8 +583,9 @@ def run_sweep(args) -> None:
         t_direct = bench_torch(lambda: emu_mm(a, pieces, meth), args.rep)[0]
         t_op = bench_torch(lambda: torch.ops.tcemu.emu_mm(a, *p3, None, meth), args.rep)[0]
         print(f"overhead {meth} {M}x{K}x{N}: launcher {t_direct * 1e3:.1f} us, custom op {t_op * 1e3:.1f} us")
-    write_results(args.out, from_wide("gemm_sweep", ({"impl": "cublas" if r["method"] == "sgemm" else "tcemu", **r}
-                                                     for r in rows), SWEEP_CASE_FIELDS, SWEEP_UNITS), prov)
+    impl = {"sgemm": "cublas"}
+    write_results(args.out, from_wide("gemm_sweep", ({"impl": impl.get(r["method"], "tcemu"), **r} for r in rows),
+                                      SWEEP_CASE_FIELDS, SWEEP_UNITS), prov)
     print("\nbest per method and shape:")
     for M, K, N in shapes:
         for meth in sweep:
@@ -596,7 +597,7 @@ def run_sweep(args) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="", help="result file (default out/gemm.csv, with --sweep out/gemm_sweep.csv)")
+    p.add_argument("--out", default="", help="result file (out/gemm.csv; with --sweep out/gemm_sweep.csv)")
     p.add_argument("--quick", action="store_true", help="two shapes only (pipeline check)")
     p.add_argument("--sweep", action="store_true", help="time tile configurations of the tcemu kernels")
     p.add_argument("--shapes", default="", help="comma list MxKxN to keep (--sweep: to time, any)")
@@ -607,7 +608,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--no-autotune", action="store_true", help="use the static configuration table")
     p.add_argument("--xla-all", action="store_true", help="XLA on every shape (default: the goal shapes)")
-    p.add_argument("--plot-only", default="", help="redraw the plot (and summary) from this result file and exit")
+    p.add_argument("--plot-only", default="", help="redraw the plot (and summary) from this result file")
     p.add_argument("--rep", type=int, default=100, help="do_bench repetition time per measurement, ms")
     p.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1), help="compile processes")
     args = p.parse_args(argv)

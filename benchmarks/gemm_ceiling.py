@@ -17,7 +17,8 @@ is timed in cuBLAS's own layout (dy @ W, "nn") and in the K-major layout of tcem
 
 Timing: CUDA events, median of 30 calls after 3 warm-up calls. Output: a result file (``tcemu._results``),
 benchmark ``gemm_ceiling``, one case per (round, direction, M, K, N); each timing is a metric named as below
-(unit ms) under its implementation (:func:`column_impl`). Stored run: ``benchmarks/results/h200/gemm/ceiling.csv``.
+(unit ms) under its implementation (:func:`column_impl`). Stored run:
+``benchmarks/results/h200/gemm/ceiling.csv``.
 
     PYTHONPATH=src python3 benchmarks/gemm_ceiling.py --out out/gemm_ceiling.csv
 """

@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> None:
                 g = triton.testing.do_bench(lambda a=a, p=pieces, m=meth: emu_mm(a, p, m), warmup=10, rep=40)
                 h = host_ms(lambda a=a, p=pieces, m=meth: emu_mm(a, p, m))
                 rows.append(dict(method=meth, M=M, K=K, N=N, gflop=gflop, sgemm_gpu_ms=sg_gpu, gpu_ms=g,
-                                 gpu_x_sgemm=sg_gpu / g, sgemm_host_ms=sg_host, host_ms=h, host_x_sgemm=sg_host / h))
+                                 gpu_x_sgemm=sg_gpu / g, sgemm_host_ms=sg_host, host_ms=h,
+                                 host_x_sgemm=sg_host / h))
                 line += f" | {meth} {sg_gpu / g:.2f}x gpu {sg_host / h:.2f}x host"
             print(line, flush=True)
     write_results(args.out, from_wide("gemm_threshold", rows, CASE_FIELDS, UNITS, impl="tcemu"), prov)

@@ -30,9 +30,9 @@ priorities. Rows are written as they finish.
 
 Output: one result file (``tcemu._results``: long rows with their provenance) with one measured case per
 (model, n_atoms, method, mode, compile_scope, attention, round) and the metrics ``median_ms``, ``p20_ms``,
-``p80_ms``, ``speedup_vs_fp32_compile``, ``force_err_vs_fp64``, ``fp32_noise_floor``, ``gemm_share``, ``gemm_ms``
-(GPU time in GEMM kernels in one profiled step), ``peak_mem_gb``, ``nl_build_ms`` and ``note`` (``UNITS``), and a
-figure beside it; with ``--profile-top DIR`` the top kernels of each profiled step go to
+``p80_ms``, ``speedup_vs_fp32_compile``, ``force_err_vs_fp64``, ``fp32_noise_floor``, ``gemm_share``,
+``gemm_ms`` (GPU time in GEMM kernels in one profiled step), ``peak_mem_gb``, ``nl_build_ms`` and ``note``
+(``UNITS``), and a figure beside it; with ``--profile-top DIR`` the top kernels of each profiled step go to
 ``DIR/<model>_<n>_<method>_<mode>.txt``. A configuration that fails records the error in ``note`` instead of
 stopping the run. Stored runs: ``benchmarks/results/h200/md_step/``.
 
@@ -300,7 +300,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                 note = f"setup failed: {type(exc).__name__}: {exc}"[:300]
                 print(f"  {note}", flush=True)
                 for method, mode in plan:
-                    rows.append(dict(model=model_name, n_atoms=n_atoms, method=method.partition("+")[0], mode=mode, note=note))
+                    rows.append(dict(model=model_name, n_atoms=n_atoms, method=method.partition("+")[0], mode=mode,
+                                     note=note))
                 write_rows(rows, args.out, prov)
                 base = ref = inp64 = None
                 _free(device)
@@ -509,7 +510,7 @@ def _free(device: torch.device) -> None:
 
 
 def write_rows(rows: list[dict], path: str, provenance: Provenance) -> None:
-    """The rows so far as a result file (rewritten after each configuration: a run cut short keeps its rows)."""
+    """The rows so far as a result file (rewritten after each configuration: a run cut short keeps them)."""
     write_results(path, from_wide("md_step", ({"impl": impl_of(r["method"]), **r} for r in rows), CASE_FIELDS,
                                   UNITS), provenance)
 

@@ -79,8 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         med, p20, p80 = md_step.time_steps(step, dev, warmup=4, repeats=args.steps)
         print(f"### {method}: median {med:.1f} ms (p20 {p20:.1f}, p80 {p80:.1f})", flush=True)
         print({k: dict(v) for k, v in counters.items() if k in ("stats", "graph_break", "recompiles")}, flush=True)
-        rows.append(dict(impl=md_step.impl_of(method), method=method, model=f"pet-{args.shape}", system=args.system,
-                         n_atoms=len(atoms), compile_scope=args.compile_scope, precision=args.precision,
+        rows.append(dict(impl=md_step.impl_of(method), method=method, model=f"pet-{args.shape}",
+                         system=args.system, n_atoms=len(atoms), compile_scope=args.compile_scope, precision=args.precision,
                          median_ms=med, p20_ms=p20, p80_ms=p80,
                          unique_graphs=counters["stats"].get("unique_graphs", 0),
                          graph_breaks=sum(counters["graph_break"].values()),

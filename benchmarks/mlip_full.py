@@ -53,8 +53,9 @@ from tcemu._results import Provenance, Result, case, measurement, write_results
 #: the suite's long rows: what identifies a value besides its potential, method and metric
 HARNESS_CASE_FIELDS = ("check", "system", "n_atoms", "reference")
 #: the unit of each criterion's value and threshold (``tcemu.mlip.report.verdicts``)
-CRITERION_UNITS = {"force_mean_err": "eV/A", "energy_abs_err": "eV", "stress_mean_err": "eV/A^3", "d2_rms": "meV",
-                   "abs_drift": "meV/atom/ps", "fluctuation": "meV/atom", "fmax_min": "eV/A", "steps_median": "steps"}
+CRITERION_UNITS = {"force_mean_err": "eV/A", "energy_abs_err": "eV", "stress_mean_err": "eV/A^3",
+                   "d2_rms": "meV", "abs_drift": "meV/atom/ps", "fluctuation": "meV/atom", "fmax_min": "eV/A",
+                   "steps_median": "steps"}
 
 
 def harness_results(rows: Iterable[Mapping], benchmark: str = "mlip_full") -> list[Result]:
@@ -72,16 +73,17 @@ def harness_results(rows: Iterable[Mapping], benchmark: str = "mlip_full") -> li
 
 
 def verdict_results(rows: Iterable[Mapping], benchmark: str = "mlip_full") -> list[Result]:
-    """Result rows from verdicts (``verdicts.csv``'s columns): ``check:criterion[potential/system]`` becomes impl
-    the potential and the case ``check;system;criterion``, with the metrics ``measured``, ``threshold`` (the
-    criterion's unit) and ``verdict``."""
+    """Result rows from verdicts (``verdicts.csv``'s columns): ``check:criterion[potential/system]`` becomes
+    impl the potential and the case ``check;system;criterion``, with the metrics ``measured``, ``threshold``
+    (the criterion's unit) and ``verdict``."""
     out = []
     for r in rows:
         head, _, tag = r["check"].partition("[")
         check, _, criterion = head.partition(":")
         potential, _, system = tag.removesuffix("]").partition("/")
         unit = r.get("unit") or CRITERION_UNITS[criterion]
-        out += measurement(benchmark, potential, r["method"], case(check=check, system=system, criterion=criterion),
+        where = case(check=check, system=system, criterion=criterion)
+        out += measurement(benchmark, potential, r["method"], where,
                            {"measured": r["value"], "threshold": r["threshold"], "verdict": r["verdict"]},
                            {"measured": unit, "threshold": unit, "verdict": "text"})
     return out
@@ -93,7 +95,8 @@ def write_suite_results(res, out: Path, provenance: Provenance) -> Path:
             for x in r.to_rows()]
     verdicts = [dict(method=v.method, check=v.check, value=v.value, threshold=v.threshold, verdict=v.verdict,
                      unit=v.unit) for v in res.verdicts]
-    return write_results(Path(out) / "results.csv", harness_results(rows) + verdict_results(verdicts), provenance)
+    results = harness_results(rows) + verdict_results(verdicts)
+    return write_results(Path(out) / "results.csv", results, provenance)
 
 
 def _args(argv):

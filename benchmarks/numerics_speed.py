@@ -13,11 +13,12 @@ Threads are pinned to one (OMP/OpenBLAS/MKL env vars); NumPy's elementwise kerne
 Reference points (not measured here, from NUMERICS.md §7): MMA-Sim about 1.4e4 outputs/s, a NumPy port of
 it about 1.2e6 outputs/s. The issue's target: at least 2e6 dot products of length 16 per second.
 
-Output: a result file (``tcemu._results``), benchmark ``numerics_speed``, impl the function timed, one case per
-(recipe: the preset, K), metrics ``dot_products_per_s`` (median) and its ``_p20`` / ``_p80``; the provenance's
+Output: a result file (``tcemu._results``), benchmark ``numerics_speed``, impl the function timed, one case
+per (recipe: the preset, K), metrics ``dot_products_per_s`` (median) and its ``_p20`` / ``_p80``; the provenance's
 ``gpu`` names the CPU. Stored runs: ``benchmarks/results/cpu/numerics/``.
 
-Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick] [--out out/numerics_speed.csv]``
+Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]
+[--out out/numerics_speed.csv]``
 """
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 #: where results are cited: the README, the docs (pages and JSON), the results' own summaries and reports, and
 #: the benchmarks' docstrings (where their stored runs are)
-CITING = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "docs").rglob("*.json")),
-          *sorted(RESULTS.rglob("*.md")), *sorted((ROOT / "benchmarks").glob("*.py"))]
+CITING = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")),
+          *sorted((ROOT / "docs").rglob("*.json")), *sorted(RESULTS.rglob("*.md")),
+          *sorted((ROOT / "benchmarks").glob("*.py"))]
 RESULT_PATH = re.compile(r"benchmarks/results/(?:[A-Za-z0-9_.*/+-]|\{[A-Za-z0-9_.,]+\})*")
 #: a script the docs name; one of a given commit (``of commit <sha>``, ``<sha>:benchmarks/...``) may be gone
 SCRIPT = re.compile(r"(?<![0-9a-f]{7}:)benchmarks/([A-Za-z0-9_]+\.py)(`? of (?:that )?commit)?")
@@ -86,7 +87,7 @@ def test_benchmarks_are_the_maintained_scripts_each_documented():
     assert scripts == MAINTAINED
     for name in scripts:
         doc = ast.get_docstring(ast.parse((ROOT / "benchmarks" / name).read_text())) or ""
-        assert len(doc) > 200 and f"benchmarks/{name}" in doc, f"{name}: say what it measures and how to run it"
+        assert len(doc) > 200 and f"benchmarks/{name}" in doc, f"{name}: say what it measures, how to run it"
         assert "tcemu._results" in doc or "results.csv" in doc, f"{name}: say what it writes"
 
 
@@ -101,15 +102,15 @@ def _bench(name):
 
 def test_mlip_full_results_keep_the_suites_columns(tmp_path):
     """mlip_full.py's results.csv (and the stored MLIP files): a suite row's potential is its impl, its check,
-    system, atoms, reference, x value and repeat its case; a verdict's check string splits into impl and case."""
+    system, atoms, reference, x value and repeat its case; a verdict's check splits into impl and case."""
     from tcemu._results import Provenance, read_wide, write_results
 
     mlip_full = _bench("mlip_full")
     rows = [dict(check="energy_curve", potential="pet-s", system="pt111_co_38", n_atoms=38, method="fp64",
-                 reference="", metric="energy", unit="eV", value=66.52694585081582, x_name="height_A", x_value=1.2,
-                 repeat=""),
-            dict(check="relax", potential="chgnet", system="cantor_539", n_atoms=539, method="fp32", reference="fire2",
-                 metric="steps", unit="steps", value=135, x_name="", x_value="", repeat=0)]
+                 reference="", metric="energy", unit="eV", value=66.52694585081582, x_name="height_A",
+                 x_value=1.2, repeat=""),
+            dict(check="relax", potential="chgnet", system="cantor_539", n_atoms=539, method="fp32",
+                 reference="fire2", metric="steps", unit="steps", value=135, x_name="", x_value="", repeat=0)]
     verdicts = [dict(method="bf16x3", check="single_point:energy_abs_err[chgnet/water_192]", value="0.000376",
                      threshold="0.000183", verdict="fail")]
     res = mlip_full.harness_results(rows) + mlip_full.verdict_results(verdicts)
@@ -119,7 +120,8 @@ def test_mlip_full_results_keep_the_suites_columns(tmp_path):
         ("chgnet", "check=single_point;system=water_192;criterion=energy_abs_err", "measured", "eV"),
         ("chgnet", "check=single_point;system=water_192;criterion=energy_abs_err", "threshold", "eV"),
         ("chgnet", "check=single_point;system=water_192;criterion=energy_abs_err", "verdict", "text")]
-    prov = Provenance("NVIDIA H200", "580.159.04", "2.11.0+cu130", "3.6.0", "c29e9ef", "2026-12-01T00:00:00+00:00")
+    prov = Provenance("NVIDIA H200", "580.159.04", "2.11.0+cu130", "3.6.0", "c29e9ef",
+                      "2026-12-01T00:00:00+00:00")
     wide = read_wide(write_results(tmp_path / "r.csv", res, prov))
     assert wide[0]["energy"] == "66.52694585081582" and wide[1]["steps"] == "135"
     assert (wide[2]["measured"], wide[2]["threshold"], wide[2]["verdict"]) == ("0.000376", "0.000183", "fail")

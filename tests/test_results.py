@@ -12,8 +12,8 @@ from tcemu import _results
 from tcemu._results import (HEADER, PROVENANCE_COLUMNS, Provenance, Result, case, from_wide, measurement,
                             parse_case, read_results, read_wide, write_results)
 
-PROV = Provenance(gpu="NVIDIA H200", driver="580.159.04", torch="2.11.0+cu130", triton="3.6.0", commit="c29e9ef",
-                  date="2026-12-01T10:00:00+00:00")
+PROV = Provenance(gpu="NVIDIA H200", driver="580.159.04", torch="2.11.0+cu130", triton="3.6.0",
+                  commit="c29e9ef", date="2026-12-01T10:00:00+00:00")
 UNITS = {"median_ms": "ms", "tflops": "TFLOP/s", "config": "text", "same_bits": "bool", "calls": "count"}
 
 
@@ -24,7 +24,8 @@ def _gemm_rows():
             + measurement("gemm", "tcemu", "tf32x3", c1, {"median_ms": 0.1 + 0.2, "tflops": float("nan"),
                                                             "config": "128x128x32w8s3m1pg first-call 1.2s",
                                                             "same_bits": True, "calls": 30}, UNITS)
-            + measurement("gemm", "tcemu", "tf32x3", c2, {"median_ms": 3.5, "tflops": None, "config": ""}, UNITS))
+            + measurement("gemm", "tcemu", "tf32x3", c2, {"median_ms": 3.5, "tflops": None, "config": ""},
+                          UNITS))
 
 
 def test_rows_are_long_with_the_provenance_on_every_row(tmp_path):
@@ -47,7 +48,8 @@ def test_round_trip_keeps_every_value_exactly(tmp_path):
     path = write_results(tmp_path / "gemm.csv", _gemm_rows(), PROV)
     wide = read_wide(path)
     assert [(m["impl"], m["method"], m["direction"], m["M"]) for m in wide] == [
-        ("cublas", "sgemm", "fwd", "8192"), ("tcemu", "tf32x3", "fwd", "8192"), ("tcemu", "tf32x3", "bwd_input", "604800")]
+        ("cublas", "sgemm", "fwd", "8192"), ("tcemu", "tf32x3", "fwd", "8192"),
+        ("tcemu", "tf32x3", "bwd_input", "604800")]
     tf = wide[1]
     bits = struct.pack("<d", float(tf["median_ms"]))
     assert bits == struct.pack("<d", 0.1 + 0.2)  # repr: the same double back
@@ -58,7 +60,7 @@ def test_round_trip_keeps_every_value_exactly(tmp_path):
 
 
 def test_wide_rows_round_trip(tmp_path):
-    """from_wide and read_wide are inverses: the benchmarks collect wide dicts, tables and plots read them back."""
+    """from_wide and read_wide are inverses: benchmarks collect wide dicts, tables and plots read them."""
     wide = [{"impl": "torch", "method": "fp32", "model": "pet-s", "n_atoms": 17280, "mode": "compile",
              "median_ms": 385.68561149998004, "note": "first call 5.5 s; skips 0"},
             {"method": "tf32x3", "model": "pet-s", "n_atoms": 17280, "mode": "graph", "round": 2,
@@ -131,7 +133,7 @@ def test_current_provenance_names_this_machine(monkeypatch):
 
 
 def test_commit_of_a_source_snapshot(monkeypatch, tmp_path):
-    """A snapshot's COMMIT file names its code (before git, whose metadata a copy may carry from elsewhere)."""
+    """A snapshot's COMMIT file names its code (before git: a copy may carry another commit's metadata)."""
     monkeypatch.delenv("TCEMU_COMMIT", raising=False)
     monkeypatch.setattr(_results, "_ROOT", tmp_path)  # no git repository there
     assert _results._commit() == "unknown"

@@ -5,10 +5,11 @@ A result file is a CSV with one row per measured value and these columns (:data:
     benchmark, impl, method, case, metric, value, unit, gpu, driver, torch, triton, commit, date
 
 - ``benchmark``: what measured it (the script, e.g. ``gemm``, ``md_step``, ``attention``).
-- ``impl``: whose code ran (``tcemu``, ``cublas``, ``torch``, ``triton-builtin``, ``xla``, a potential's name).
+- ``impl``: whose code ran (``tcemu``, ``cublas``, ``torch``, ``triton-builtin``, ``xla``, a potential's
+  name).
 - ``method``: the arithmetic (``fp32``, ``tf32x3``, ``bf16x6``, ...); empty where none applies.
-- ``case``: what was measured, as ``key=value`` fields joined by ``;``, e.g. ``direction=fwd;M=8192;K=8192;N=8192``
-  (:func:`case` writes it, :func:`parse_case` reads it back).
+- ``case``: what was measured, as ``key=value`` fields joined by ``;``, e.g.
+  ``direction=fwd;M=8192;K=8192;N=8192`` (:func:`case` writes it, :func:`parse_case` reads it back).
 - ``metric``, ``value``, ``unit``: one measured value, a number (floats written exactly, ``repr``) or, where
   ``unit`` is ``text``, a note such as the kernel configuration an autotuner chose.
 - Provenance, the same on every row of one run: ``gpu`` (the device's name, or ``CPU: <model>``), ``driver``
@@ -27,8 +28,8 @@ A benchmark builds :class:`Result` rows with :func:`measurement` and writes them
 
 :func:`from_wide` makes the rows from wide dicts (one per measured case, as a benchmark collects them).
 :func:`read_results` returns the rows (every value as text); :func:`read_wide` one dict per measured case
-(``benchmark``, ``impl``, ``method``, the case's fields, each metric's value, the provenance), the wide view that
-tables and plots want. This module is kept small and stable: the benchmarks depend on it.
+(``benchmark``, ``impl``, ``method``, the case's fields, each metric's value, the provenance), the wide view
+that tables and plots want. This module is kept small and stable: the benchmarks depend on it.
 """
 
 from __future__ import annotations
@@ -71,8 +72,9 @@ class Provenance:
 
         v = _hw.versions()
         on_gpu = bool(v["gpu"]) and (device is None or str(device).startswith("cuda"))
-        return cls(gpu=v["gpu"] if on_gpu else f"CPU: {_cpu_model()}", driver=(v["driver"] or "") if on_gpu else "",
-                   torch=v["torch"] or "", triton=v["triton"] or "", commit=_commit(),
+        return cls(gpu=v["gpu"] if on_gpu else f"CPU: {_cpu_model()}",
+                   driver=(v["driver"] or "") if on_gpu else "", torch=v["torch"] or "",
+                   triton=v["triton"] or "", commit=_commit(),
                    date=datetime.now(timezone.utc).isoformat(timespec="seconds"))
 
 
@@ -131,9 +133,9 @@ def measurement(benchmark: str, impl: str, method: str, case: str, values: Mappi
 
 def from_wide(benchmark: str, rows: Iterable[Mapping[str, object]], case_fields: Iterable[str],
               units: Mapping[str, str], impl: str | None = None) -> list[Result]:
-    """:class:`Result` rows from wide dicts, one per measured case (the inverse of :func:`read_wide`): ``impl``
-    and ``method`` from the dict (``impl`` may be given instead), the case from ``case_fields``, a metric from
-    every key of ``units``. A key that is none of these is an error (a column would be lost)."""
+    """:class:`Result` rows from wide dicts, one per measured case (the inverse of :func:`read_wide`):
+    ``impl`` and ``method`` from the dict (``impl`` may be given instead), the case from ``case_fields``, a
+    metric from every key of ``units``. A key that is none of these is an error (a column would be lost)."""
     case_fields = tuple(case_fields)
     known = {"impl", "method", *case_fields, *units}
     out = []
@@ -150,9 +152,10 @@ def from_wide(benchmark: str, rows: Iterable[Mapping[str, object]], case_fields:
     return out
 
 
-def write_results(path: str | os.PathLike, results: Iterable[Result], provenance: Provenance | None = None) -> Path:
-    """Write ``results`` to the CSV ``path`` (replaced whole, atomically: a benchmark may rewrite it after every
-    measurement); each row gets its own provenance or ``provenance``."""
+def write_results(path: str | os.PathLike, results: Iterable[Result],
+                  provenance: Provenance | None = None) -> Path:
+    """Write ``results`` to the CSV ``path`` (replaced whole, atomically: a benchmark may rewrite it after
+    every measurement); each row gets its own provenance or ``provenance``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -162,7 +165,8 @@ def write_results(path: str | os.PathLike, results: Iterable[Result], provenance
         for r in results:
             prov = r.provenance or provenance
             if prov is None:
-                raise ValueError(f"no provenance for {r.benchmark} {r.metric}: pass provenance=Provenance.current()")
+                raise ValueError(f"no provenance for {r.benchmark} {r.metric}: "
+                                 "pass provenance=Provenance.current()")
             writer.writerow([r.benchmark, r.impl, r.method, r.case, r.metric, r.value, r.unit,
                              *dataclasses.astuple(prov)])
     tmp.replace(path)
@@ -222,9 +226,9 @@ def _cpu_model() -> str:
 
 
 def _commit() -> str:
-    """The measured code's commit: ``TCEMU_COMMIT``, else the ``COMMIT`` file a source snapshot carries (it names
-    the snapshot's code even where the copy's git metadata is another commit's), else git (``-dirty`` with local
-    changes), else ``unknown``."""
+    """The measured code's commit: ``TCEMU_COMMIT``, else the ``COMMIT`` file a source snapshot carries (it
+    names the snapshot's code even where the copy's git metadata is another commit's), else git (``-dirty``
+    with local changes), else ``unknown``."""
     if os.environ.get("TCEMU_COMMIT"):
         return os.environ["TCEMU_COMMIT"]
     snapshot = _ROOT / "COMMIT"
