@@ -54,7 +54,7 @@ class EmulationValidationConfig:
     kernels: tuple[str, ...] = KERNEL_FAMILIES
     outputs: int = 10_000_000  # per (method, kernel)
     families: tuple[str, ...] = GEMM_FAMILIES
-    k_max: int = 192  # sized for the H200 run: benchmarks/twin_speed.py
+    k_max: int = 192  # sized for the H200 run: benchmarks/numerics_speed.py --twin
     max_mn: int = 1024
     workers: int = 0  # 0: cpu_count - 1
     seed: int = 2026
