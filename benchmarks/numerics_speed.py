@@ -17,8 +17,18 @@ Output: a result file (``tcemu._results``), benchmark ``numerics_speed``, impl t
 per (recipe: the preset, K), metrics ``dot_products_per_s`` (median) and its ``_p20`` / ``_p80``; the provenance's
 ``gpu`` names the CPU. Stored runs: ``benchmarks/results/cpu/numerics/``.
 
+``--twin``: the emulated-GEMM twin (tcemu.numerics.emulated) instead, as ``tcemu validate --emulation``'s workers
+run it, on the GEMMs of that validation's plan (``tcemu.numerics.hardware.gemm_families.plan``: K up to 192, M
+and N up to 1024): per (method, kernel family) ``--gemms`` GEMMs, ``--twin-rows`` rows of each, timed in CPU time
+of the process (``time.process_time``: on a machine loaded by other work wall time would count the others).
+Metrics per (method, kernel): ``outputs_per_cpu_s``, the plan's ``plan_outputs``, its output-weighted mean K
+``plan_mean_k`` and ``plan_cpu_s`` (plan outputs / rate); and for the whole plan ``plan_cpu_s``, the CPU seconds of
+the H200 run's twin for ``--outputs`` outputs per (method, kernel). Stored run:
+``benchmarks/results/cpu/numerics/twin_speed_ci_machine.csv``.
+
 Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]
-[--out out/numerics_speed.csv]``
+[--out out/numerics_speed.csv]``; ``python benchmarks/numerics_speed.py --twin [--outputs 1e7] [--gemms 6]
+[--twin-rows 24] --out out/twin_speed.csv``
 """
 
 from __future__ import annotations
@@ -84,7 +94,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="2^17 rows, 3 repeats, no oracle")
     ap.add_argument("--out", default="out/numerics_speed.csv", help="result file")
+    ap.add_argument("--twin", action="store_true", help="time the emulated-GEMM twin on the validation plan")
+    ap.add_argument("--outputs", type=float, default=1e7, help="--twin: outputs per (method, kernel) of the plan")
+    ap.add_argument("--gemms", type=int, default=6, help="--twin: GEMMs timed per (method, kernel)")
+    ap.add_argument("--twin-rows", type=int, default=24, help="--twin: rows of each GEMM timed")
     args = ap.parse_args(argv)
+    if args.twin:
+        return _twin(args)
     rows, repeats = (1 << 17, 3) if args.quick else (args.rows, args.repeats)
     rng = np.random.default_rng(0)
     prov = Provenance.current(device="cpu")
@@ -106,6 +122,53 @@ def main(argv: list[str] | None = None) -> int:
         rate = 2000 / t
         print(f"{'oracle h100 mma.sync fp16->fp32':32s} K=16   {np.median(rate):10.3g} dot products/s")
         out_rows += _rates("tcemu.numerics.oracle.oracle_bits", "h100 mma.sync fp16->fp32", 16, rate)
+    print(f"wrote {write_results(args.out, out_rows, prov)}")
+    return 0
+
+
+def _twin(args) -> int:
+    """--twin (module docstring): the twin's outputs per CPU second on the validation plan."""
+    import warnings
+
+    import torch
+
+    from tcemu.numerics.hardware.emulation_validate import METHODS, _twin_bits
+    from tcemu.numerics.hardware.gemm_families import gemm_inputs, plan
+    from tcemu.numerics.schedule import KERNEL_FAMILIES
+
+    warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
+    torch.set_num_threads(1)
+    units = {"outputs_per_cpu_s": "1/s", "plan_outputs": "count", "plan_mean_k": "count", "plan_cpu_s": "s"}
+    jobs = plan(METHODS, KERNEL_FAMILIES, int(args.outputs))
+    out_rows, total = [], 0.0
+    for method in METHODS:
+        for kernel in KERNEL_FAMILIES:
+            js = [j for j in jobs if (j.method, j.kernel) == (method, kernel)]
+            if not js:
+                continue
+            cpu = outputs = 0.0
+            for j in js[6: 6 + args.gemms]:  # past the first round (short-K replay GEMMs)
+                a, b = gemm_inputs(j.family, j.m, j.k, j.n, np.random.default_rng(j.seed))
+                r = min(args.twin_rows, j.m)
+                _twin_bits(method, j.config, "h200", True, a[:2], b)  # warm-up: the schedule, the tables
+                t0 = time.process_time()
+                _twin_bits(method, j.config, "h200", True, a[:r], b)
+                cpu += time.process_time() - t0
+                outputs += r * j.n
+            rate = outputs / cpu
+            n_out = sum(j.m * j.n for j in js)
+            mean_k = sum(j.m * j.n * j.k for j in js) / n_out
+            total += n_out / rate
+            print(f"{method} {kernel:<6s} {rate:10.3g} outputs per CPU second (plan: mean K {mean_k:.0f}, "
+                  f"{n_out:.3g} outputs, {n_out / rate:6.1f} CPU s)")
+            out_rows += measurement("numerics_speed", "tcemu.numerics.emulated", method, case(kernel=kernel),
+                                    {"outputs_per_cpu_s": rate, "plan_outputs": n_out, "plan_mean_k": mean_k,
+                                     "plan_cpu_s": n_out / rate}, units)
+    print(f"plan: {total:.0f} CPU s")
+    out_rows += measurement("numerics_speed", "tcemu.numerics.emulated", "", case(kernel="all"),
+                            {"plan_outputs": sum(j.m * j.n for j in jobs), "plan_cpu_s": total}, units)
+    prov = Provenance.current(device="cpu")
+    prov = dataclasses.replace(prov, gpu=f"{prov.gpu} (1 core)")
     print(f"wrote {write_results(args.out, out_rows, prov)}")
     return 0
 
