@@ -1,0 +1,59 @@
+"""benchmarks/md_run.py (issue 24): the whole-run benchmark runs end to end at a tiny size, both engines."""
+
+import csv
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("metatrain")
+pytest.importorskip("torch_sim")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("md_run", ROOT / "benchmarks" / "md_run.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["md_run"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cpu_smoke_run_writes_the_long_format_csv(tmp_path):
+    bench = load_bench()
+    out = tmp_path / "md_run.csv"
+    rc = bench.main(["--device", "cpu", "--shape", "tiny", "--systems", "water_192", "--steps", "4", "--log-every", "2",
+                     "--warmup", "1", "--breakdown-steps", "1", "--compile", "none", "--out", str(out)])
+    assert rc == 0
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0]) == bench.COLUMNS
+    assert all(r["git_commit"] and r["date"] and r["torch"] for r in rows)
+
+    def value(engine, method, metric):
+        (r,) = [r for r in rows if (r["engine"], r["method"], r["metric"], r["step"]) == (engine, method, metric, "")]
+        return float(r["value"])
+
+    for engine in ("ase", "torchsim"):
+        for method in ("fp32", "tf32x3+attn"):
+            assert value(engine, method, "s_per_step") > 0
+            assert math.isfinite(value(engine, method, "drift_meV_per_atom_ps"))
+            assert value(engine, method, "nl_ms") > 0 and value(engine, method, "model_ms") > 0
+            steps = [int(r["step"]) for r in rows if (r["engine"], r["method"], r["metric"]) ==
+                     (engine, method, "e_total_eV")]
+            assert steps == [0, 2, 4]
+        assert value(engine, "fp32", "speedup_vs_fp32") == 1.0
+        # the same initial state and FP32-accurate forces: the two methods' energies agree to FP32 rounding
+        e = {m: [float(r["value"]) for r in rows if (r["engine"], r["method"], r["metric"]) == (engine, m, "e_pot_eV")]
+             for m in ("fp32", "tf32x3+attn")}
+        assert e["fp32"] == pytest.approx(e["tf32x3+attn"], rel=1e-5)
+
+
+def test_drift_fit_and_method_names():
+    bench = load_bench()
+    drift, fluct = bench.drift_and_fluct([0, 10, 20], [1.0, 1.1, 1.2], n_atoms=10, dt_fs=1.0)
+    assert drift == pytest.approx(1000.0) and fluct > 0  # 0.1 eV per 10 fs = 10 eV/ps, over 10 atoms
+    assert bench.split_method("tf32x3+attn") == ("tf32x3", True)
+    with pytest.raises(ValueError):
+        bench.split_method("fp32+attn")
