@@ -12,12 +12,13 @@ The model must compute in float32 (``model.dtype``): TorchSim's own models often
 there is nothing to emulate.
 
 :func:`nve` and :func:`fire` give a velocity-Verlet NVE and a FIRE relaxation as ``(state, step)`` with the
-API of the installed TorchSim (0.3: ``ts.integrators.nve(model, dt=, kT=)``; 0.5 and later:
-``ts.nve_init`` / ``ts.nve_update``), for loops that time or log each step.
+API of the installed TorchSim (0.3: ``ts.integrators.nve(model, dt=, kT=)``; 0.5: ``nve_init`` / ``nve_update``;
+0.6: ``nve_init`` / ``nve_step``, the seed on the state), for loops that time or log each step.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -85,9 +86,14 @@ def nve(model: Any, state: Any, *, dt_fs: float, temperature_K: float, seed: int
     state = ts.initialize_state(state, model.device, model.dtype)
     dt = _tensor(dt_fs * 1e-3 * MetalUnits.time, model)  # MetalUnits.time: one picosecond in metal units
     kT = _tensor(temperature_K * MetalUnits.temperature, model)
-    if hasattr(integrators, "nve_init"):  # TorchSim 0.5 and later
-        md = integrators.nve_init(model=model, state=state, kT=kT, seed=seed)
-        return md, lambda s: integrators.nve_update(model, s, dt=dt)
+    if hasattr(integrators, "nve_init"):  # TorchSim 0.5 and later (keywords: the argument order changed in 0.6)
+        if "seed" in inspect.signature(integrators.nve_init).parameters:  # 0.5
+            md = integrators.nve_init(state=state, model=model, kT=kT, seed=seed)
+        else:  # 0.6: the state carries the seed of its random numbers
+            state.rng = seed
+            md = integrators.nve_init(state=state, model=model, kT=kT)
+        nve_step = getattr(integrators, "nve_step", None) or integrators.nve_update
+        return md, lambda s: nve_step(state=s, model=model, dt=dt)
     init_fn, update_fn = integrators.nve(model=model, dt=dt, kT=kT, seed=seed)  # TorchSim 0.3
     return init_fn(state), lambda s: update_fn(s, dt=dt)
 
@@ -99,7 +105,7 @@ def fire(model: Any, state: Any) -> tuple[Any, Callable[[Any], Any]]:
 
     state = ts.initialize_state(state, model.device, model.dtype)
     if hasattr(optimizers, "fire_init"):  # TorchSim 0.5 and later
-        opt = optimizers.fire_init(state, model)
-        return opt, lambda s: optimizers.fire_step(s, model)
+        opt = optimizers.fire_init(state=state, model=model)
+        return opt, lambda s: optimizers.fire_step(state=s, model=model)
     init_fn, step_fn = optimizers.fire(model=model)  # TorchSim 0.3
     return init_fn(state), step_fn
