@@ -8,8 +8,6 @@ process that never runs a model never imports tcemu. See :mod:`tcemu.autoload`.
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import os
 import sys
 
@@ -32,11 +30,15 @@ def _on_torch_imported() -> None:
     _handover.handle = register_module_forward_pre_hook(_handover)
 
 
-class _TorchLoader(importlib.abc.Loader):
-    """torch's own loader, then :func:`_on_torch_imported`."""
+class _TorchLoader:
+    """torch's own loader, then :func:`_on_torch_imported` (the import protocol's two methods; the rest is
+    torch's loader's). No importlib.abc base: importing it costs tens of milliseconds at interpreter start."""
 
     def __init__(self, loader) -> None:
         self.loader = loader
+
+    def __getattr__(self, name):
+        return getattr(self.loader, name)
 
     def create_module(self, spec):
         return self.loader.create_module(spec)
@@ -46,17 +48,21 @@ class _TorchLoader(importlib.abc.Loader):
         _on_torch_imported()
 
 
-class _TorchFinder(importlib.abc.MetaPathFinder):
-    """Finds ``torch`` by the other finders, wraps its loader, and leaves ``sys.meta_path``."""
+class _TorchFinder:
+    """A ``sys.meta_path`` finder: finds ``torch`` by the other finders, wraps its loader, and steps aside."""
 
     def find_spec(self, name, path, target=None):
         if name != "torch":
             return None
         sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _TorchLoader(spec.loader)
-        return spec
+        for finder in sys.meta_path:
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _TorchLoader(spec.loader)
+                return spec
+        return None
 
 
 def activate() -> None:
