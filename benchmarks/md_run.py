@@ -25,9 +25,9 @@ steps: 0 means no recompilation as the neighbour count changed), ``graphs_compil
 ``model_ms`` and ``engine_ms`` per step (breakdown), and ``e_total_eV`` / ``e_pot_eV`` at each logged ``step``.
 Every row carries the GPU, driver, torch, triton, git commit and date. A configuration that fails records its
 error in ``note``; ``--budget-s`` skips what would start after that many seconds (noted), in the order of
-``--systems`` (largest first by default), so a time-limited run keeps its priorities.
+``--systems``, engines and methods, so a time-limited run keeps its priorities.
 
-    python benchmarks/md_run.py --out $OUT/md_run.csv                         # H200: the issue's run
+    python benchmarks/md_run.py --large-steps 100 --budget-s 400 --out $OUT/md_run_h200.csv   # H200 (see docs)
     python benchmarks/md_run.py --device cpu --shape tiny --systems water_192 --steps 10 --log-every 5 \\
         --compile eager --out /tmp/md_run.csv                                  # CPU smoke test
 """
@@ -57,7 +57,9 @@ COLUMNS = ["engine", "system", "n_atoms", "method", "compile", "metric", "step",
            "gpu", "driver", "torch", "triton", "git_commit", "date"]
 ENGINES = ("ase", "torchsim")
 #: the issue's systems: the 17,280-atom water box (90 copies of the 192-atom box) and the 192-atom box
-DEFAULT_SYSTEMS = "water_17280,water_192"
+DEFAULT_SYSTEMS = "water_192,water_17280"
+#: systems larger than this take ``--large-steps`` timed steps
+LARGE_ATOMS = 5000
 
 
 def provenance() -> dict[str, str]:
@@ -97,7 +99,11 @@ def split_method(method: str) -> tuple[str, bool]:
     return base, bool(plus)
 
 
-def build_model(base: torch.nn.Module, method: str, compile_mode: str) -> torch.nn.Module:
+#: ``--compile-scope``: PET's methods compiled (``full``: tcemu.mlip.models.PET_COMPILE_SCOPE)
+COMPILE_SCOPES = {"full": ("preprocess", "calculate_features", "predict"), "backend": ("calculate_features", "predict")}
+
+
+def build_model(base: torch.nn.Module, method: str, compile_mode: str, scope: str = "full") -> torch.nn.Module:
     """A copy of the FP32 PET ``base`` in ``method``, compiled with dynamic shapes unless ``compile_mode`` is none."""
     import tcemu
     from tcemu.mlip.models import compile_pet_, is_pet_attention_block
@@ -109,7 +115,7 @@ def build_model(base: torch.nn.Module, method: str, compile_mode: str) -> torch.
     if attention:
         tcemu.emulate_functional_(pet, name, is_pet_attention_block, attention=True, matmuls=False)
     if compile_mode != "none":
-        compile_pet_(pet, backend=compile_mode)
+        compile_pet_(pet, backend=compile_mode, scope=COMPILE_SCOPES[scope])
     return pet
 
 
@@ -209,12 +215,16 @@ def torchsim_model(pet, device: torch.device):
     return model
 
 
-def _torchsim_nl_owner():
-    """(module, attribute) of the neighbour-list function TorchSim's metatomic model calls, for the breakdown."""
+def _torchsim_nl_owner(model):
+    """(object, attribute) of the neighbour-list call of TorchSim's metatomic model, for the breakdown:
+    metatomic-torchsim 0.1.7's calculator object, an older one's module function, or TorchSim 0.3's vesin call."""
+    if hasattr(model, "_nl_calculators"):
+        return model._nl_calculators, "compute"
     with contextlib.suppress(ImportError):
         import metatomic_torchsim._model as m
 
-        return m, "_compute_requested_neighbors"
+        if hasattr(m, "_compute_requested_neighbors"):
+            return m, "_compute_requested_neighbors"
     import vesin.metatomic as v
 
     return v, "compute_requested_neighbors"
@@ -250,7 +260,7 @@ def run_torchsim(pet, atoms, args, device, rows: Callable[..., None]) -> None:
     finish(rows, wall, args, g0, log, len(atoms))
     if args.breakdown_steps:
         nl, mod, step_times = [], [], []
-        owner, name = _torchsim_nl_owner()
+        owner, name = _torchsim_nl_owner(model)
         with timed(owner, name, device, nl), timed(model, "forward", device, mod):
             for _ in range(args.breakdown_steps):
                 t = time.perf_counter()
@@ -341,8 +351,8 @@ def run(args: argparse.Namespace) -> list[dict]:
         atoms = systems.build(system)
         for engine in engines:
             for method in methods:
-                key = dict(engine=engine, system=system, n_atoms=len(atoms), method=method, compile=args.compile,
-                           **meta)
+                key = dict(engine=engine, system=system, n_atoms=len(atoms), method=method,
+                           compile=f"{args.compile}:{args.compile_scope}" if args.compile != "none" else "none", **meta)
 
                 def add(metric, value, unit, step="", note="", key=key):
                     rows.append({**key, "metric": metric, "value": value, "unit": unit, "step": step, "note": note})
@@ -354,9 +364,10 @@ def run(args: argparse.Namespace) -> list[dict]:
                       flush=True)
                 try:
                     if method not in models:
-                        models[method] = build_model(base, method, args.compile)
+                        models[method] = build_model(base, method, args.compile, args.compile_scope)
                     runner = run_ase if engine == "ase" else run_torchsim
-                    runner(models[method], atoms, args, device, add)
+                    steps = args.large_steps if args.large_steps and len(atoms) > LARGE_ATOMS else args.steps
+                    runner(models[method], atoms, argparse.Namespace(**{**vars(args), "steps": steps}), device, add)
                     got = {r["metric"]: r["value"] for r in rows if r.get("engine") == engine and
                            r.get("system") == system and r.get("method") == method and not r["step"]}
                     print(f"   {got.get('s_per_step', math.nan) * 1e3:9.2f} ms/step  drift "
@@ -385,7 +396,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--methods", default="fp32,tf32x3+attn", help="fp32 first (the speedups' reference)")
     p.add_argument("--compile", default="inductor", choices=("inductor", "aot_eager", "eager", "none"),
                    help="torch.compile backend of PET (dynamic shapes), or none for eager PyTorch")
+    p.add_argument("--compile-scope", default="full", choices=tuple(COMPILE_SCOPES))
     p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--large-steps", type=int, default=0,
+                   help=f"timed steps for systems of more than {LARGE_ATOMS} atoms (default: --steps)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--log-every", type=int, default=10)
     p.add_argument("--breakdown-steps", type=int, default=5)
