@@ -22,7 +22,8 @@ the neighbour-list call and inside the model call measured (CUDA synchronised ar
 ``first_step_s``, ``speedup_vs_fp32`` (the same engine and system), ``drift_meV_per_atom_ps`` (linear fit of the
 logged total energy), ``fluct_meV_per_atom``, ``graphs_compiled_timed`` (Dynamo graphs compiled during the timed
 steps: 0 means no recompilation as the neighbour count changed), ``graphs_compiled_total``, ``nl_ms``,
-``model_ms`` and ``engine_ms`` per step (breakdown), and ``e_total_eV`` / ``e_pot_eV`` at each logged ``step``.
+``model_ms`` and ``engine_ms`` per step (breakdown), ``coverage_fraction`` (with ``--coverage``, where tcemu has
+its coverage meter ``tcemu.coverage``), and ``e_total_eV`` / ``e_pot_eV`` at each logged ``step``.
 Every row carries the GPU, driver, torch, triton, git commit and date. A configuration that fails records its
 error in ``note``; ``--budget-s`` skips what would start after that many seconds (noted), in the order of
 ``--systems``, engines and methods, so a time-limited run keeps its priorities.
@@ -192,6 +193,24 @@ def run_ase(pet, atoms, args, device, rows: Callable[..., None]) -> None:
                 dyn.run(1)
                 step_times.append(time.perf_counter() - t)
         breakdown(rows, nl, model, step_times)
+    coverage(rows, lambda: dyn.run(1), args)
+
+
+def coverage(rows, one_step: Callable[[], None], args) -> None:
+    """With ``--coverage`` and a tcemu that has the coverage meter (``tcemu.coverage``): the share of the
+    step's float32 products that ran emulated, measured over one more step (off by default: the meter may
+    make Dynamo compile new graphs)."""
+    import tcemu
+
+    meter = getattr(tcemu, "coverage", None)
+    if not args.coverage:
+        return
+    if meter is None:
+        rows("coverage_fraction", "", "", note="this tcemu has no tcemu.coverage")
+        return
+    with meter() as cov:
+        one_step()
+    rows("coverage_fraction", float(cov.fraction), "", note="one step inside tcemu.coverage()")
 
 
 def torchsim_model(pet, device: torch.device):
@@ -268,6 +287,7 @@ def run_torchsim(pet, atoms, args, device, rows: Callable[..., None]) -> None:
                 _sync(device)
                 step_times.append(time.perf_counter() - t)
         breakdown(rows, nl, mod, step_times)
+    coverage(rows, lambda: step(state), args)
 
 
 def finish(rows, wall: float, args, g0: int, log: list[tuple[int, float, float]], n_atoms: int) -> None:
@@ -406,6 +426,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--dt", type=float, default=0.5, help="time step in fs")
     p.add_argument("--temperature", type=float, default=300.0, help="initial temperature in K")
     p.add_argument("--skin", type=float, default=2.0, help="metatomic calculator's Verlet skin in A (ASE)")
+    p.add_argument("--coverage", action="store_true", help="record tcemu.coverage's fraction (where it exists)")
     p.add_argument("--budget-s", type=float, default=0.0, help="skip configurations that would start later")
     p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "."), "md_run.csv"))
     p.add_argument("--traceback", action="store_true")

@@ -25,7 +25,7 @@ def test_cpu_smoke_run_writes_the_long_format_csv(tmp_path):
     bench = load_bench()
     out = tmp_path / "md_run.csv"
     rc = bench.main(["--device", "cpu", "--shape", "tiny", "--systems", "water_192", "--steps", "4", "--log-every", "2",
-                     "--warmup", "1", "--breakdown-steps", "1", "--compile", "none", "--out", str(out)])
+                     "--warmup", "1", "--breakdown-steps", "1", "--compile", "none", "--coverage", "--out", str(out)])
     assert rc == 0
     rows = list(csv.DictReader(out.open()))
     assert list(rows[0]) == bench.COLUMNS
@@ -44,6 +44,10 @@ def test_cpu_smoke_run_writes_the_long_format_csv(tmp_path):
                      (engine, method, "e_total_eV")]
             assert steps == [0, 2, 4]
         assert value(engine, "fp32", "speedup_vs_fp32") == 1.0
+        (cov,) = [r for r in rows if (r["engine"], r["method"], r["metric"]) == (engine, "tf32x3+attn", "coverage_fraction")]
+        import tcemu
+
+        assert (cov["value"] == "") == (not hasattr(tcemu, "coverage"))  # the meter's share, where tcemu has it
         # the same initial state and FP32-accurate forces: the two methods' energies agree to FP32 rounding
         e = {m: [float(r["value"]) for r in rows if (r["engine"], r["method"], r["metric"]) == (engine, m, "e_pot_eV")]
              for m in ("fp32", "tf32x3+attn")}
