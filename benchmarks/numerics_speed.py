@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["numpy>=1.26", "ml_dtypes>=0.4"]
+# dependencies = ["tcemu"]
 # ///
 """Speed of the bit-accurate Tensor Core model (tcemu.numerics) on one CPU core: dot products per second.
 
@@ -13,11 +13,12 @@ Threads are pinned to one (OMP/OpenBLAS/MKL env vars); NumPy's elementwise kerne
 Reference points (not measured here, from NUMERICS.md §7): MMA-Sim about 1.4e4 outputs/s, a NumPy port of
 it about 1.2e6 outputs/s. The issue's target: at least 2e6 dot products of length 16 per second.
 
-Output: ``benchmarks/results/numerics_speed.csv``, long format, one row per measurement:
-name, provider, recipe, metric, unit, x_name, x_value, p20, p50, p80, gpu_name, driver, torch, triton,
-tcemu, git_sha, timestamp (``recipe`` names the preset, ``x_value`` is K, gpu_name holds the CPU model).
+Output: a result file (``tcemu._results``), benchmark ``numerics_speed``, impl the function timed, one case
+per (recipe: the preset, K), metrics ``dot_products_per_s`` (median) and its ``_p20`` / ``_p80``; the provenance's
+``gpu`` names the CPU. Stored runs: ``benchmarks/results/cpu/numerics/``.
 
-Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]``
+Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]
+[--out out/numerics_speed.csv]``
 """
 
 from __future__ import annotations
@@ -28,12 +29,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import csv  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
+import dataclasses  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -41,6 +39,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from tcemu._results import Provenance, case, measurement, write_results  # noqa: E402
 from tcemu.numerics import block_fma_bits, get_preset  # noqa: E402
 from tcemu.numerics.inputs import make_operands  # noqa: E402
 from tcemu.numerics.oracle import oracle_bits  # noqa: E402
@@ -58,22 +57,15 @@ CONFIGS = [  # (arch, instruction, input, output, K)
 ]
 
 
-def _cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+UNITS = {"dot_products_per_s": "1/s", "dot_products_per_s_p20": "1/s", "dot_products_per_s_p80": "1/s"}
 
 
-def _git_sha() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
+def _rates(impl: str, recipe: str, k: int, rate: np.ndarray) -> list:
+    """Result rows of one timed configuration: median, 20th and 80th percentile of the dot-product rate."""
+    p20, p50, p80 = np.percentile(rate, [20, 50, 80])
+    return measurement("numerics_speed", impl, "", case(recipe=recipe, K=k),
+                       {"dot_products_per_s": float(p50), "dot_products_per_s_p20": float(p20),
+                        "dot_products_per_s_p80": float(p80)}, UNITS)
 
 
 def _time(fn, repeats: int) -> np.ndarray:
@@ -91,12 +83,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=1 << 20, help="dot products per timed call (default 2^20)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="2^17 rows, 3 repeats, no oracle")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "numerics_speed.csv"))
+    ap.add_argument("--out", default="out/numerics_speed.csv", help="result file")
     args = ap.parse_args(argv)
     rows, repeats = (1 << 17, 3) if args.quick else (args.rows, args.repeats)
     rng = np.random.default_rng(0)
-    common = dict(gpu_name=f"CPU: {_cpu_name()} (1 core)", driver="", torch="", triton="", tcemu=_git_sha(),
-                  git_sha=_git_sha(), timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    prov = Provenance.current(device="cpu")
+    prov = dataclasses.replace(prov, gpu=f"{prov.gpu} (1 core)")  # the threads are pinned to one
     out_rows = []
     for arch, instr, fin, fout, k in CONFIGS:
         p = get_preset(arch, instr, fin, fout)
@@ -106,26 +98,15 @@ def main(argv: list[str] | None = None) -> int:
         p20, p50, p80 = np.percentile(rate, [20, 50, 80])
         recipe = f"{arch} {instr} {fin}->{fout}"
         print(f"{recipe:32s} K={k:<4d} {p50:10.3g} dot products/s  (p20 {p20:.3g}, p80 {p80:.3g})")
-        out_rows.append(dict(name="numerics_model", provider="tcemu.numerics.block_fma_bits", recipe=recipe,
-                             metric="dot_products_per_s", unit="1/s", x_name="K", x_value=k, p20=f"{p20:.4g}",
-                             p50=f"{p50:.4g}", p80=f"{p80:.4g}", **common))
+        out_rows += _rates("tcemu.numerics.block_fma_bits", recipe, k, rate)
     if not args.quick:
         p = get_preset("h100", "mma.sync", "fp16", "fp32")
         a, b, c = make_operands(p, 2000, 16, "normal", rng)
         t = _time(lambda: oracle_bits(a, b, c, p), 2)
         rate = 2000 / t
-        p20, p50, p80 = np.percentile(rate, [20, 50, 80])
-        print(f"{'oracle h100 mma.sync fp16->fp32':32s} K=16   {p50:10.3g} dot products/s")
-        out_rows.append(dict(name="numerics_oracle", provider="tcemu.numerics.oracle.oracle_bits",
-                             recipe="h100 mma.sync fp16->fp32", metric="dot_products_per_s", unit="1/s", x_name="K",
-                             x_value=16, p20=f"{p20:.4g}", p50=f"{p50:.4g}", p80=f"{p80:.4g}", **common))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(out_rows[0]))
-        w.writeheader()
-        w.writerows(out_rows)
-    print(f"wrote {out}")
+        print(f"{'oracle h100 mma.sync fp16->fp32':32s} K=16   {np.median(rate):10.3g} dot products/s")
+        out_rows += _rates("tcemu.numerics.oracle.oracle_bits", "h100 mma.sync fp16->fp32", 16, rate)
+    print(f"wrote {write_results(args.out, out_rows, prov)}")
     return 0
 
 
