@@ -9,13 +9,14 @@
   installed and not (medians of ``--repeats`` loops);
 * module calls per energy+forces evaluation of PET (tiny), so the per-call cost reads as a per-step cost.
 
-    python benchmarks/autoload_cost.py --out benchmarks/results/autoload_cost_cpu.csv
+Writes a result file of ``tcemu._results`` (``--out``); the stored run: ``benchmarks/results/cpu/autoload/cost.csv``.
+
+    python benchmarks/autoload_cost.py --out benchmarks/results/cpu/autoload/cost.csv
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import statistics
 import subprocess
@@ -140,20 +141,14 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     rows = (pth_line_costs() + interpreter_costs(args.starts) + hook_costs(args.calls, args.repeats)
             + pet_module_calls())
-    import platform
-
-    import torch
-
     for name, value, unit in rows:
         print(f"{name:42s} {value:12.3f} {unit}")
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        with open(args.out, "w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["metric", "value", "unit", "python", "torch", "cpu", "date"])
-            for name, value, unit in rows:
-                w.writerow([name, f"{value:.6g}", unit, platform.python_version(), torch.__version__,
-                            platform.processor() or platform.machine(), time.strftime("%Y-%m-%d")])
+        from tcemu._results import Provenance, Result, write_results
+
+        results = [Result("autoload_cost", "tcemu", "", "", name, repr(float(value)), unit)
+                   for name, value, unit in rows]
+        write_results(args.out, results, Provenance.current("cpu"))
     return 0
 
 
