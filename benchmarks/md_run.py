@@ -18,14 +18,15 @@ new neighbour count. Here each configuration runs a real MD loop on a PET model 
 Per configuration (engine, system, method): ``--warmup`` steps (the first compiles), then ``--steps`` timed steps
 with the total energy logged every ``--log-every`` steps, then ``--breakdown-steps`` steps with the time inside
 the neighbour-list call and inside the model call measured (CUDA synchronised around them). Long-format CSV
-(``--out``, default ``$OUT/md_run.csv``), one row per metric: ``s_per_step`` (wall clock over the timed steps),
+(``--out``, default ``$OUT/md_run.csv``): a result file of ``tcemu._results`` (impl: the engine; case: the model,
+system, atoms, compile mode and, for energies, the step), one row per metric: ``s_per_step`` (wall clock over the timed steps),
 ``first_step_s``, ``speedup_vs_fp32`` (the same engine and system), ``drift_meV_per_atom_ps`` (linear fit of the
 logged total energy), ``fluct_meV_per_atom``, ``graphs_compiled_timed`` (Dynamo graphs compiled during the timed
 steps: 0 means no recompilation as the neighbour count changed), ``graphs_compiled_total``, ``nl_ms``,
 ``model_ms`` and ``engine_ms`` per step (breakdown), ``coverage_fraction`` (with ``--coverage``, where tcemu has
 its coverage meter ``tcemu.coverage``), and ``e_total_eV`` / ``e_pot_eV`` at each logged ``step``.
 Every row carries the GPU, driver, torch, triton, git commit and date. A configuration that fails records its
-error in ``note``; ``--budget-s`` skips what would start after that many seconds (noted), in the order of
+error as a ``s_per_step_note`` row (unit ``text``); ``--budget-s`` skips what would start after that many seconds (noted), in the order of
 ``--systems``, engines and methods, so a time-limited run keeps its priorities.
 
     python benchmarks/md_run.py --large-steps 100 --budget-s 400 --out $OUT/md_run_h200.csv   # H200 (see docs)
@@ -38,12 +39,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import csv
-import datetime
 import math
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -54,28 +52,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-COLUMNS = ["engine", "system", "n_atoms", "method", "compile", "metric", "step", "value", "unit", "note",
-           "gpu", "driver", "torch", "triton", "git_commit", "date"]
 ENGINES = ("ase", "torchsim")
 #: the issue's systems: the 17,280-atom water box (90 copies of the 192-atom box) and the 192-atom box
 DEFAULT_SYSTEMS = "water_192,water_17280"
 #: systems larger than this take ``--large-steps`` timed steps
 LARGE_ATOMS = 5000
-
-
-def provenance() -> dict[str, str]:
-    """GPU, driver, torch, triton, git commit and date (UTC) of this run."""
-    from tcemu import _hw
-
-    v = _hw.versions()
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10,
-                                cwd=Path(__file__).resolve().parent).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        commit = ""
-    return {"gpu": v["gpu"] or "cpu", "driver": v["driver"] or "", "torch": v["torch"], "triton": v["triton"] or "",
-            "git_commit": commit or os.environ.get("TCEMU_GIT_COMMIT", "unknown"),
-            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
 def _sync(device: torch.device) -> None:
@@ -206,11 +187,11 @@ def coverage(rows, one_step: Callable[[], None], args) -> None:
     if not args.coverage:
         return
     if meter is None:
-        rows("coverage_fraction", "", "", note="this tcemu has no tcemu.coverage")
+        rows("coverage_fraction", "", "fraction", note="this tcemu has no tcemu.coverage")
         return
     with meter() as cov:
         one_step()
-    rows("coverage_fraction", float(cov.fraction), "", note="one step inside tcemu.coverage()")
+    rows("coverage_fraction", float(cov.fraction), "fraction", note="one step inside tcemu.coverage()")
 
 
 def torchsim_model(pet, device: torch.device):
@@ -325,14 +306,27 @@ def _free(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def write_rows(rows: list[dict], out: str | None) -> None:
-    if not out:
-        return
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
+def to_results(rows: list[dict], model: str) -> list:
+    """tcemu._results rows: impl the engine, the case its model, system, size, compile mode and (energies) step;
+    a configuration that failed or was skipped gets a ``note`` row (unit ``text``) instead of its value."""
+    from tcemu._results import Result, case
+
+    out = []
+    for r in rows:
+        where = case(model=model, system=r["system"], n_atoms=r["n_atoms"], compile=r["compile"], step=r["step"])
+        if r["value"] != "":
+            out.append(Result("md_run", r["engine"], r["method"], where, r["metric"], repr(float(r["value"])),
+                              r["unit"]))
+        elif r["note"]:
+            out.append(Result("md_run", r["engine"], r["method"], where, f"{r['metric']}_note", r["note"], "text"))
+    return out
+
+
+def write_rows(rows: list[dict], out: str | None, model: str, provenance) -> None:
+    if out:
+        from tcemu._results import write_results
+
+        write_results(out, to_results(rows, model), provenance)
 
 
 def add_speedups(rows: list[dict]) -> list[dict]:
@@ -355,7 +349,10 @@ def run(args: argparse.Namespace) -> list[dict]:
     device = torch.device(args.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.fp32_precision = "ieee"  # FP32 means IEEE FP32, not TF32
-    meta = provenance()
+    from tcemu._results import Provenance
+
+    prov = Provenance.current(str(device))
+    model_name = f"pet-{args.shape}"
     rows: list[dict] = []
     methods = args.methods.split(",")
     for m in methods:
@@ -372,7 +369,7 @@ def run(args: argparse.Namespace) -> list[dict]:
         for engine in engines:
             for method in methods:
                 key = dict(engine=engine, system=system, n_atoms=len(atoms), method=method,
-                           compile=f"{args.compile}:{args.compile_scope}" if args.compile != "none" else "none", **meta)
+                           compile=f"{args.compile}:{args.compile_scope}" if args.compile != "none" else "none")
 
                 def add(metric, value, unit, step="", note="", key=key):
                     rows.append({**key, "metric": metric, "value": value, "unit": unit, "step": step, "note": note})
@@ -400,9 +397,9 @@ def run(args: argparse.Namespace) -> list[dict]:
                     if args.traceback:
                         traceback.print_exc()
                 _free(device)
-                write_rows(rows + add_speedups(rows), args.out)
+                write_rows(rows + add_speedups(rows), args.out, model_name, prov)
     rows += add_speedups(rows)
-    write_rows(rows, args.out)
+    write_rows(rows, args.out, model_name, prov)
     return rows
 
 
