@@ -98,7 +98,12 @@ def _has_float32_parameters(module: nn.Module) -> bool:
 def _emulated_by_script(module: nn.Module) -> bool:
     """Whether the tree holds tcemu layers or wrappers that this hook did not make (they carry its mark)."""
     from .emulation.linear import EmulatedLinear
-    from .emulation.swap import _scoped_forward
+
+    try:  # emulate_functional_'s wrappers (a private helper of tcemu.emulation.swap)
+        from .emulation.swap import _scoped_forward
+    except ImportError:  # pragma: no cover - another layout of the swap: its layers still tell
+        def _scoped_forward(m):
+            return None
 
     return any((isinstance(m, EmulatedLinear) or _scoped_forward(m) is not None) and _SEEN not in m.__dict__
                for m in module.modules())
