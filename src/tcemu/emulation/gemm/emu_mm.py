@@ -34,6 +34,8 @@ from ..reference import mm_reference
 from ..split import split
 from ._kernels._emu_mm import _emu_mm_kernel
 from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
+from ._offline import triton_compile
+from .range_fixup import range_fixup
 
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "pick_config", "config_candidates", "tuned_configs", "piece_dtype",
@@ -437,8 +439,13 @@ def emu_mm(
     *,
     out: Tensor | None = None,
     config: KernelConfig | None = None,
+    b: Tensor | None = None,
 ) -> Tensor:
     """``a @ b + bias`` by emulation, with ``b`` given as transposed pieces.
+
+    Every launch is followed by the range fix-up (:func:`~tcemu.emulation.gemm.range_fixup.range_fixup`): the
+    rows where the kernel found a non-finite level or result are computed again with exact power-of-two
+    scaling, so that no false overflow and no lost correction level remains (docs/emulation.md).
 
     Args:
         a: float32 (M, K) or (Z, M, K), any strides; split inside the kernel.
@@ -448,6 +455,9 @@ def emu_mm(
         bias: float32 (N,) or None, added in FP32 after the product.
         out: optional float32 output of the result's shape (any strides).
         config: tiling; default :func:`pick_config` (or autotuning, when enabled).
+        b: FP32 ``b`` transposed, (N, K) or (Zb, N, K) as the pieces, any strides (e.g. an nn.Linear weight,
+            or ``b.mT``): the operand of the range fix-up. Default: the value the pieces represent
+            (exact for three BF16 pieces; for two, the part of ``b`` the method reads, within its bound).
 
     Returns:
         float32 (M, N) or (Z, M, N).
@@ -473,6 +483,10 @@ def emu_mm(
             raise ValueError(f"pieces must share shape and strides and be {want}")
     if bias is not None and (bias.shape != (N,) or bias.dtype != torch.float32):
         raise ValueError(f"bias must be float32 of shape ({N},), got {bias.dtype} {tuple(bias.shape)}")
+    b3 = b.unsqueeze(0) if b is not None and b.dim() == 2 else b
+    if b3 is not None and (b3.dtype != torch.float32 or b3.shape != bt3[0].shape):
+        raise ValueError(f"b must be float32 of the pieces' shape {tuple(bt3[0].shape)}, got {b.dtype} "
+                         f"{tuple(b.shape)}")
     if out is None:  # the result is its own tensor, not a view (autograd Functions return it)
         result = torch.empty((M, N) if squeeze else (Z, M, N), dtype=torch.float32, device=a.device)
     else:
@@ -490,7 +504,8 @@ def emu_mm(
     if Z > MAX_GRID_YZ:  # the batch is the grid's y dimension: run it in slices (entries are independent)
         for z0 in range(0, Z, MAX_GRID_YZ):
             zs = slice(z0, z0 + MAX_GRID_YZ)
-            emu_mm(a3[zs], tuple(q[zs] if Zb == Z else q for q in bt3), spec, bias, out=out3[zs], config=config)
+            emu_mm(a3[zs], tuple(q[zs] if Zb == Z else q for q in bt3), spec, bias, out=out3[zs], config=config,
+                   b=(b3[zs] if Zb == Z else b3) if b3 is not None else None)
         return result
 
     p = bt3 + (bt3[0],) * (3 - len(bt3))
@@ -498,6 +513,14 @@ def emu_mm(
     hw = hw_split_exact(a.device)
 
     def launch(cfg: KernelConfig) -> None:
+        """The GEMM by ``cfg``, then the range fix-up of the rows it flagged."""
+        check = bool(_RANGE_FIXUP)
+        flags = torch.zeros(Z * M, dtype=torch.int8, device=a.device) if check else out3  # (unused then)
+        gemm(cfg, flags, check)
+        if check:
+            range_fixup(a3, bt3, b3, bias, out3, flags, spec)
+
+    def gemm(cfg: KernelConfig, flags: Tensor, check: bool) -> None:
         if cfg.wgmma:
             key = (spec.name, str(cfg))
             if key not in _WGMMA_FAILED and _wgmma_eligible(spec, a3.device, bt3, K):
@@ -507,12 +530,15 @@ def emu_mm(
                 else:  # (also "gw": A split beforehand, then the "pg" kernel)
                     ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
                 try:
+                    bp = tuple(q[0] for q in bt3)
                     if split_a and cfg.warp_specialized:  # split by the kernel's own splitter warps
-                        _launch_wgmma_ws(spec, cfg, a3, tuple(q[0] for q in bt3), bias, out3, M, N, K)
+                        _launch_wgmma_ws(spec, cfg, a3, bp, bias, out3, M, N, K, flags=flags, range_check=check)
                     elif cfg.warp_specialized and cfg.presplit:  # A's pieces by a loader warp
-                        _launch_wgmma_pieces_ws(spec, cfg, ap, tuple(q[0] for q in bt3), bias, out3, M, N, K)
+                        _launch_wgmma_pieces_ws(spec, cfg, ap, bp, bias, out3, M, N, K, flags=flags,
+                                                range_check=check)
                     else:
-                        _launch_wgmma(spec, cfg, ap, tuple(q[0] for q in bt3), bias, out3, M, N, K, split_a)
+                        _launch_wgmma(spec, cfg, ap, bp, bias, out3, M, N, K, split_a, flags=flags,
+                                      range_check=check)
                     return
                 except Exception as exc:  # noqa: BLE001 - e.g. a Triton whose experimental Gluon API differs
                     _WGMMA_FAILED.add(key)
@@ -528,9 +554,9 @@ def emu_mm(
         else:
             a_args, a_strides = (a3, a3, a3), a3.stride()
         _emu_mm_kernel[grid](
-            *a_args, p[0], p[1], p[2], bias if bias is not None else a3, out3, M, N, K,
+            *a_args, p[0], p[1], p[2], bias if bias is not None else a3, out3, flags, M, N, K,
             *a_strides, sbz, p[0].stride(1), p[0].stride(2), *out3.stride(),
-            **_constexprs(spec, cfg, K, bias is not None, hw),
+            **_constexprs(spec, cfg, K, bias is not None, hw, check),
         )
 
     cfg = config
@@ -546,6 +572,20 @@ def emu_mm(
 
 #: (method, configuration) pairs whose Gluon kernel failed to compile or launch: they run the Triton kernel
 _WGMMA_FAILED: set[tuple[str, str]] = set()
+
+#: the range check in every GEMM kernel and the fix-up after it (docs/emulation.md, "The top of the range").
+#: DIAGNOSTIC ONLY: False skips both (Inf, NaN or lost accuracy near FLT_MAX), to time what they cost
+#: (benchmarks/gemm_range_cost.py)
+_RANGE_FIXUP = True
+
+
+def _flags_arg(flags: Tensor | None, out3: Tensor, range_check: bool | None) -> tuple[Tensor, bool]:
+    """(flags, RANGE_CHECK) of a direct kernel launch: by default the check runs (as :func:`emu_mm` launches
+    the kernels) into fresh flags, which only the fix-up reads."""
+    check = _RANGE_FIXUP if range_check is None else range_check
+    if flags is None:
+        flags = torch.zeros(out3.shape[0] * out3.shape[1], dtype=torch.int8, device=out3.device) if check else out3
+    return flags, bool(check)
 
 
 @functools.cache
@@ -616,7 +656,7 @@ def _fp32_rows_descriptor(a3: Tensor, rows: int, K: int, bm: int, bk: int):
 
 
 #: the arguments after the descriptors, common to the Gluon kernels, with their types for offline compiles
-_GLUON_TAIL_ARGS = [("bias_ptr", "*fp32"), ("c_ptr", "*fp32"), ("M", "i32"), ("N", "i32"), ("K", "i32"),
+_GLUON_TAIL_ARGS = [("bias_ptr", "*fp32"), ("c_ptr", "*fp32"), ("flag_ptr", "*i8"), ("M", "i32"), ("N", "i32"), ("K", "i32"),
                     ("stride_cz", "i32"), ("stride_cm", "i32")]
 
 
@@ -643,7 +683,8 @@ def _gluon_compile(kernel, descriptors: list[tuple[str, str]], constexprs: dict,
 
 
 def _launch_wgmma(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], bp: tuple[Tensor, ...],
-                  bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, split_a: bool = False) -> None:
+                  bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, split_a: bool = False, *,
+                  flags: Tensor | None = None, range_check: bool | None = None) -> None:
     """Launch the Gluon kernel on B's pieces (N, K), contiguous, and either A's pieces (Z*M, K), contiguous,
     or (``split_a``) FP32 A itself, (Z, M, K) with rows readable by TMA (:func:`_tma_rows`)."""
     bf16 = spec.piece_format == "bf16"
@@ -654,11 +695,12 @@ def _launch_wgmma(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], b
         ad = _piece_descriptors(ap, cfg.bm, cfg.bk, bf16)
     bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
     grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
+    flags, check = _flags_arg(flags, out3, range_check)
     _wgmma_module()._emu_mm_wgmma_kernel[grid](
-        *ad, *bd, bias if bias is not None else out3, out3, M, N, K, *out3.stride(),
+        *ad, *bd, bias if bias is not None else out3, out3, flags, M, N, K, *out3.stride(),
         NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages, SPLIT_A=split_a,
-        num_warps=cfg.num_warps,
+        RANGE_CHECK=check, num_warps=cfg.num_warps,
     )
 
 
@@ -734,11 +776,13 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
                      bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, *,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
                      split_regs: int | None = None, split_vecs: int | None = None,
-                     checked_split: bool | int | None = None, two_consumers: bool | None = None) -> None:
+                     checked_split: bool | int | None = None, two_consumers: bool | None = None,
+                     flags: Tensor | None = None, range_check: bool | None = None) -> None:
     """Launch the warp-specialised Gluon kernel on FP32 ``a3`` (Z, M, K), rows readable by TMA
     (:func:`_tma_rows`), and B's pieces (N, K), contiguous. ``stages`` (B, A, A's pieces; default
     :func:`_ws_stages`), ``split_warps``, ``split_regs``, ``split_vecs`` and ``checked_split`` (TF32x3: the
-    checked split, or 2 for none at all, diagnostic) override the tunables (benchmarks)."""
+    checked split, or 2 for none at all, diagnostic) override the tunables (benchmarks); ``flags`` and
+    ``range_check`` as :func:`_flags_arg`."""
     bf16 = spec.piece_format == "bf16"
     Z = out3.shape[0]
     st, a_st, p_st = stages or _ws_stages(spec, cfg)
@@ -750,13 +794,14 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
     # persistent ("t"): about one program per SM, each looping over tiles of C (the same kernel: with one
     # program per tile each loops once)
     grid = (min(tiles, max(1, _num_sms(a3.device) // Z)) if cfg.persistent else tiles, Z)
+    flags, check = _flags_arg(flags, out3, range_check)
     _wgmma_ws_module()._emu_mm_wgmma_ws_kernel[grid](
-        ad, *bd, bias if bias is not None else out3, out3, M, N, K, *out3.stride(),
+        ad, *bd, bias if bias is not None else out3, out3, flags, M, N, K, *out3.stride(),
         NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
         SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
         SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
-        CHECKED=_ws_checked(spec, checked_split),
+        CHECKED=_ws_checked(spec, checked_split), RANGE_CHECK=check,
         **_ws_consumer_args(cfg, two_consumers),
     )
 
@@ -773,7 +818,8 @@ def _pieces_ws_stages(spec: MethodSpec, cfg: KernelConfig) -> int:
 
 
 def _launch_wgmma_pieces_ws(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], bp: tuple[Tensor, ...],
-                            bias: Tensor | None, out3: Tensor, M: int, N: int, K: int) -> None:
+                            bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, *,
+                            flags: Tensor | None = None, range_check: bool | None = None) -> None:
     """Launch the warp-specialised Gluon kernel on A's pieces (Z*M, K) and B's pieces (N, K), contiguous
     (``pgw``; persistent with ``t``)."""
     bf16 = spec.piece_format == "bf16"
@@ -782,11 +828,12 @@ def _launch_wgmma_pieces_ws(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tenso
     bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
     tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
     grid = (min(tiles, max(1, _num_sms(out3.device) // Z)) if cfg.persistent else tiles, Z)
+    flags, check = _flags_arg(flags, out3, range_check)
     _wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel[grid](
-        *ad, *bd, bias if bias is not None else out3, out3, M, N, K, *out3.stride(),
+        *ad, *bd, bias if bias is not None else out3, out3, flags, M, N, K, *out3.stride(),
         NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg),
-        num_warps=cfg.num_warps,
+        RANGE_CHECK=check, num_warps=cfg.num_warps,
     )
 
 
@@ -805,7 +852,8 @@ def wgmma_pieces_ws_compile(method: str | MethodSpec, config: KernelConfig | str
     spec = get_method(method)
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
     constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, BM=cfg.bm, BN=cfg.bn, BK=cfg.bk,
-                      GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg), num_warps=cfg.num_warps)
+                      GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg), RANGE_CHECK=True,
+                      num_warps=cfg.num_warps)
     return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel, _piece_desc_args(spec, cfg),
                           constexprs, arch)
 
@@ -821,7 +869,7 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
     constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=spec.piece_format != "bf16",
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages,
-                      SPLIT_A=split_a, num_warps=cfg.num_warps)
+                      SPLIT_A=split_a, RANGE_CHECK=True, num_warps=cfg.num_warps)
     return _gluon_compile(_wgmma_module()._emu_mm_wgmma_kernel, _piece_desc_args(spec, cfg, split_a), constexprs,
                           arch)
 
@@ -843,12 +891,13 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
                       SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
                       SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
-                      CHECKED=_ws_checked(spec, checked_split),
+                      CHECKED=_ws_checked(spec, checked_split), RANGE_CHECK=True,
                       **_ws_consumer_args(cfg, two_consumers))
     return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_ws_kernel, descriptors, constexprs, arch)
 
 
-def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw: bool) -> dict:
+def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw: bool,
+                range_check: bool = True) -> dict:
     mode = cfg.mode
     if spec.name == "bf16x9" or (mode == 4 and spec.n_pieces == 2):
         mode = 0 if spec.name == "bf16x9" else 1  # bf16x9 has the tile mode only; 4 means 1 for two pieces
@@ -858,7 +907,7 @@ def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw:
         HAS_BIAS=has_bias, EVEN_K=K % cfg.bk == 0,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, HW_SPLIT=bool(hw) and spec.piece_format == "bf16" and not cfg.fast_split,
         FAST_SPLIT=cfg.fast_split, A_PRESPLIT=cfg.presplit, L0_FIRST=cfg.l0_first and mode == 1,
-        PERSISTENT=cfg.persistent,
+        PERSISTENT=cfg.persistent, RANGE_CHECK=range_check,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
 
@@ -866,12 +915,14 @@ def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw:
 def emu_mm_compile(
     method: str | MethodSpec, M: int, N: int, K: int, *, has_bias: bool = False,
     config: KernelConfig | None = None, a_strides: tuple[int, int] | None = None, hw: bool = False,
+    arch: int | None = None,
 ):
     """Compile (without running) the kernel :func:`emu_mm` launches for a 2-D contiguous-output product.
 
     ``a_strides`` defaults to a contiguous (M, K) ``a``; the pieces are contiguous (N, K); ``hw`` as
     :func:`hw_split_exact` answers on the device. Returns Triton's compiled kernel (``.asm["ptx"]``);
     the on-disk cache then serves the real launch, so a pool of processes can compile in parallel.
+    ``arch`` (e.g. 90): compile for ``sm_<arch>`` without a GPU (not cached for a launch).
     """
     spec = get_method(method)
     cfg = replace(config or pick_config(spec, M, N, K))
@@ -882,8 +933,16 @@ def emu_mm_compile(
     at = pd if cfg.presplit else f32
     if cfg.presplit:
         sa = (K, 1)
+    if arch is not None:
+        ptr = {torch.float32: "*fp32", torch.bfloat16: "*bf16"}
+        names = _emu_mm_kernel.arg_names
+        args = list(zip(names[:9], [ptr[at]] * 3 + [ptr[pd]] * 3 + ["*fp32", "*fp32", "*i8"]))
+        args += [(n, "i32") for n in names[9:21]]
+        constexprs = _constexprs(spec, cfg, K, has_bias, hw)
+        warps, stages = constexprs.pop("num_warps"), constexprs.pop("num_stages")
+        return triton_compile(_emu_mm_kernel, args, constexprs, arch, warps, stages)
     return _emu_mm_kernel.warmup(
-        at, at, at, pd, pd, pd, f32, f32, M, N, K,
+        at, at, at, pd, pd, pd, f32, f32, torch.int8, M, N, K,
         M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1,
         grid=(1, 1), **_constexprs(spec, cfg, K, has_bias, hw),
     )
@@ -895,6 +954,7 @@ def emu_mm_compile(
 
 
 def emu_mm_reference(a: Tensor, b: Tensor, method: str | MethodSpec, bias: Tensor | None = None) -> Tensor:
-    """``a @ b + bias`` by the executable spec (:func:`~tcemu.emulation.reference.mm_reference`)."""
+    """``a @ b + bias`` by the executable spec (:func:`~tcemu.emulation.reference.mm_reference`, whose flagged
+    rows are computed again as the range fix-up does)."""
     out = mm_reference(a, b, method)
     return out if bias is None else out + bias
