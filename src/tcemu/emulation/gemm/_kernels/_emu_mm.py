@@ -40,10 +40,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._split import split3, split3_fast
+from ._split import split3, split3_fast, widen_bf16
 
 # DOT_FMT: 0 TF32 pieces in fp32 registers, 1 BF16 pieces. 2 = BF16 pieces under TRITON_INTERPRET=1, whose
-# NumPy dot multiplies bf16 as raw uint16 (Triton 3.9): there the exact pieces are widened to fp32 first.
+# NumPy dot multiplies bf16 as raw uint16 (Triton 3.9): there the exact pieces are widened to fp32 first (by
+# their bits: the interpreter's own conversion flushes subnormals).
 
 
 @triton.jit
@@ -54,7 +55,7 @@ def _mma0(a, b, FMT: tl.constexpr):
     elif FMT == 1:
         return tl.dot(a, b)
     else:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        return tl.dot(widen_bf16(a), widen_bf16(b), input_precision="ieee")
 
 
 @triton.jit
@@ -65,7 +66,7 @@ def _mma0_keep(a, b, FMT: tl.constexpr):
     elif FMT == 1:
         return tl.dot(a, b, max_num_imprecise_acc=1)
     else:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee", max_num_imprecise_acc=1)
+        return tl.dot(widen_bf16(a), widen_bf16(b), input_precision="ieee", max_num_imprecise_acc=1)
 
 
 @triton.jit
@@ -76,7 +77,7 @@ def _mma(a, b, c, FMT: tl.constexpr):
     elif FMT == 1:
         return tl.dot(a, b, c)
     else:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), c, input_precision="ieee")
+        return tl.dot(widen_bf16(a), widen_bf16(b), c, input_precision="ieee")
 
 
 @triton.jit

@@ -28,7 +28,7 @@ import triton
 import triton.language as tl
 
 from ._emu_mm import _fz, _mma, _mma0_keep
-from ._split import split3
+from ._split import split3, widen_bf16
 
 
 @triton.jit
@@ -58,16 +58,25 @@ def _scale_down(x, s):
 
 
 @triton.jit
+def _piece_value(p):
+    """A loaded piece as FP32: itself (TF32 pieces are FP32), or a bf16 widened by its bits."""
+    if p.dtype == tl.bfloat16:
+        return widen_bf16(p)
+    else:
+        return p
+
+
+@triton.jit
 def _load_b(b_ptr, b1_ptr, b2_ptr, offs, mask, NP: tl.constexpr, SHIFT: tl.constexpr, B_PIECES: tl.constexpr):
     """FP32 values of B^T at ``offs``: loaded, or (B_PIECES) rebuilt from the pieces as ``split.recombine``
     (Inf, NaN and signed zeros: their high piece)."""
     if B_PIECES:
         DOWN: tl.constexpr = 2.0 ** (-SHIFT)
-        x = tl.load(b_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+        x = _piece_value(tl.load(b_ptr + offs, mask=mask, other=0.0))
         if NP >= 2:
-            low = tl.load(b1_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+            low = _piece_value(tl.load(b1_ptr + offs, mask=mask, other=0.0))
             if NP == 3:
-                low = tl.load(b2_ptr + offs, mask=mask, other=0.0).to(tl.float32) * DOWN + low
+                low = _piece_value(tl.load(b2_ptr + offs, mask=mask, other=0.0)) * DOWN + low
             x = tl.where((tl.abs(x) < float("inf")) & (x != 0.0), low * DOWN + x, x)  # Inf, NaN, +-0: the high piece
     else:
         x = tl.load(b_ptr + offs, mask=mask, other=0.0)
