@@ -274,6 +274,21 @@ def test_gluon_kernels_compile_with_range_check(method):
 
 
 @offline
+def test_kernels_without_the_check_compile():
+    """The benchmark's unchecked variants (``emu_mm._RANGE_FIXUP = False``) compile for sm_90 without the flag store."""
+    from tcemu.emulation.gemm.emu_mm import (emu_mm_compile, wgmma_compile, wgmma_pieces_ws_compile,
+                                             wgmma_ws_compile)
+
+    kernels = [emu_mm_compile("bf16x6", 4096, 4096, 4096, config=KernelConfig.parse("128x64x64w8s3m1p"), arch=90,
+                              range_check=False),
+               wgmma_compile("tf32x3", "128x128x32w8s3m1pg", range_check=False),
+               wgmma_ws_compile("tf32x3", "128x128x32w8s3m1tgw", has_bias=True, range_check=False),
+               wgmma_pieces_ws_compile("bf16x6", "128x64x64w8s3m1ptgw", has_bias=True, range_check=False)]
+    for ck in kernels:
+        assert not _flag_store(ck.asm["ptx"]) and "st.global" in ck.asm["ptx"]
+
+
+@offline
 @pytest.mark.parametrize(("method", "b_pieces"), [("tf32x3", False), ("bf16x3", True), ("bf16x6", False),
                                                   ("bf16x9", True)])
 def test_fixup_kernel_compiles(method, b_pieces):

@@ -293,29 +293,30 @@ def _piece_desc_args(spec: MethodSpec, cfg: KernelConfig, fp32_a: bool = False) 
 
 
 def wgmma_pieces_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
-                            arch: int = 90):
+                            arch: int = 90, range_check: bool = True):
     """Compile (without a GPU) the ``pgw`` kernel for ``sm_<arch>``, as :func:`wgmma_ws_compile`."""
     spec = get_method(method)
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
     constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, BM=cfg.bm, BN=cfg.bn, BK=cfg.bk,
-                      GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg), RANGE_CHECK=True,
+                      GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg), RANGE_CHECK=range_check,
                       num_warps=cfg.num_warps)
     return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel, _piece_desc_args(spec, cfg),
                           constexprs, arch)
 
 
 def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
-                  split_a: bool = False, arch: int = 90):
+                  split_a: bool = False, arch: int = 90, range_check: bool = True):
     """Compile (without a GPU) the Gluon kernel a ``g`` configuration launches, for ``sm_<arch>``.
 
     The signature is that of a launch on contiguous operands (the output's column stride 1). Returns
     Triton's compiled kernel (``.asm["ptx"]``, ``.asm["cubin"]``): tests read its ``wgmma`` waits from the PTX.
+    ``range_check=False``: the kernel without the range check (the diagnostic ``emu_mm._RANGE_FIXUP = False``).
     """
     spec = get_method(method)
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
     constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=spec.piece_format != "bf16",
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages,
-                      SPLIT_A=split_a, RANGE_CHECK=True, num_warps=cfg.num_warps)
+                      SPLIT_A=split_a, RANGE_CHECK=range_check, num_warps=cfg.num_warps)
     return _gluon_compile(_wgmma_module()._emu_mm_wgmma_kernel, _piece_desc_args(spec, cfg, split_a), constexprs,
                           arch)
 
@@ -323,7 +324,8 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
 def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False, arch: int = 90,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
                      split_regs: int | None = None, split_vecs: int | None = None,
-                     checked_split: bool | int | None = None, two_consumers: bool | None = None):
+                     checked_split: bool | int | None = None, two_consumers: bool | None = None,
+                     range_check: bool = True):
     """Compile (without a GPU) the warp-specialised Gluon kernel a ``gw`` configuration launches, for
     ``sm_<arch>``, as :func:`wgmma_compile` (contiguous operands, the output's column stride 1; ``stages``,
     ``split_warps``, ``split_regs``, ``split_vecs`` as :func:`_launch_wgmma_ws`). Returns Triton's compiled kernel."""
@@ -337,6 +339,6 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
                       SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
                       SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
-                      CHECKED=_ws_checked(spec, checked_split), RANGE_CHECK=True,
+                      CHECKED=_ws_checked(spec, checked_split), RANGE_CHECK=range_check,
                       **_ws_consumer_args(cfg, two_consumers))
     return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_ws_kernel, descriptors, constexprs, arch)

@@ -378,14 +378,15 @@ def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw:
 def emu_mm_compile(
     method: str | MethodSpec, M: int, N: int, K: int, *, has_bias: bool = False,
     config: KernelConfig | None = None, a_strides: tuple[int, int] | None = None, hw: bool = False,
-    arch: int | None = None,
+    arch: int | None = None, range_check: bool = True,
 ):
     """Compile (without running) the kernel :func:`emu_mm` launches for a 2-D contiguous-output product.
 
     ``a_strides`` defaults to a contiguous (M, K) ``a``; the pieces are contiguous (N, K); ``hw`` as
     :func:`hw_split_exact` answers on the device. Returns Triton's compiled kernel (``.asm["ptx"]``);
     the on-disk cache then serves the real launch, so a pool of processes can compile in parallel.
-    ``arch`` (e.g. 90): compile for ``sm_<arch>`` without a GPU (not cached for a launch).
+    ``arch`` (e.g. 90): compile for ``sm_<arch>`` without a GPU (not cached for a launch); ``range_check=False``:
+    the kernel without the range check (the diagnostic ``_RANGE_FIXUP = False``).
     """
     spec = get_method(method)
     cfg = replace(config or pick_config(spec, M, N, K))
@@ -401,13 +402,13 @@ def emu_mm_compile(
         names = _emu_mm_kernel.arg_names
         args = list(zip(names[:9], [ptr[at]] * 3 + [ptr[pd]] * 3 + ["*fp32", "*fp32", "*i8"]))
         args += [(n, "i32") for n in names[9:21]]
-        constexprs = _constexprs(spec, cfg, K, has_bias, hw)
+        constexprs = _constexprs(spec, cfg, K, has_bias, hw, range_check)
         warps, stages = constexprs.pop("num_warps"), constexprs.pop("num_stages")
         return triton_compile(_emu_mm_kernel, args, constexprs, arch, warps, stages)
     return _emu_mm_kernel.warmup(
         at, at, at, pd, pd, pd, f32, f32, torch.int8, M, N, K,
         M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1,
-        grid=(1, 1), **_constexprs(spec, cfg, K, has_bias, hw),
+        grid=(1, 1), **_constexprs(spec, cfg, K, has_bias, hw, range_check),
     )
 
 

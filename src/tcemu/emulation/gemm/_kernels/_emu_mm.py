@@ -110,8 +110,8 @@ def _finite(x):
 
 @triton.jit
 def flag_rows(row_ok, flag_ptr, row0, offs, M):
-    """Store 1 at ``flag_ptr[row0 + offs]`` for the rows (``offs < M``) whose ``row_ok`` is 0. Also called by
-    the Gluon kernels' epilogue."""
+    """Store 1 at ``flag_ptr[row0 + offs]`` for the rows (``offs < M``) whose ``row_ok`` is 0 (the Gluon kernels'
+    ``_flag_tile_rows`` does the same)."""
     tl.store(flag_ptr + row0 + offs, (row_ok * 0 + 1).to(tl.int8), mask=(offs < M) & (row_ok == 0))
 
 

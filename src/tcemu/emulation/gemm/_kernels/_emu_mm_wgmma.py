@@ -33,7 +33,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._emu_mm import _fz, flag_rows, grouped_tile
+from ._emu_mm import _fz, grouped_tile
 from ._split import split3
 
 # Names that changed after Triton 3.6 (3.6's first): TMA load into shared memory, CTA-wide barrier
@@ -179,7 +179,8 @@ def _combine_levels(acc, c1, c2, NP: gl.constexpr, SHIFT: gl.constexpr, CHECK: g
 def _flag_tile_rows(row_ok, flag_ptr, M, z, off_m, BM: gl.constexpr, mma: gl.constexpr):
     """Range check: flag (store 1 at ``flag_ptr[z M + row]``) the tile's rows whose ``row_ok`` is 0."""
     offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
-    flag_rows(row_ok, flag_ptr, z.to(gl.int64) * M, offs_m, M)
+    gl.store(flag_ptr + z.to(gl.int64) * M + offs_m, (row_ok * 0 + 1).to(gl.int8),
+             mask=(offs_m < M) & (row_ok == 0))
 
 
 @gluon.jit

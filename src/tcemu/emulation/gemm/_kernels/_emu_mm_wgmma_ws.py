@@ -39,6 +39,9 @@ MMAs of tile kt - 1 are done, and TF32x3 ran 1.11-1.20x slower).
 Deadlock-free for STAGES >= 2, P_STAGES >= 2, A_STAGES >= 1: each wait is for a release by a partition that
 is at an earlier K-tile.
 
+Range check (RANGE_CHECK): the consumer's epilogue flags the rows with a non-finite result or running level, as
+``_emu_mm_wgmma_kernel`` does, for the range fix-up.
+
 Tile loop: each program loops over tiles of C (``program_id(0)``, then every ``num_programs(0)``-th), the
 three partitions in the same order, with the ring positions counted over all of the program's K-tiles. With
 one program per tile (``gw``) each loops once; with about one program per SM (``tgw``, persistent) the loader
