@@ -1,6 +1,6 @@
-"""Launchers of the Gluon kernels (Hopper: ``_kernels/_emu_mm_wgmma.py``, ``_kernels/_emu_mm_wgmma_ws.py``), their
-tunables, and offline compiles (no GPU) for the tests. :func:`~.emu_mm.emu_mm` picks them; where one cannot run
-or fails, the same configuration runs the Triton kernel (same bits)."""
+"""Launchers of the Gluon kernels (Hopper: ``_kernels/_emu_mm_wgmma.py``, ``_kernels/_emu_mm_wgmma_ws.py``),
+their tunables, and offline compiles (no GPU) for the tests. :func:`~.emu_mm.emu_mm` picks them; where one
+cannot run or fails, the same configuration runs the Triton kernel (same bits)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,8 @@ def _flags_arg(flags: Tensor | None, out3: Tensor, range_check: bool | None) -> 
     kernels), into fresh flags where none are given (a direct launch: only a fix-up would read them)."""
     check = True if range_check is None else range_check
     if flags is None:
-        flags = torch.zeros(out3.shape[0] * out3.shape[1], dtype=torch.int8, device=out3.device) if check else out3
+        rows = out3.shape[0] * out3.shape[1]
+        flags = torch.zeros(rows, dtype=torch.int8, device=out3.device) if check else out3
     return flags, bool(check)
 
 
@@ -102,8 +103,8 @@ def _fp32_rows_descriptor(a3: Tensor, rows: int, K: int, bm: int, bk: int):
 
 
 #: the arguments after the descriptors, common to the Gluon kernels, with their types for offline compiles
-_GLUON_TAIL_ARGS = [("bias_ptr", "*fp32"), ("c_ptr", "*fp32"), ("flag_ptr", "*i8"), ("M", "i32"), ("N", "i32"), ("K", "i32"),
-                    ("stride_cz", "i32"), ("stride_cm", "i32")]
+_GLUON_TAIL_ARGS = [("bias_ptr", "*fp32"), ("c_ptr", "*fp32"), ("flag_ptr", "*i8"), ("M", "i32"), ("N", "i32"),
+                    ("K", "i32"), ("stride_cz", "i32"), ("stride_cm", "i32")]
 
 
 def _desc_type(fmt: str, rows: int, cols: int) -> str:
