@@ -144,7 +144,9 @@ def mm_reference(
 
     The method's levels, combined as the spec says; the rows of C where some level (or the result) is not
     finite are then computed again by :func:`mm_range_scaled`, so that no false overflow and no lost
-    correction level remains (docs/emulation.md, "The top of the range").
+    correction level remains (docs/emulation.md, "The top of the range"). Where no host decision is possible
+    (torch.compile tracing, CUDA graph capture) every row is also computed scaled and the flagged ones are
+    selected: twice the work there.
 
     Args:
         a, b: float32 tensors with ``torch.matmul`` shapes (at least 2-D here; batch dims broadcast).
