@@ -241,3 +241,16 @@ def test_zero_results_are_positive_as_torch_matmul(method):
     a, b = t([[-0.0, 1.0]]), t([[1.0, 1.0], [-0.0, INF]])
     c = tcemu.matmul(a, b, method)
     assert c[0, 0].item() == 0 and not torch.signbit(c[0, 0]) and c[0, 1].item() == INF
+
+
+def test_compiled_reference_fixes_the_same_rows():
+    """Under torch.compile (no host decision) the reference computes every row scaled too and selects the flagged
+    ones: the same result as eager, in one graph."""
+    a = t([[X, 1.0], [2.0, 3.0], [X, INF]])
+    b = t([[X, 1.0], [1.0, -INF]])
+    eager = mm_reference(a, b, "tf32x3")
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x, y: mm_reference(x, y, "tf32x3"), backend="eager", fullgraph=True)(a, b)
+    assert torch.equal(torch.isnan(compiled), torch.isnan(eager))
+    assert torch.equal(compiled[~torch.isnan(eager)], eager[~torch.isnan(eager)])
+    assert_fp32_faithful(compiled, a, b, "tf32x3")
