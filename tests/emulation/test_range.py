@@ -156,8 +156,8 @@ def test_threshold_leaves_no_level_overflowing(method, k):
     assert split(a, spec)[0][0, 0].item() == 2.0 ** (T + 1)
     from tcemu.emulation.reference import _emulate
 
-    _, rows = _emulate(split(a, spec), split(b, spec), spec)
-    assert not rows.any(), f"{method} K={k}: a level of the scaled product overflowed at T={T}"
+    _, bad = _emulate(split(a, spec), split(b, spec), spec)
+    assert not bad.any(), f"{method} K={k}: a level of the scaled product overflowed at T={T}"
     if spec.n_pieces > 1:
         assert split(a, spec)[1][0, 0].item() == -(2.0**T)
 
@@ -191,20 +191,23 @@ def test_inf_times_a_value_scaled_below_the_subnormals_stays_inf():
         assert tcemu.matmul(a, b, method).item() == INF
 
 
-def test_rows_without_a_nonfinite_level_keep_their_bits():
-    """Only the flagged rows are computed again: the others are the plain algorithm's, bit for bit."""
-    gen = torch.Generator().manual_seed(4)
-    a, b = torch.randn(6, 9, generator=gen), torch.randn(9, 5, generator=gen)
-    a[2, 3] = 3e38  # row 2: a product past FLT_MAX
-    a[4, 0] = X * 1.2  # row 4: near the top
-    b[0, :] = X
+def test_elements_without_a_nonfinite_level_keep_their_bits():
+    """Only the elements with a non-finite level (or result) are computed again: every other one keeps the plain
+    algorithm's bits, in flagged rows too."""
     from tcemu.emulation.reference import _emulate
 
+    gen = torch.Generator().manual_seed(4)
+    a, b = torch.randn(6, 9, generator=gen), torch.randn(9, 5, generator=gen)
+    a[2, 3] = 3e38  # row 2: products past FLT_MAX (columns 0, 3), near it (1), far below (2, 4)
+    b[3, :] = t([2.0, 0.9, 1e-3, -3.0, 1e-5])
+    a[4, 0] = X * 1.2  # row 4: every product past FLT_MAX
+    b[0, :] = X
     for method in SPLIT_METHODS:
-        plain, rows = _emulate(split(a, method), split(b, method), get_method(method))
-        assert rows.tolist() == [False, False, True, False, True, False]
+        plain, bad = _emulate(split(a, method), split(b, method), get_method(method))
+        assert bad.any(-1).tolist() == [False, False, True, False, True, False]
+        assert not bad[2, 2] and not bad[2, 4] and bad[2, 0] and bad[2, 3]
         full = mm_reference(a, b, method)
-        assert torch.equal(full[~rows], plain[~rows])
+        assert torch.equal(full[~bad], plain[~bad])
         assert_fp32_faithful(full, a, b, method)
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 triton = pytest.importorskip("triton", reason="needs the 'triton' extra")
 
 from tcemu.emulation.gemm import KERNEL_METHODS, KernelConfig, config_candidates, emu_mm, split_t  # noqa: E402
-from tcemu.emulation.gemm.range_fixup import range_fixup, range_fixup_reference  # noqa: E402
+from tcemu.emulation.gemm.range_fixup import RANGE_MARK_BITS, range_fixup, range_fixup_reference  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 from tcemu.testing import TOP_OF_RANGE_CASES, assert_fp32_faithful, extreme_operands  # noqa: E402
 
@@ -173,12 +173,18 @@ def test_fixup_kernel_matches_its_reference_interpret(method):
     rows = flags.bool()
     for b_t in (b.mT.unsqueeze(0), None):
         got = torch.full((1, 50, 70), 7.0)
+        got.view(torch.int32)[0, rows] = RANGE_MARK_BITS  # the elements the GEMM marked, but one
+        got[0, 3, 5] = 7.0
         want = got.clone()
         range_fixup(a.unsqueeze(0), pieces, b_t, None, got, flags, spec)
         range_fixup_reference(a.unsqueeze(0), pieces, b_t, None, want, flags, spec)
-        assert (got[0, ~rows] == 7.0).all() and (want[0, ~rows] == 7.0).all()
         for c in (got, want):
-            assert_fp32_faithful(c[0, rows], a[rows], b, method)
+            assert (c[0, ~rows] == 7.0).all() and c[0, 3, 5] == 7.0  # nothing unmarked is touched
+            c[0, 3, 5] = float("nan")
+            assert not (c.view(torch.int32) == RANGE_MARK_BITS).any()
+            keep = torch.ones(70, dtype=torch.bool)
+            keep[5] = False
+            assert_fp32_faithful(c[0, rows][:, keep], a[rows], b[:, keep], method)
 
 
 @interpret
@@ -438,6 +444,6 @@ def test_fixup_kernel_matches_its_reference_gpu(method):
     pieces = tuple(q.unsqueeze(0) for q in split_t(b.cuda(), method))
     flags = torch.ones(333, dtype=torch.int8, device="cuda")
     for b_t in (b.mT.unsqueeze(0).cuda(), None):
-        got = torch.empty(1, 333, 190, device="cuda")
+        got = torch.full((1, 333, 190), RANGE_MARK_BITS, dtype=torch.int32, device="cuda").view(torch.float32)
         range_fixup(a.unsqueeze(0).cuda(), pieces, b_t, None, got, flags, spec)
         assert_fp32_faithful(got[0], a, b, method, extra_rel=TC_TRUNCATION)

@@ -4,7 +4,7 @@ It computes the same pieces and the same piece products as the GPU kernels, with
 matrix products standing in for the Tensor Core (piece products are exact in FP32: at most
 11 + 11 significant bits), so on any device it shows each method's *algorithmic* error.
 Accumulation order inside a level differs from a kernel's K-tiling; the error bounds do not.
-Rows where a level is not finite are computed again with exact power-of-two scaling (:func:`mm_range_scaled`),
+Elements where a level is not finite are computed again with exact power-of-two scaling (:func:`mm_range_scaled`),
 as the kernels' range fix-up does.
 """
 
@@ -58,8 +58,8 @@ def _finite_or_zero(x: Tensor) -> Tensor:
 
 
 def _emulate(pa: tuple[Tensor, ...], pb: tuple[Tensor, ...], spec: MethodSpec) -> tuple[Tensor, Tensor]:
-    """(C, rows): the method's levels from the pieces, combined as the spec says, and the rows of C (a bool
-    (..., M) tensor) where some level or result is not finite: they hold an Inf/NaN input or an overflow."""
+    """(C, bad): the method's levels from the pieces, combined as the spec says, and where (a bool tensor of C's
+    shape) some level or the result is not finite: an Inf/NaN input or an overflow."""
 
     def level_sum(products: tuple[tuple[int, int], ...]) -> Tensor:
         acc = None
@@ -72,7 +72,7 @@ def _emulate(pa: tuple[Tensor, ...], pb: tuple[Tensor, ...], spec: MethodSpec) -
     high = level_sum(levels[0])
     bad = ~torch.isfinite(high)
     if len(levels) == 1:
-        return high, bad.any(-1)
+        return high, bad
     down = 2.0**-spec.shift
     # Correction levels, smallest first, each scaled down by 2^-s into the next. Non-finite values there are
     # set to 0: they come from Inf/NaN inputs (whose NaN pieces are dropped; the high level carries those
@@ -87,7 +87,7 @@ def _emulate(pa: tuple[Tensor, ...], pb: tuple[Tensor, ...], spec: MethodSpec) -
             bad |= ~torch.isfinite(corr)
             total = total + _finite_or_zero(corr)
     out = total * down + high
-    return out, (bad | ~torch.isfinite(out)).any(-1)
+    return out, bad | ~torch.isfinite(out)
 
 
 def mm_range_scaled(a: Tensor, b: Tensor, method: str | MethodSpec) -> Tensor:
@@ -107,24 +107,22 @@ def mm_range_scaled(a: Tensor, b: Tensor, method: str | MethodSpec) -> Tensor:
     return scaled * power_of_two(ka) * power_of_two(lb)
 
 
-def _fix_rows(a: Tensor, b: Tensor, spec: MethodSpec, out: Tensor, rows: Tensor) -> Tensor:
-    """``out`` with the flagged ``rows`` computed again by :func:`mm_range_scaled` (only those, or, where b is
-    batched, the batch entries that hold them)."""
+def _fix(a: Tensor, b: Tensor, spec: MethodSpec, out: Tensor, bad: Tensor) -> Tensor:
+    """``out`` with its ``bad`` elements computed again by :func:`mm_range_scaled`: the rows that hold them (or,
+    where b is batched, the batch entries that do); every other element keeps its bits."""
     M, K = a.shape[-2:]
     N = b.shape[-1]
     if b.dim() == 2:  # one b for every row of a: recompute the flagged rows only
-        flat = out.reshape(-1, N).clone()
-        idx = rows.reshape(-1).nonzero().squeeze(1)
-        flat[idx] = mm_range_scaled(a.reshape(-1, K)[idx], b, spec)
+        flat, bad2 = out.reshape(-1, N).clone(), bad.reshape(-1, N)
+        idx = bad2.any(-1).nonzero().squeeze(1)
+        flat[idx] = torch.where(bad2[idx], mm_range_scaled(a.reshape(-1, K)[idx], b, spec), flat[idx])
         return flat.view(out.shape)
     batch = out.shape[:-2]
     a3 = a.expand(*batch, M, K).reshape(-1, M, K)
     b3 = b.expand(*batch, K, N).reshape(-1, K, N)
-    out3 = out.reshape(-1, M, N).clone()
-    rows3 = rows.reshape(-1, M)
-    z = rows3.any(-1).nonzero().squeeze(1)
-    fixed = mm_range_scaled(a3[z], b3[z], spec)
-    out3[z] = torch.where(rows3[z].unsqueeze(-1), fixed, out3[z])
+    out3, bad3 = out.reshape(-1, M, N).clone(), bad.reshape(-1, M, N)
+    z = bad3.flatten(1).any(-1).nonzero().squeeze(1)
+    out3[z] = torch.where(bad3[z], mm_range_scaled(a3[z], b3[z], spec), out3[z])
     return out3.view(out.shape)
 
 
@@ -142,11 +140,11 @@ def mm_reference(
 ) -> Tensor:
     """Emulated ``torch.matmul(a, b)`` for float32 ``a`` (..., M, K) and ``b`` (..., K, N).
 
-    The method's levels, combined as the spec says; the rows of C where some level (or the result) is not
-    finite are then computed again by :func:`mm_range_scaled`, so that no false overflow and no lost
-    correction level remains (docs/emulation.md, "The top of the range"). Where no host decision is possible
-    (torch.compile tracing, CUDA graph capture) every row is also computed scaled and the flagged ones are
-    selected: twice the work there.
+    The method's levels, combined as the spec says; the elements where some level (or the result) is not
+    finite are then computed again by :func:`mm_range_scaled` (on the rows that hold them), so that no false
+    overflow and no lost correction level remains (docs/emulation.md, "The top of the range"). Where no host
+    decision is possible (torch.compile tracing, CUDA graph capture) every row is also computed scaled and the
+    flagged elements are selected: twice the work there.
 
     Args:
         a, b: float32 tensors with ``torch.matmul`` shapes (at least 2-D here; batch dims broadcast).
@@ -164,9 +162,9 @@ def mm_reference(
     pb = b_pieces if b_pieces is not None else split(b, spec)
     if len(pb) < spec.n_pieces:
         raise ValueError(f"b_pieces has {len(pb)} pieces, {spec.name} needs {spec.n_pieces}")
-    out, rows = _emulate(pa, pb, spec)
-    if _in_graph(out):  # no host decision possible: both results, selected by row
-        return torch.where(rows.unsqueeze(-1), mm_range_scaled(a, b, spec), out)
-    if rows.any():
-        out = _fix_rows(a, b, spec, out, rows)
+    out, bad = _emulate(pa, pb, spec)
+    if _in_graph(out):  # no host decision possible: both results, selected by element
+        return torch.where(bad, mm_range_scaled(a, b, spec), out)
+    if bad.any():
+        out = _fix(a, b, spec, out, bad)
     return out

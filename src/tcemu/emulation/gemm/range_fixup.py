@@ -1,8 +1,9 @@
 """The range fix-up after every emulated GEMM: FAST launcher (Triton) and its REFERENCE twin, side by side.
 
-Every GEMM kernel flags (``flags``: one int8 per row of C, Z*M, zeroed before the GEMM) the rows where some
-level or the result is not finite: an Inf/NaN input or an overflow near FLT_MAX. :func:`range_fixup` computes
-exactly those rows again with exact power-of-two scaling (``_kernels/_range_fixup.py``);
+Every GEMM kernel flags (``flags``: one int8 per row of C, Z*M, zeroed before the GEMM) the rows with an
+element whose level or result is not finite (an Inf/NaN input or an overflow near FLT_MAX), and stores those
+elements as the NaN :data:`RANGE_MARK_BITS`. :func:`range_fixup` computes the flagged rows again with exact
+power-of-two scaling (``_kernels/_range_fixup.py``) and stores the marked elements;
 :func:`range_fixup_reference` does the same with :func:`~tcemu.emulation.reference.mm_range_scaled`, the
 executable spec (docs/emulation.md, "The top of the range"). On ordinary data no row is flagged and the
 launch only reads the flags.
@@ -19,10 +20,11 @@ from ..methods import MethodSpec, get_method
 from ..reference import mm_range_scaled
 from ..split import recombine
 from ._kernels import _range_fixup as _fix
+from ._kernels._emu_mm import RANGE_MARK_BITS
 from ._kernels._split import FMT_BF16, FMT_TF32
 from ._offline import triton_compile
 
-__all__ = ["range_fixup", "range_fixup_reference", "range_fixup_compile"]
+__all__ = ["RANGE_MARK_BITS", "range_fixup", "range_fixup_reference", "range_fixup_compile"]
 
 
 def _check(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, out3: Tensor, flags: Tensor) -> None:
@@ -36,7 +38,8 @@ def _check(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, out3: Tensor
 
 def range_fixup(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: Tensor | None, out3: Tensor,
                 flags: Tensor, spec: MethodSpec) -> None:
-    """Compute the flagged rows of ``out3`` (Z, M, N) again, in place, from FP32 ``a3`` (Z, M, K) and B.
+    """Compute the marked elements of ``out3`` (Z, M, N) (in its flagged rows) again, in place, from FP32 ``a3``
+    (Z, M, K) and B.
 
     Args:
         a3: FP32 A, any strides.
@@ -45,8 +48,9 @@ def range_fixup(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: T
             (:func:`~tcemu.emulation.split.recombine`: exact for three BF16 pieces; for two, the part of B the
             method reads, within its bound).
         bias: FP32 (N,) or None, added after the product.
-        out3: the GEMM's output (Z, M, N), any strides.
-        flags: int8 (Z*M,): 1 for the rows to compute again.
+        out3: the GEMM's output (Z, M, N), any strides; the elements to compute again hold the NaN
+            :data:`RANGE_MARK_BITS`.
+        flags: int8 (Z*M,): 1 for the rows that hold such elements.
         spec: the method.
     """
     _check(a3, bt3, b_t, out3, flags)
@@ -95,4 +99,5 @@ def range_fixup_reference(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | Non
     fixed = mm_range_scaled(a3, bt.mT, spec)
     if bias is not None:
         fixed = fixed + bias
-    out3[rows] = fixed[rows]
+    marked = rows.unsqueeze(-1) & (out3.view(torch.int32) == RANGE_MARK_BITS)
+    out3.copy_(torch.where(marked, fixed, out3))

@@ -28,11 +28,12 @@ Correction levels (MODE)
       element and K-tile; one register tile more per correction level.
     4 "hybrid" (three-piece methods): level 2 running as in mode 1, level 1 per tile as in mode 0.
 
-Range check (RANGE_CHECK): the epilogue marks, in ``flag_ptr`` (one int8 per row of C, zeroed by the
+Range check (RANGE_CHECK): the epilogue flags, in ``flag_ptr`` (one int8 per row of C, zeroed by the
 launcher), every row with an element whose result or level is not finite (the running accumulators before
 their zeroing; in the tile modes each level tile before its zeroing, in a mask tile): an Inf/NaN input or an
-overflow. Only 1 is ever stored, masked, so tiles of one row do not race. The range fix-up
-(``_range_fixup.py``) computes those rows again; the result of this kernel is unchanged by the check.
+overflow. Only 1 is ever stored, masked, so tiles of one row do not race. Those elements themselves are stored
+as the NaN ``RANGE_MARK_BITS`` (a payload no arithmetic produces); the range fix-up (``_range_fixup.py``)
+computes them again. Every other element keeps the bits it has without the check.
 """
 
 from __future__ import annotations
@@ -106,6 +107,18 @@ def _down_seen(c, DOWN: tl.constexpr, seen, CHECK: tl.constexpr):
 def _finite(x):
     """1 where x is finite, else 0 (int32)."""
     return tl.where(tl.abs(x) < float("inf"), 1, 0)
+
+
+#: the bits of the NaN the GEMM kernels store where the range check found a non-finite level or result: a quiet
+#: NaN whose payload arithmetic never produces (GPUs return the canonical 0x7FFFFFFF), read by the fix-up
+RANGE_MARK_BITS = 0x7FF0DEAD
+RANGE_MARK = tl.constexpr(RANGE_MARK_BITS)
+
+
+@triton.jit
+def mark_unfinished(x, ok):
+    """x where ``ok`` (int32) is 1, else the NaN ``RANGE_MARK_BITS``. Also called by the Gluon kernels."""
+    return tl.where(ok != 0, x, (x.to(tl.int32, bitcast=True) * 0 + RANGE_MARK).to(tl.float32, bitcast=True))
 
 
 @triton.jit
@@ -331,9 +344,11 @@ def _emu_mm_tile(
             ok = ok & (1 - seen)
         flag_rows(tl.min(ok, axis=1), flag_ptr, z * M, offs_m, M)
 
-    # ---- epilogue: bias, store ----
+    # ---- epilogue: bias, store (the elements the range check found, marked for the fix-up) ----
     if HAS_BIAS:
         bias = tl.load(bias_ptr + cols)
         acc += bias[None, :]
+    if RANGE_CHECK:
+        acc = mark_unfinished(acc, ok)
     c_ptrs = c_ptr + z * stride_cz + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))

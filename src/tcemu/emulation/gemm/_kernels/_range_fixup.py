@@ -1,9 +1,10 @@
 """Private Triton kernel: the range fix-up, launched after every emulated GEMM (every kernel family).
 
-The GEMM kernels flag (one int8 per row of C, ``RANGE_CHECK``) the rows with a non-finite result or level: an
-Inf/NaN input, or an overflow near FLT_MAX (a high piece rounded up, a correction level that sums up to three
-products). This kernel computes exactly those rows again from the FP32 operands, by the rule of
-:func:`tcemu.emulation.reference.mm_range_scaled`:
+The GEMM kernels flag (one int8 per row of C, ``RANGE_CHECK``) the rows with an element whose result or level
+is not finite (an Inf/NaN input, or an overflow near FLT_MAX: a high piece rounded up, a correction level that
+sums up to three products) and store those elements as the NaN ``RANGE_MARK_BITS``. This kernel computes the
+flagged rows again from the FP32 operands and stores the marked elements (the others keep the GEMM's bits), by
+the rule of :func:`tcemu.emulation.reference.mm_range_scaled`:
 
 * row i of A is scaled by 2^-k_i and column j of B by 2^-l_j, k_i = max(0, e(max finite |A_i.|) - T) (l_j
   likewise, T = ``MethodSpec.range_threshold(K)``), so that no level can overflow; a nonzero value stays
@@ -19,7 +20,7 @@ the value they represent is rebuilt as ``split.recombine`` does (exact for three
 Grid: (chunks of SCAN rows, column groups, Z). A program reads its chunk's flags and exits where none is
 set (ordinary data: one launch, Z*M bytes read). Else, for each flagged BM-row block of the chunk, it finds the
 row scales (a pass over those rows of A) and, for every (column groups)-th BN-column tile, the column scales (a pass over
-B's columns) and the product; it stores the flagged rows only.
+B's columns) and the product; it stores the marked elements only.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._emu_mm import _fz, _mma, _mma0_keep
+from ._emu_mm import RANGE_MARK, _fz, _mma, _mma0_keep
 from ._split import split3, widen_bf16
 
 
@@ -89,7 +90,8 @@ def _fix_tile(a_ptr, b_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, rows, row_flags, sa
               FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, LEVELS: tl.constexpr,
               DOT_FMT: tl.constexpr, HAS_BIAS: tl.constexpr, B_PIECES: tl.constexpr,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    """Columns n0 .. n0 + BN of the rows ``rows`` (row scales 2^-k = ``sa``, 2^k = ``ua``): stored where flagged."""
+    """Columns n0 .. n0 + BN of the rows ``rows`` (row scales 2^-k = ``sa``, 2^k = ``ua``), stored where the GEMM
+    marked an element (its row flagged)."""
     DOWN: tl.constexpr = 2.0 ** (-SHIFT)
     F: tl.constexpr = DOT_FMT
     cols = n0 + tl.arange(0, BN)
@@ -146,7 +148,9 @@ def _fix_tile(a_ptr, b_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, rows, row_flags, sa
     if HAS_BIAS:
         out += tl.load(bias_ptr + cols, mask=cols < N, other=0.0)[None, :]
     c_ptrs = c_ptr + z * stride_cz + rows[:, None].to(tl.int64) * stride_cm + cols[None, :].to(tl.int64) * stride_cn
-    tl.store(c_ptrs, out, mask=row_ok & col_ok & (row_flags[:, None] != 0))
+    inside = row_ok & col_ok & (row_flags[:, None] != 0)
+    marked = tl.load(c_ptrs, mask=inside, other=0.0).to(tl.int32, bitcast=True) == RANGE_MARK
+    tl.store(c_ptrs, out, mask=inside & marked)
 
 
 @triton.jit
