@@ -32,10 +32,11 @@ because ``p0`` equals ``a`` for Inf/NaN and is never zero for a nonzero ``a``.
 
 The top of the range: a high piece can round above its value, and a correction level sums up to
 ``n = max_level_products`` products, so a product whose FP32 result is finite can still overflow in some
-level (false Inf, or a correction level lost to the zeroing above). Every row of C with a non-finite level
-(or result) is therefore computed again with its row of A scaled by ``2^-k_i`` and each column of B by
+level (false Inf, or a correction level lost to the zeroing above). Every element of C with a non-finite
+level (or result) is therefore computed again, with its row of A scaled by ``2^-k_i`` and its column of B by
 ``2^-l_j`` (exact powers of two, :meth:`MethodSpec.range_threshold`), where no level can overflow, and
-scaled back: ``C_ij = (C'_ij 2^k_i) 2^l_j``. Rows with Inf/NaN inputs are flagged too and come out the same.
+scaled back: ``C_ij = (C'_ij 2^k_i) 2^l_j``. Elements with Inf/NaN inputs are recomputed too and come out the
+same.
 
 Error model (relative to ``|A| @ |B|``, elementwise): ``split_residual`` bounds the
 representation error of the kept products per product; FP32 accumulation adds about
