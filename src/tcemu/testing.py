@@ -8,7 +8,7 @@ Two bounds, both relative to the FP64 product of the *same FP32 inputs*:
   roundings on the way (K accumulations plus the level sums and the recombination),
   ``eps_split`` the method's :attr:`~tcemu.emulation.methods.MethodSpec.split_residual` and
   ``eta`` the absolute error that subnormal results may add.
-* :func:`range_abs_bound` is the absolute term a row recomputed by the range fix-up may add (its operands
+* :func:`range_abs_bound` is the absolute term an element recomputed by the range fix-up may add (its operands
   scaled down by powers of two lose their subnormal bits); :func:`assert_within_elementwise_bound` includes it.
 * :func:`normwise_bound` is the error model for random inputs with zero-mean entries
   (normal, signed): each product's split error is independent, so relative to ``||C||`` it does
@@ -122,9 +122,9 @@ def piece_magnitude(x: Tensor) -> Tensor:
 
 def range_abs_bound(method: str | MethodSpec, a: Tensor, b: Tensor, *, extra_rel: float = 0.0) -> Tensor:
     """Absolute error (float64, shape of ``a @ b``) that entry (i, j) may have beyond ``eps |A||B|`` when the
-    range fix-up computed its row.
+    range fix-up computed it.
 
-    A recomputed row runs on ``A' = fl(2^-k_i A)`` and ``B' = fl(B 2^-l_j)``
+    A recomputed element comes from ``A' = fl(2^-k_i A)`` and ``B' = fl(B 2^-l_j)``
     (:meth:`~tcemu.emulation.methods.MethodSpec.range_threshold`): a scaled value changes (rounding in the
     subnormal range, or the smallest subnormal kept for a nonzero) by at most ``2^-149``, and only where its row
     (column) is scaled and ``|A'| <= 2^-126``. On the scaled operands the method's bound holds
@@ -189,7 +189,7 @@ def assert_within_elementwise_bound(c: Tensor, a: Tensor, b: Tensor, method: str
     e_sub = get_method(method).subnormal_abs_error
     if e_sub:
         plain = plain + e_sub * (_subnormal(a64) @ fin_b + fin_a @ _subnormal(b64)) * (1 + rel)
-    # a row the range fix-up computed (either may be the case: the larger)
+    # an element the range fix-up computed (either may be the case: the larger)
     tol = torch.maximum(plain, rel * (fin_a @ fin_b) + range_abs_bound(method, a, b, extra_rel=extra_rel))
     if bias is not None:
         tol = tol + rel * bias.detach().double().cpu().abs()
