@@ -12,8 +12,8 @@ input gradient by ``torch.autograd.grad``), these variants (``impl``):
 * ``unchecked``: the same products with the check and the fix-up switched off
   (``tcemu.emulation.gemm.emu_mm._RANGE_FIXUP = False``, a diagnostic switch: kernels compiled without the
   check, no flags, no fix-up launch), so that ``checked / unchecked - 1`` is the cost, measured in one run;
-* ``checked_4_rows`` (fwd only): N(0, 1) data with 4 rows of x holding a value of 1e38, so that their products
-  overflow (truly or falsely) and the fix-up recomputes them: its cost when it runs.
+* ``checked_4_rows`` (fwd only): N(0, 1) data with 4 rows of x holding an Inf, so that every element of those
+  rows is marked and the fix-up recomputes them: its cost when it runs.
 
 Timing: CUDA events around each call, the variants interleaved round by round (order rotated), median and
 20th/80th percentiles over all calls; the first calls (compiles) are not timed. ``checked`` and ``unchecked`` are also
@@ -78,7 +78,7 @@ def measure_case(method: str, M: int, K: int, N: int, rounds: int, calls: int, g
     x = torch.randn(M, K, device="cuda", generator=gen)
     dy = torch.randn(M, N, device="cuda", generator=gen)
     x_hot = x.clone()
-    x_hot[torch.randperm(M, device="cuda", generator=gen)[:FLAGGED_ROWS], 0] = 1e38
+    x_hot[torch.randperm(M, device="cuda", generator=gen)[:FLAGGED_ROWS], 0] = float("inf")
     xg = x.clone().requires_grad_(True)
 
     def fwd(inp):
