@@ -89,7 +89,7 @@ def test_single_products_near_float_max(method):
 # ---------------------------------------------------------------------------------------------------------
 
 
-RANGE_SETTINGS = settings(max_examples=120, deadline=None, derandomize=True, database=None,
+RANGE_SETTINGS = settings(max_examples=80, deadline=None, derandomize=True, database=None,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
