@@ -30,6 +30,14 @@ Non-finite values in the correction levels (``L_1`` and up) are set to zero befo
 combined; ``L_0 = P0_A @ P0_B`` carries Inf and NaN exactly where an FP32 matmul has them,
 because ``p0`` equals ``a`` for Inf/NaN and is never zero for a nonzero ``a``.
 
+The top of the range: a high piece can round above its value, and a correction level sums up to
+``n = max_level_products`` products, so a product whose FP32 result is finite can still overflow in some
+level (false Inf, or a correction level lost to the zeroing above). Every element of C with a non-finite
+level (or result) is therefore computed again, with its row of A scaled by ``2^-k_i`` and its column of B by
+``2^-l_j`` (exact powers of two, :meth:`MethodSpec.range_threshold`), where no level can overflow, and
+scaled back: ``C_ij = (C'_ij 2^k_i) 2^l_j``. Elements with Inf/NaN inputs are recomputed too and come out the
+same.
+
 Error model (relative to ``|A| @ |B|``, elementwise): ``split_residual`` bounds the
 representation error of the kept products per product; FP32 accumulation adds about
 ``sqrt(K) * 2**-24`` for random data (``K * 2**-24`` worst case).
@@ -37,6 +45,7 @@ representation error of the kept products per product; FP32 accumulation adds ab
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -122,6 +131,30 @@ class MethodSpec:
     @property
     def uses_tensor_cores(self) -> bool:
         return self.piece_format != "fp32"
+
+    @property
+    def max_level_products(self) -> int:
+        """The most products summed in one level (3 for BF16x6/x9, 2 for TF32x3/BF16x3, 1 for one piece)."""
+        return max(len(level) for level in self.levels)
+
+    def range_threshold(self, k: int) -> int:
+        """T of the range fix-up for contraction length ``k``: a row of A (column of B) whose largest finite
+        magnitude has exponent ``e > T`` is scaled by ``2^-(e - T)``, so that all its finite values are below
+        ``2^(T+1)``.
+
+        Why no level can then overflow: a value ``x`` with ``2^e <= |x| < 2^(e+1)`` has pieces of at most
+        ``2^(e+1)`` (the high piece may round up to it; each scaled residual is at most ``2^e``), so a piece
+        product is at most ``2^(2T+2)``; a level sums ``n k`` of them (n = :attr:`max_level_products`), and
+        FP32 rounding of its partial sums can grow that by ``(1 + u)^(n k + levels + 2)`` at most (the
+        combined result, level sums scaled by ``2^-s``, is smaller). T is the largest integer with
+        ``n k 2^(2T+2) (1 + u)^(n k + levels + 2) <= FLT_MAX``; at least 1 (that holds up to n k of about
+        2^30), so that ``2^+-k`` stays a normal FP32 number."""
+        n = self.max_level_products
+        k = max(int(k), 1)
+        steps = n * k + len(self.levels) + 2
+        log2_max = 127 + math.log2(2 - 2.0**-23)  # FLT_MAX = (2 - 2^-23) 2^127
+        room = log2_max - math.log2(n) - math.log2(k) - steps * math.log2(1 + _U) - 2
+        return max(1, math.floor(room / 2 - 1e-9))  # (the margin guards the float evaluation of the logs)
 
     def __str__(self) -> str:
         return self.name

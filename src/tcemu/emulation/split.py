@@ -8,6 +8,9 @@ and matches what the GPU conversion instructions produce:
 
 both saturate to the largest finite value of the format instead of overflowing to Inf (an
 Inf high piece would turn ``a - hi`` into NaN), and both leave Inf and NaN unchanged.
+
+The range scaling of the fix-up (:func:`range_scale_exponents`, :func:`scale_down`, :func:`power_of_two`)
+is here too: it prepares operands for the split (docs/emulation.md, "The top of the range").
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ from torch import Tensor
 
 from .methods import MethodSpec, get_method
 
-__all__ = ["round_to_tf32", "round_to_bf16", "round_to_piece", "split", "recombine"]
+__all__ = ["round_to_tf32", "round_to_bf16", "round_to_piece", "split", "recombine", "power_of_two",
+           "range_scale_exponents", "scale_down"]
 
 _MAG = 0x7FFFFFFF
 _SIGN = -0x80000000  # 0x80000000 as int32
@@ -108,9 +112,38 @@ def split(x: Tensor, method: str | MethodSpec) -> tuple[Tensor, ...]:
 
 
 def recombine(pieces: tuple[Tensor, ...], method: str | MethodSpec) -> Tensor:
-    """Inverse of :func:`split` up to the split residual (for tests and diagnostics)."""
+    """Inverse of :func:`split` up to the split residual: the value the pieces represent (exact for three
+    BF16 pieces); Inf, NaN and signed zeros from their high piece."""
     spec = get_method(method)
     out = pieces[-1]
     for p in reversed(pieces[:-1]):
         out = out * 2.0**-spec.shift + p
-    return out
+    high = pieces[0]
+    return torch.where(torch.isfinite(high) & (high != 0), out, high)
+
+
+# ---------------------------------------------------------------------------------------- range scaling
+
+
+def power_of_two(e: Tensor) -> Tensor:
+    """``2^e`` as float32 for integer ``e`` in [-126, 127], built from the exponent bits (exact)."""
+    return ((e.to(torch.int32) + 127) << 23).view(torch.float32)
+
+
+def range_scale_exponents(x: Tensor, dim: int, threshold: int) -> Tensor:
+    """``k = max(0, e - threshold)`` per slice along ``dim`` (kept as a size-1 dimension), ``e`` the exponent
+    of the slice's largest finite magnitude (a slice of zeros, subnormals or non-finite values only: 0)."""
+    _check_fp32(x)
+    largest = torch.where(torch.isfinite(x), x.abs(), torch.zeros((), dtype=x.dtype, device=x.device))
+    largest = largest.amax(dim=dim, keepdim=True).contiguous()
+    exponent = ((largest.view(torch.int32) >> 23) & 0xFF) - 127
+    return (exponent - threshold).clamp_min(0)
+
+
+def scale_down(x: Tensor, k: Tensor) -> Tensor:
+    """``x * 2^-k`` (``k`` broadcast, integers in [0, 126]): exact where the result is normal; a nonzero
+    value never becomes zero (it keeps the smallest subnormal of its sign, so that Inf times it stays Inf);
+    Inf and NaN unchanged."""
+    y = x * power_of_two(-k)
+    tiny = torch.where(torch.signbit(x), -(2.0**-149), 2.0**-149).to(x.dtype)
+    return torch.where((y == 0) & (x != 0), tiny, y)

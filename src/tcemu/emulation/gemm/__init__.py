@@ -3,7 +3,10 @@
 * :class:`TritonBackend`: the ``"triton"`` :class:`~tcemu.emulation.backends.GemmBackend` (torch ops under
   ``torch.compile``, so that it and CUDA graphs work; direct kernel calls in eager code);
 * :func:`emu_mm` / :func:`emu_mm_reference`, :func:`split_t` / :func:`split_t_reference`: launchers and
-  their references, side by side (``emu_mm.py``); the ``@triton.jit`` code is private in ``_kernels/``.
+  their references, side by side (``emu_mm.py``; the Gluon launchers in ``_gluon.py``, the configurations in
+  ``configs.py``); the ``@triton.jit`` code is private in ``_kernels/``;
+* ``range_fixup.py``: the fix-up after every GEMM, which computes the rows the kernel flagged (a non-finite
+  level or result) again with exact power-of-two scaling (docs/emulation.md, "The top of the range").
 
 Switches (read at call time):
 

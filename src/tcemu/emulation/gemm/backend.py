@@ -5,7 +5,8 @@ kernels as opaque calls with known output shapes (fake implementations below) an
 eager code calls the same kernels directly (an op call costs host time):
 
 * ``tcemu::split_t(b, method) -> pieces``: split a (R, C) matrix into transposed pieces (C, R);
-* ``tcemu::emu_mm(a, p0, p1, p2, bias, method) -> out``: ``a @ b + bias`` from a (Z, M, K) and b's pieces;
+* ``tcemu::emu_mm(a, p0, p1, p2, bias, method, b=None) -> out``: ``a @ b + bias`` from a (Z, M, K) and b's
+  pieces, with FP32 ``b`` transposed (the range fix-up's operand; optional);
 * ``tcemu::sgemm(a, b, bias) -> out``: the small-shape fallback, cuBLAS SGEMM with TF32 off.
 
 Small shapes. Below ``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS`` (2 M N K; env ``TCEMU_SMALL_SHAPE_MIN_FLOPS``) an emulated GEMM is launch-bound and no
@@ -99,7 +100,7 @@ def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device
 # ``tcemu.emulation.ops`` (grad mode off), and return new tensors (no aliasing).
 _LIB = torch.library.Library("tcemu", "DEF")  # noqa: TOR901 - kept alive for the process
 _LIB.define("split_t(Tensor b, str method) -> Tensor[]")
-_LIB.define("emu_mm(Tensor a, Tensor p0, Tensor? p1, Tensor? p2, Tensor? bias, str method) -> Tensor")
+_LIB.define("emu_mm(Tensor a, Tensor p0, Tensor? p1, Tensor? p2, Tensor? bias, str method, Tensor? b=None) -> Tensor")
 _LIB.define("sgemm(Tensor a, Tensor b, Tensor? bias) -> Tensor")
 
 
@@ -108,10 +109,11 @@ def _split_t_impl(b: Tensor, method: str) -> list[Tensor]:
 
 
 def _emu_mm_impl(
-    a: Tensor, p0: Tensor, p1: Tensor | None, p2: Tensor | None, bias: Tensor | None, method: str
+    a: Tensor, p0: Tensor, p1: Tensor | None, p2: Tensor | None, bias: Tensor | None, method: str,
+    b: Tensor | None = None,
 ) -> Tensor:
     pieces = tuple(p for p in (p0, p1, p2) if p is not None)
-    return emu_mm(a, pieces, method, bias)
+    return emu_mm(a, pieces, method, bias, b=b)
 
 
 def _plain_gemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
@@ -144,7 +146,7 @@ def _(b: Tensor, method: str) -> list[Tensor]:
 
 
 @torch.library.register_fake("tcemu::emu_mm", lib=_LIB)
-def _(a, p0, p1, p2, bias, method):
+def _(a, p0, p1, p2, bias, method, b=None):
     N = p0.shape[-2]
     return a.new_empty((*a.shape[:-1], N))
 
@@ -172,10 +174,12 @@ def _split_pieces(b: Tensor, method: str) -> tuple[Tensor, ...]:
     return tuple(_split_t_op(b, method)) if torch.compiler.is_compiling() else split_t(b, method)
 
 
-def _emu(a: Tensor, pieces: tuple[Tensor, ...], bias: Tensor | None, method: str) -> Tensor:
+def _emu(a: Tensor, pieces: tuple[Tensor, ...], bias: Tensor | None, method: str, b_t: Tensor | None) -> Tensor:
+    """``a @ b + bias`` from b's transposed pieces; ``b_t``: FP32 b transposed, a view (for the range fix-up), or
+    None where it is not at hand without a copy (the fix-up then rebuilds b from the pieces)."""
     if torch.compiler.is_compiling():
-        return _emu_mm_op(a, *_pieces_args(pieces), bias, method)
-    return emu_mm(a, tuple(pieces), method, bias)
+        return _emu_mm_op(a, *_pieces_args(pieces), bias, method, b_t)
+    return emu_mm(a, tuple(pieces), method, bias, b=b_t)
 
 
 def _sgemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
@@ -268,11 +272,11 @@ class TritonBackend:
             a_b = a.expand(*batch, M, K)
             try:
                 a2 = a_b.view(-1, K)
-                out = _emu(a2, pieces, None, spec.name)
+                out = _emu(a2, pieces, None, spec.name, b.mT)
                 return out.view(*batch, M, N)
             except RuntimeError:
                 a3 = a_b.reshape(-1, M, K)
-                out = _emu(a3, pieces, None, spec.name)
+                out = _emu(a3, pieces, None, spec.name, b.mT)
                 return out.view(*batch, M, N)
         a3 = a.expand(*batch, M, K).reshape(-1, M, K)
         b_batch = b.shape[:-2]
@@ -281,11 +285,13 @@ class TritonBackend:
         # every entry's pieces from one split of (K, Zb * N): its transposed pieces are (Zb * N, K) = (Zb, N, K)
         wide = b3.permute(1, 0, 2).reshape(K, Zb * N)
         stacked = tuple(p.view(Zb, N, K) for p in _split_pieces(wide, spec.name))
+        b_t = b3.mT
         if b3.shape[0] != Z:  # broadcast b's pieces over the batch (stride 0 where possible)
             stacked = tuple(
                 p.view(*b_batch, N, K).expand(*batch, N, K).reshape(-1, N, K) for p in stacked
             )
-        out = _emu(a3, stacked, None, spec.name)
+            b_t = None  # (a broadcast b would need a copy: the fix-up rebuilds it from the pieces)
+        out = _emu(a3, stacked, None, spec.name, b_t)
         return out.view(*batch, M, N)
 
     # ---- linear layers ----
@@ -311,7 +317,7 @@ class TritonBackend:
         if _use_fallback(spec, M, N, K, x.device):
             return _unflatten(_sgemm(x2, weight.t(), bias), lead, N)
         pw = self._prepared(weight, prepared, spec)
-        return _unflatten(_emu(x2, pw.fwd, bias, spec.name), lead, N)
+        return _unflatten(_emu(x2, pw.fwd, bias, spec.name, weight), lead, N)
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
@@ -322,4 +328,4 @@ class TritonBackend:
         if _use_fallback(spec, M, K, N, grad_out.device):
             return _unflatten(_sgemm(g2, weight, None), lead, K)
         pw = self._prepared(weight, prepared, spec)
-        return _unflatten(_emu(g2, pw.bwd, None, spec.name), lead, K)
+        return _unflatten(_emu(g2, pw.bwd, None, spec.name, weight.t()), lead, K)

@@ -14,6 +14,11 @@ backward, two kernels, one program per (batch entry, head):
 Each product covers its whole contraction (D or L) in one tile, by the method's kept products: the L0 tile
 a0 b0 from zero, the correction levels from zero, combined smallest first (x 2^-s, non-finite -> 0) and added
 to L0 in FP32, as the GEMM kernel's tile mode for one K-tile.
+
+The top of the range: these kernels have no range check and no fix-up (docs/emulation.md, "The top of the
+range"). Their products are within the method's bound where every |Q||K^T| and |P||V| entry is below about
+2^126; beyond, a high piece that rounds up or an overflowing correction level can give Inf or NaN where FP32
+attention is finite (the ``tcemu.matmul`` path, ``backend="torch"``, has the fix-up).
 """
 
 from __future__ import annotations

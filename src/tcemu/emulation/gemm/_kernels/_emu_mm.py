@@ -27,6 +27,13 @@ Correction levels (MODE)
       are combined once at the end (non-finite -> 0, scale 2^-s, smallest first). One FP32 add per
       element and K-tile; one register tile more per correction level.
     4 "hybrid" (three-piece methods): level 2 running as in mode 1, level 1 per tile as in mode 0.
+
+Range check (RANGE_CHECK): the epilogue flags, in ``flag_ptr`` (one int8 per row of C, zeroed by the
+launcher), every row with an element whose result or level is not finite (the running accumulators before
+their zeroing; in the tile modes each level tile before its zeroing, in a mask tile): an Inf/NaN input or an
+overflow. Only 1 is ever stored, masked, so tiles of one row do not race. Those elements themselves are stored
+as the NaN ``RANGE_MARK_BITS`` (a payload no arithmetic produces); the range fix-up (``_range_fixup.py``)
+computes them again. Every other element keeps the bits it has without the check.
 """
 
 from __future__ import annotations
@@ -34,10 +41,11 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from ._split import split3, split3_fast
+from ._split import split3, split3_fast, widen_bf16
 
 # DOT_FMT: 0 TF32 pieces in fp32 registers, 1 BF16 pieces. 2 = BF16 pieces under TRITON_INTERPRET=1, whose
-# NumPy dot multiplies bf16 as raw uint16 (Triton 3.9): there the exact pieces are widened to fp32 first.
+# NumPy dot multiplies bf16 as raw uint16 (Triton 3.9): there the exact pieces are widened to fp32 first (by
+# their bits: the interpreter's own conversion flushes subnormals).
 
 
 @triton.jit
@@ -48,7 +56,7 @@ def _mma0(a, b, FMT: tl.constexpr):
     elif FMT == 1:
         return tl.dot(a, b)
     else:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee")
+        return tl.dot(widen_bf16(a), widen_bf16(b), input_precision="ieee")
 
 
 @triton.jit
@@ -59,7 +67,7 @@ def _mma0_keep(a, b, FMT: tl.constexpr):
     elif FMT == 1:
         return tl.dot(a, b, max_num_imprecise_acc=1)
     else:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), input_precision="ieee", max_num_imprecise_acc=1)
+        return tl.dot(widen_bf16(a), widen_bf16(b), input_precision="ieee", max_num_imprecise_acc=1)
 
 
 @triton.jit
@@ -70,7 +78,7 @@ def _mma(a, b, c, FMT: tl.constexpr):
     elif FMT == 1:
         return tl.dot(a, b, c)
     else:
-        return tl.dot(a.to(tl.float32), b.to(tl.float32), c, input_precision="ieee")
+        return tl.dot(widen_bf16(a), widen_bf16(b), c, input_precision="ieee")
 
 
 @triton.jit
@@ -83,6 +91,41 @@ def _fz(c):
 def _down(c, DOWN: tl.constexpr):
     """c * 2^-s, with Inf/NaN set to 0."""
     return _fz(c * DOWN)
+
+
+@triton.jit
+def _down_seen(c, DOWN: tl.constexpr, seen, CHECK: tl.constexpr):
+    """``_down(c)``, and with CHECK ``seen`` (int32 tile) set to 1 where ``c`` is not finite."""
+    d = c * DOWN
+    ok = tl.abs(d) < float("inf")
+    if CHECK:
+        seen = seen | tl.where(ok, 0, 1)
+    return tl.where(ok, d, 0.0), seen
+
+
+@triton.jit
+def _finite(x):
+    """1 where x is finite, else 0 (int32)."""
+    return tl.where(tl.abs(x) < float("inf"), 1, 0)
+
+
+#: the bits of the NaN the GEMM kernels store where the range check found a non-finite level or result: a quiet
+#: NaN whose payload arithmetic never produces (GPUs return the canonical 0x7FFFFFFF), read by the fix-up
+RANGE_MARK_BITS = 0x7FF0DEAD
+RANGE_MARK = tl.constexpr(RANGE_MARK_BITS)
+
+
+@triton.jit
+def mark_unfinished(x, ok):
+    """x where ``ok`` (int32) is 1, else the NaN ``RANGE_MARK_BITS``. Also called by the Gluon kernels."""
+    return tl.where(ok != 0, x, (x.to(tl.int32, bitcast=True) * 0 + RANGE_MARK).to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def flag_rows(row_ok, flag_ptr, row0, offs, M):
+    """Store 1 at ``flag_ptr[row0 + offs]`` for the rows (``offs < M``) whose ``row_ok`` is 0 (the Gluon kernels'
+    ``_flag_tile_rows`` does the same)."""
+    tl.store(flag_ptr + row0 + offs, (row_ok * 0 + 1).to(tl.int8), mask=(offs < M) & (row_ok == 0))
 
 
 @triton.jit
@@ -100,8 +143,9 @@ def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.cons
 
 @triton.jit
 def _emu_mm_kernel(
-    # pointers (a1_ptr, a2_ptr: A's pieces 1 and 2 when A_PRESPLIT, then a_ptr holds piece 0)
-    a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr,
+    # pointers (a1_ptr, a2_ptr: A's pieces 1 and 2 when A_PRESPLIT, then a_ptr holds piece 0); flag_ptr: one
+    # int8 per row of C (Z*M), zeroed, for the range check
+    a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, flag_ptr,
     # sizes
     M, N, K,
     # strides: A (z, m, k), Bt pieces (z, n, k), C (z, m, n)
@@ -124,30 +168,32 @@ def _emu_mm_kernel(
     # the tile loop and the K loop are flattened into one, so that the next tile's loads are issued
     # during this tile's epilogue (short K: few K-tiles per output tile)
     PERSISTENT: tl.constexpr = False,
+    # RANGE_CHECK: flag the rows with a non-finite level or result (False: DIAGNOSTIC, to time the check)
+    RANGE_CHECK: tl.constexpr = True,
 ):
     num_tiles = tl.cdiv(M, BM) * tl.cdiv(N, BN)
     if PERSISTENT:
         for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=True):
             _emu_mm_tile(
-                a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, M, N, K,
+                a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, flag_ptr, M, N, K,
                 stride_az, stride_am, stride_ak, stride_bz, stride_bn, stride_bk, stride_cz, stride_cm, stride_cn,
                 tile, tl.program_id(1).to(tl.int64),
                 FMT, NP, SHIFT, METHOD, MODE, DOT_FMT, HAS_BIAS, EVEN_K, BM, BN, BK, GROUP_M,
-                HW_SPLIT, FAST_SPLIT, A_PRESPLIT, L0_FIRST,
+                HW_SPLIT, FAST_SPLIT, A_PRESPLIT, L0_FIRST, RANGE_CHECK,
             )
     else:
         _emu_mm_tile(
-            a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, M, N, K,
+            a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, flag_ptr, M, N, K,
             stride_az, stride_am, stride_ak, stride_bz, stride_bn, stride_bk, stride_cz, stride_cm, stride_cn,
             tl.program_id(0), tl.program_id(1).to(tl.int64),
             FMT, NP, SHIFT, METHOD, MODE, DOT_FMT, HAS_BIAS, EVEN_K, BM, BN, BK, GROUP_M,
-            HW_SPLIT, FAST_SPLIT, A_PRESPLIT, L0_FIRST,
+            HW_SPLIT, FAST_SPLIT, A_PRESPLIT, L0_FIRST, RANGE_CHECK,
         )
 
 
 @triton.jit
 def _emu_mm_tile(
-    a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr,
+    a_ptr, a1_ptr, a2_ptr, b0_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, flag_ptr,
     M, N, K,
     stride_az, stride_am, stride_ak,
     stride_bz, stride_bn, stride_bk,
@@ -157,7 +203,7 @@ def _emu_mm_tile(
     DOT_FMT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
     HW_SPLIT: tl.constexpr, FAST_SPLIT: tl.constexpr,
-    A_PRESPLIT: tl.constexpr, L0_FIRST: tl.constexpr,
+    A_PRESPLIT: tl.constexpr, L0_FIRST: tl.constexpr, RANGE_CHECK: tl.constexpr,
 ):
     """One BM x BN tile of C (linear tile index ``pid``, batch ``z``): the K loop and the epilogue."""
     DOWN: tl.constexpr = 2.0 ** (-SHIFT)
@@ -166,6 +212,10 @@ def _emu_mm_tile(
     RUN2: tl.constexpr = (MODE == 1 or MODE == 4) and NP == 3  # level 2 on a running accumulator
     tl.static_assert(METHOD != 3 or MODE == 0, "bf16x9 has the tile mode only")
     tl.static_assert(MODE == 0 or MODE == 1 or MODE == 4, "MODE is 0, 1 or 4")
+    # a correction level summed per K-tile and zeroed where not finite (mode 0, 4, bf16x9): the range check
+    # keeps a mask tile of where that happened
+    TILE_LEVELS: tl.constexpr = METHOD == 3 or (not RUN1) or (NP == 3 and not RUN2)
+    SEEN: tl.constexpr = TILE_LEVELS and RANGE_CHECK
 
     # ---- tile of C owned by this program (grouped order for L2 reuse of B) ----
     pid_m, pid_n = grouped_tile(pid, M, N, BM, BN, GROUP_M)
@@ -190,6 +240,10 @@ def _emu_mm_tile(
         c1 = tl.zeros((BM, BN), dtype=tl.float32)  # running level-1 accumulator on the Tensor Core
     if RUN2:
         c2 = tl.zeros((BM, BN), dtype=tl.float32)  # running level-2 accumulator on the Tensor Core
+    if SEEN:
+        seen = tl.zeros((BM, BN), dtype=tl.int32)  # 1 where a level tile was not finite
+    else:
+        seen = tl.zeros((1, 1), dtype=tl.int32)  # (unused)
 
     # ---- main loop over K-tiles ----
     for kt in range(0, tl.cdiv(K, BK)):
@@ -238,27 +292,28 @@ def _emu_mm_tile(
             t = _mma0_keep(a0, b0, F)                                      # L0 tile from zero, issued first
 
         if METHOD == 3:  # bf16x9, tile mode: L4, L3, L2, L1 from zero, each scaled into the next
-            t = _down(_mma0(a2, b2, F), DOWN)                              # L4
-            t = _down(_mma(a1, b2, _mma(a2, b1, t, F), F), DOWN)          # L3
-            t = _mma(a2, b0, _mma(a1, b1, t, F), F)                       # L2
-            t = _down(_mma(a0, b2, t, F), DOWN)
-            t = _down(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN)          # L1
-            t = _mma(a0, b0, t, F)                                        # L0 last
+            t, seen = _down_seen(_mma0(a2, b2, F), DOWN, seen, SEEN)                        # L4
+            t, seen = _down_seen(_mma(a1, b2, _mma(a2, b1, t, F), F), DOWN, seen, SEEN)    # L3
+            t = _mma(a2, b0, _mma(a1, b1, t, F), F)                                         # L2
+            t, seen = _down_seen(_mma(a0, b2, t, F), DOWN, seen, SEEN)
+            t, seen = _down_seen(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN, seen, SEEN)    # L1
+            t = _mma(a0, b0, t, F)                                                          # L0 last
         else:
             if NP == 3:
                 if RUN2:
                     c2 = _mma(a0, b2, _mma(a2, b0, _mma(a1, b1, c2, F), F), F)   # L2, running
                 else:
-                    t = _down(_mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, F), F), F), DOWN)  # L2 tile
+                    t, seen = _down_seen(_mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, F), F), F), DOWN, seen,
+                                         SEEN)                                   # L2 tile
             if RUN1:
                 c1 = _mma(a0, b1, _mma(a1, b0, c1, F), F)                 # L1, running
                 if not L0_FIRST:
                     t = _mma0_keep(a0, b0, F)                              # L0 tile from zero
             else:
                 if NP == 3 and not RUN2:
-                    t = _down(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN)   # L1 onto the L2 tile
+                    t, seen = _down_seen(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN, seen, SEEN)  # L1 onto L2
                 else:
-                    t = _down(_mma(a0, b1, _mma0(a1, b0, F), F), DOWN)     # L1 tile
+                    t, seen = _down_seen(_mma(a0, b1, _mma0(a1, b0, F), F), DOWN, seen, SEEN)    # L1 tile
                 t = _mma(a0, b0, t, F)                                     # L0 last
         acc += t  # outside the Tensor Core, round to nearest
 
@@ -278,9 +333,22 @@ def _emu_mm_tile(
     elif RUN2:
         acc += _fz(c2) * (DOWN * DOWN)
 
-    # ---- epilogue: bias, store ----
+    # ---- range check: flag the rows with a non-finite result or level ----
+    if RANGE_CHECK:
+        ok = _finite(acc)
+        if RUN1:
+            ok = ok & _finite(c1)
+        if RUN2:
+            ok = ok & _finite(c2)
+        if SEEN:
+            ok = ok & (1 - seen)
+        flag_rows(tl.min(ok, axis=1), flag_ptr, z * M, offs_m, M)
+
+    # ---- epilogue: bias, store (the elements the range check found, marked for the fix-up) ----
     if HAS_BIAS:
         bias = tl.load(bias_ptr + cols)
         acc += bias[None, :]
+    if RANGE_CHECK:
+        acc = mark_unfinished(acc, ok)
     c_ptrs = c_ptr + z * stride_cz + offs_m[:, None].to(tl.int64) * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))

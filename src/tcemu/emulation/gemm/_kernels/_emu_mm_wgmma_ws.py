@@ -39,6 +39,9 @@ MMAs of tile kt - 1 are done, and TF32x3 ran 1.11-1.20x slower).
 Deadlock-free for STAGES >= 2, P_STAGES >= 2, A_STAGES >= 1: each wait is for a release by a partition that
 is at an earlier K-tile.
 
+Range check (RANGE_CHECK): the consumer's epilogue flags the rows with a non-finite result or running level and
+marks those elements, as ``_emu_mm_wgmma_kernel`` does, for the range fix-up.
+
 Tile loop: each program loops over tiles of C (``program_id(0)``, then every ``num_programs(0)``-th), the
 three partitions in the same order, with the ring positions counted over all of the program's K-tiles. With
 one program per tile (``gw``) each loops once; with about one program per SM (``tgw``, persistent) the loader
@@ -57,6 +60,7 @@ from ._emu_mm import grouped_tile
 from ._emu_mm_wgmma import (
     _accumulators,
     _combine_levels,
+    _flag_tile_rows,
     _k_tile_mmas,
     _mma_layout,
     _piece_smem_layout,
@@ -244,10 +248,10 @@ def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1
 
 @gluon.jit
 def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                 bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                 bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
                  NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
                  BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, P_STAGES: gl.constexpr,
-                 ROW0: gl.constexpr, ROWS: gl.constexpr, num_warps: gl.constexpr):
+                 ROW0: gl.constexpr, ROWS: gl.constexpr, RANGE_CHECK: gl.constexpr, num_warps: gl.constexpr):
     """``_emu_mm_wgmma_kernel``'s MMA loop, combine and epilogue, tile after tile, for rows ROW0 .. ROW0 + ROWS
     of each (BM, BN) tile of C: all of them (the default partition, two warpgroups), or one warpgroup's half
     (``TWO_CONSUMERS``: each warpgroup a partition of its own, which releases the slots by its own arrival)."""
@@ -273,13 +277,15 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
             acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
             it += 1
 
-        acc = _combine_levels(acc, c1, c2, NP, SHIFT)  # waits for every MMA of the tile
+        acc, ok = _combine_levels(acc, c1, c2, NP, SHIFT, RANGE_CHECK)  # waits for every MMA of the tile
         # the tile's last K-tile is done: release its slots, so that the loader and the splitter run on into
         # the next tile while this one's epilogue stores C
         mbarrier.arrive(b_empty.index((it + STAGES - 1) % STAGES))
         mbarrier.arrive(a_empty.index((it + P_STAGES - 1) % P_STAGES))
+        if RANGE_CHECK:
+            _flag_tile_rows(ok, flag_ptr, M, z, off_m + ROW0, ROWS, mma)
         _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m + ROW0, off_n, HAS_BIAS,
-                    ROWS, BN, mma)
+                    ROWS, BN, mma, ok, RANGE_CHECK)
 
 
 @gluon.jit
@@ -287,14 +293,14 @@ def _emu_mm_wgmma_ws_kernel(
     # TMA descriptors: FP32 A (Z*M, K) with (BM, BK) blocks; B's pieces (N, K) with (BN, BK) blocks (with
     # NP == 2, b2_desc is a placeholder: any of the others)
     a_desc, b0_desc, b1_desc, b2_desc,
-    bias_ptr, c_ptr,
+    bias_ptr, c_ptr, flag_ptr,
     M, N, K,
     stride_cz, stride_cm, stride_cn,
     NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, TF32: gl.constexpr,
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr,
     STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr,
     SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, SPLIT_VECS: gl.constexpr, CHECKED: gl.constexpr,
-    TWO_CONSUMERS: gl.constexpr, num_warps: gl.constexpr,
+    TWO_CONSUMERS: gl.constexpr, RANGE_CHECK: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = b0_desc.dtype  # the pieces' dtype
 
@@ -335,8 +341,9 @@ def _emu_mm_wgmma_ws_kernel(
     if TWO_CONSUMERS:  # one warpgroup per consumer partition (num_warps == 4), half of BM rows each
         gl.warp_specialize([
             (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                            bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
-                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, 0, BM // 2, num_warps)),
+                            bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, 0, BM // 2, RANGE_CHECK,
+                            num_warps)),
             (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
                           raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
                           NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
@@ -345,14 +352,16 @@ def _emu_mm_wgmma_ws_kernel(
                             NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS,
                             SPLIT_VECS, CHECKED)),
             (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                            bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
-                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, BM // 2, BM // 2, num_warps)),
+                            bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, BM // 2, BM // 2,
+                            RANGE_CHECK, num_warps)),
         ], [1, SPLIT_WARPS, num_warps], [LOAD_REGS, SPLIT_REGS, CONSUMER_REGS])
     else:
         gl.warp_specialize([
             (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                            bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
-                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, 0, BM, num_warps)),
+                            bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, 0, BM, RANGE_CHECK,
+                            num_warps)),
             (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
                           raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
                           NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
@@ -413,12 +422,12 @@ def _emu_mm_wgmma_pieces_ws_kernel(
     # TMA descriptors: A's pieces (Z*M, K) with (BM, BK) blocks, B's pieces (N, K) with (BN, BK) blocks (with
     # NP == 2 the third of each is a placeholder)
     a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
-    bias_ptr, c_ptr,
+    bias_ptr, c_ptr, flag_ptr,
     M, N, K,
     stride_cz, stride_cm, stride_cn,
     NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr,
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
-    num_warps: gl.constexpr,
+    RANGE_CHECK: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = b0_desc.dtype
     a0s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
@@ -439,8 +448,8 @@ def _emu_mm_wgmma_pieces_ws_kernel(
         mbarrier.init(empty.index(i), count=2)
     gl.warp_specialize([
         (_ws_consumer, (a0s, a1s, a2s, b0s, b1s, b2s, ready, empty, ready, empty,
-                        bias_ptr, c_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
-                        NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, STAGES, 0, BM, num_warps)),
+                        bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                        NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, STAGES, 0, BM, RANGE_CHECK, num_warps)),
         (_ws_piece_loader, (a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc, a0s, a1s, a2s, b0s, b1s, b2s,
                             ready, empty, M, N, K, NP, BM, BN, BK, GROUP_M, STAGES)),
     ], [1], [LOAD_REGS])

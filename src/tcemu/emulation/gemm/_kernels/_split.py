@@ -62,6 +62,13 @@ def to_operand(bits, FMT: tl.constexpr):
 
 
 @triton.jit
+def widen_bf16(x):
+    """bf16 -> its FP32 value, by the bits (exact also for subnormals, which Triton 3.9's interpreter flushes to
+    zero in ``.to(tl.float32)``)."""
+    return (x.to(tl.int16, bitcast=True).to(tl.int32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _hw_piece_bf16(x, KEEP_NONZERO: tl.constexpr):
     """One BF16 piece by the hardware conversion: (operand, its FP32 value). The same bits as
     round_piece_bits (NaN payloads aside) if cvt.rn.bf16.f32 rounds as documented; hw_split_exact()

@@ -1,0 +1,103 @@
+"""The range fix-up after every emulated GEMM: FAST launcher (Triton) and its REFERENCE twin, side by side.
+
+Every GEMM kernel flags (``flags``: one int8 per row of C, Z*M, zeroed before the GEMM) the rows with an
+element whose level or result is not finite (an Inf/NaN input or an overflow near FLT_MAX), and stores those
+elements as the NaN :data:`RANGE_MARK_BITS`. :func:`range_fixup` computes the flagged rows again with exact
+power-of-two scaling (``_kernels/_range_fixup.py``) and stores the marked elements;
+:func:`range_fixup_reference` does the same with :func:`~tcemu.emulation.reference.mm_range_scaled`, the
+executable spec (docs/emulation.md, "The top of the range"). On ordinary data no row is flagged and the
+launch only reads the flags.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import Tensor
+
+from ..methods import MethodSpec, get_method
+from ..reference import mm_range_scaled
+from ..split import recombine
+from ._kernels import _range_fixup as _fix
+from ._kernels._emu_mm import RANGE_MARK_BITS
+from ._kernels._split import FMT_BF16, FMT_TF32
+from ._offline import triton_compile
+
+__all__ = ["RANGE_MARK_BITS", "range_fixup", "range_fixup_reference", "range_fixup_compile"]
+
+
+def _check(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, out3: Tensor, flags: Tensor) -> None:
+    Z, M, _ = a3.shape
+    if flags.dtype != torch.int8 or flags.shape != (Z * M,):
+        raise ValueError(f"flags must be int8 of shape ({Z * M},), got {flags.dtype} {tuple(flags.shape)}")
+    if b_t is not None and (b_t.dtype != torch.float32 or b_t.shape[-2:] != bt3[0].shape[-2:]):
+        raise ValueError(f"b must be float32 of the pieces' shape {tuple(bt3[0].shape)}, got {b_t.dtype} "
+                         f"{tuple(b_t.shape)}")
+
+
+def range_fixup(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: Tensor | None, out3: Tensor,
+                flags: Tensor, spec: MethodSpec) -> None:
+    """Compute the marked elements of ``out3`` (Z, M, N) (in its flagged rows) again, in place, from FP32 ``a3``
+    (Z, M, K) and B.
+
+    Args:
+        a3: FP32 A, any strides.
+        bt3: B's pieces as the GEMM read them, each (Zb, N, K), Zb in {1, Z}.
+        b_t: FP32 B transposed, (Zb, N, K), any strides (``b.mT``); None: the value the pieces represent
+            (:func:`~tcemu.emulation.split.recombine`: exact for three BF16 pieces; for two, the part of B the
+            method reads, within its bound).
+        bias: FP32 (N,) or None, added after the product.
+        out3: the GEMM's output (Z, M, N), any strides; the elements to compute again hold the NaN
+            :data:`RANGE_MARK_BITS`.
+        flags: int8 (Z*M,): 1 for the rows that hold such elements.
+        spec: the method.
+    """
+    _check(a3, bt3, b_t, out3, flags)
+    Z, M, K = a3.shape
+    N = out3.shape[-1]
+    if M == 0 or N == 0 or K == 0 or Z == 0:
+        return
+    pieces = b_t is None
+    src = tuple(bt3) + (bt3[0],) * (3 - len(bt3)) if pieces else (b_t, b_t, b_t)
+    sb = src[0].stride()
+    _fix._range_fixup_kernel[_fix.grid(Z, M, N)](
+        a3, *src, bias if bias is not None else out3, out3, flags, M, N, K, spec.range_threshold(K),
+        *a3.stride(), 0 if src[0].shape[0] == 1 else sb[0], sb[1], sb[2], *out3.stride(),
+        **_constexprs(spec, bias is not None, pieces, os.environ.get("TRITON_INTERPRET") == "1"), num_warps=4,
+    )
+
+
+def _constexprs(spec: MethodSpec, has_bias: bool, b_pieces: bool, interpreting: bool) -> dict:
+    bf16 = spec.piece_format == "bf16"
+    fmt = FMT_BF16 if bf16 else FMT_TF32
+    return dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, LEVELS=len(spec.levels),
+                DOT_FMT=2 if (bf16 and interpreting) else fmt, HAS_BIAS=has_bias, B_PIECES=b_pieces,
+                SCAN=_fix.SCAN_ROWS, BM=_fix.FIX_BM, BN=_fix.FIX_BN, BK=_fix.FIX_BK)
+
+
+def range_fixup_compile(method: str | MethodSpec, *, b_pieces: bool = False, has_bias: bool = False, arch: int = 90):
+    """Compile (without a GPU) the fix-up kernel :func:`range_fixup` launches, for ``sm_<arch>``: contiguous
+    operands, B as FP32 or (``b_pieces``) as the method's pieces. Returns Triton's compiled kernel."""
+    spec = get_method(method)
+    b_ty = "*fp32" if not b_pieces or spec.piece_format == "tf32" else "*bf16"
+    names = _fix._range_fixup_kernel.arg_names
+    types = ["*fp32", b_ty, b_ty, b_ty, "*fp32", "*fp32", "*i8"] + ["i32"] * 13
+    return triton_compile(_fix._range_fixup_kernel, list(zip(names[:20], types)),
+                          _constexprs(spec, has_bias, b_pieces, False), arch, num_warps=4)
+
+
+def range_fixup_reference(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: Tensor | None,
+                          out3: Tensor, flags: Tensor, spec: MethodSpec) -> None:
+    """Same contract as :func:`range_fixup`, by :func:`~tcemu.emulation.reference.mm_range_scaled`."""
+    _check(a3, bt3, b_t, out3, flags)
+    Z, M, K = a3.shape
+    rows = flags.view(Z, M) != 0
+    if not bool(rows.any()):
+        return
+    bt = b_t if b_t is not None else recombine(tuple(p.float() for p in bt3), spec)
+    fixed = mm_range_scaled(a3, bt.mT, spec)
+    if bias is not None:
+        fixed = fixed + bias
+    marked = rows.unsqueeze(-1) & (out3.view(torch.int32) == RANGE_MARK_BITS)
+    out3.copy_(torch.where(marked, fixed, out3))
