@@ -4,9 +4,9 @@
 * ``"triton"``: the fast CUDA kernels of :mod:`tcemu.emulation.gemm` (Hopper, Ampere).
 * ``"auto"``: ``"triton"`` where it can run the method on the tensors' device, else ``"torch"``.
 
-A backend implements :class:`GemmBackend`. Linear layers use the ``prepare_weight`` /
-``linear`` / ``linear_input_grad`` trio, so that weight pieces are split once and cached by
-:class:`~tcemu.emulation.linear.EmulatedLinear` in whatever layout the backend prefers.
+A backend implements :class:`GemmBackend`. Linear layers call ``linear`` / ``linear_input_grad`` with
+``prepared=None``: the backend splits the weight at use, in the layout that GEMM reads, and only where a
+kernel runs. ``prepare_weight`` splits beforehand (benchmarks and tests time or check the GEMM alone).
 """
 
 from __future__ import annotations
@@ -37,10 +37,11 @@ class GemmBackend(Protocol):
         """``a @ b`` for a (..., M, K), b (..., K, N) with torch.matmul broadcasting (both >= 2-D)."""
 
     def prepare_weight(self, weight: Tensor, spec: MethodSpec) -> Any:
-        """Split an nn.Linear weight (N, K) once; the result is cached while the weight is unchanged."""
+        """Split an nn.Linear weight (N, K) beforehand, for ``prepared`` (valid while the weight is unchanged)."""
 
     def linear(self, x: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec, bias: Tensor | None) -> Tensor:
-        """``x @ weight.T + bias`` for x (M, K), weight (N, K), bias (N,) or None -> (M, N)."""
+        """``x @ weight.T + bias`` for x (M, K), weight (N, K), bias (N,) or None -> (M, N); ``prepared`` is
+        ``prepare_weight(weight)`` or None (split here)."""
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec) -> Tensor:
         """``grad_out @ weight`` for grad_out (M, N), weight (N, K) -> (M, K)."""
@@ -69,13 +70,14 @@ class ReferenceBackend:
         if spec.name == "tf32" and x.is_cuda:
             y = _cublas_tf32_matmul(x, weight.mT)
         else:
-            y = mm_reference(x, weight.mT, spec, b_pieces=tuple(p.mT for p in prepared))
+            pieces = None if prepared is None else tuple(p.mT for p in prepared)
+            y = mm_reference(x, weight.mT, spec, b_pieces=pieces)
         return y if bias is None else y + bias
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec) -> Tensor:
         if spec.name == "tf32" and grad_out.is_cuda:
             return _cublas_tf32_matmul(grad_out, weight)
-        return mm_reference(grad_out, weight, spec, b_pieces=tuple(prepared))
+        return mm_reference(grad_out, weight, spec, b_pieces=None if prepared is None else tuple(prepared))
 
 
 def _cublas_tf32_matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -109,12 +111,6 @@ def get_backend(name: str) -> GemmBackend:
             raise RuntimeError(be)
         return be
     raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(backend_names())}")
-
-
-def defers_weight_split(backend: GemmBackend) -> bool:
-    """Under torch.compile, a backend with ``prepares_lazily`` gets ``prepared=None`` and splits the weight
-    only where a kernel needs it (not for GEMMs that take its small-shape fallback)."""
-    return torch.compiler.is_compiling() and getattr(backend, "prepares_lazily", False)
 
 
 # CUDA resolutions, computed once per (backend name, device, method) in eager code. Under torch.compile the
