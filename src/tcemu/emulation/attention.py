@@ -86,6 +86,11 @@ def _check(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None) -> None:
         raise ValueError("tcemu.scaled_dot_product_attention: all tensors must be on one device")
 
 
+def _default_scale(q: Tensor) -> float:
+    """1 / sqrt(D), as torch; for D = 0 the scores are empty sums, 0 whatever the scale (torch's too): 1."""
+    return 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+
+
 def _additive(attn_mask: Tensor | None) -> Tensor | None:
     if attn_mask is None or attn_mask.dtype != torch.bool:
         return attn_mask
@@ -124,7 +129,7 @@ def sdpa_reference(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = N
                    method: str | MethodSpec = "tf32x3", backend: str = "torch") -> Tensor:
     """softmax(Q K^T * scale + mask) V with both products by :func:`tcemu.matmul` (autograd through both)."""
     spec = get_method(method)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = _default_scale(q) if scale is None else scale
     s = matmul(q, k.transpose(-2, -1), spec, backend=backend) * scale
     mask = _additive(attn_mask)
     if mask is not None:
@@ -218,7 +223,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
     spec = get_method(method)
     if backend not in ("auto", "torch", "triton"):
         raise ValueError(f"unknown backend {backend!r}; choose auto, torch or triton")
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scale = _default_scale(q) if scale is None else float(scale)
     mask = _additive(attn_mask)
     if mask is not None and q.dim() == 4 and mask.dim() < 4:  # as torch broadcasts it (a view: gradients flow back)
         mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
