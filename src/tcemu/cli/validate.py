@@ -20,15 +20,28 @@ from __future__ import annotations
 
 import argparse
 
+from .args import BadArgument, at_least, bad_argument, npz_file, output_dir, require_cuda_device
+
+
+def _samples(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of samples, got {text!r}") from None
+    if not value >= 1 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="validate-out", help="output folder (default: validate-out)")
+    parser.add_argument("--out", default="validate-out", type=output_dir, help="output folder (default: validate-out)")
     parser.add_argument("--cases", nargs="*", default=None, help="case names (default: the validation set)")
-    parser.add_argument("--samples", type=float, default=1e7, help="samples per case (default 1e7)")
+    parser.add_argument("--samples", type=_samples, default=1e7, help="samples per case (default 1e7)")
     parser.add_argument("--families", nargs="*", default=None, help="input families (default: all)")
-    parser.add_argument("--workers", type=int, default=0, help="model processes (default: CPU count - 1)")
+    parser.add_argument("--workers", type=at_least(0), default=0, help="model processes (default 0: CPU count - 1)")
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--gpus", type=int, default=1, help="shard the cases over this many GPUs (one process each)")
+    parser.add_argument("--gpus", type=at_least(1), default=1,
+                        help="shard the cases over this many GPUs (one process each)")
     parser.add_argument("--smoke", action="store_true", help="only check SASS and fragment layouts")
     parser.add_argument("--replay", default=None, metavar="NPZ", help="check the model against a replay set (CPU)")
     parser.add_argument("--measured", action="store_true",
@@ -43,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     if args.replay:
         from tcemu.numerics.hardware.replay import check_replay, measured_table
 
-        res = check_replay(args.replay, table=measured_table() if args.measured else None)
+        with npz_file("--replay", args.replay, "a replay set of hardware samples (.npz)"):
+            res = check_replay(args.replay, table=measured_table() if args.measured else None)
         for key, r in res["groups"].items():
             if r["mismatches"]:
                 print(f"{key:<40} {r['samples']:6d} samples {r['mismatches']:6d} mismatches")
@@ -54,8 +68,16 @@ def run(args: argparse.Namespace) -> int:
     from tcemu.numerics.hardware.families import FAMILIES
     from tcemu.numerics.hardware.runner import Runner
 
-    os.makedirs(args.out, exist_ok=True)
     cases = tuple(args.cases) if args.cases else tuple(c.name for c in VALIDATION_CASES)
+    with bad_argument("--cases"):
+        for name in cases:
+            get_case(name)
+    unknown = sorted(set(args.families or ()) - set(FAMILIES))
+    if unknown:
+        raise BadArgument(f"--families: unknown famil{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}; "
+                          f"choose from {', '.join(FAMILIES)}")
+    require_cuda_device("validate", "--replay NPZ checks stored hardware samples on any machine")
+    os.makedirs(args.out, exist_ok=True)
     if args.gpus > 1:
         from tcemu.numerics.hardware.shard import run_sharded
 

@@ -11,7 +11,9 @@ kernel runs. ``prepare_weight`` splits beforehand (benchmarks and tests time or 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -22,7 +24,8 @@ from .methods import MethodSpec
 from .reference import cuda_fp32_precision, mm_reference
 from .split import split
 
-__all__ = ["GemmBackend", "ReferenceBackend", "get_backend", "backend_names", "resolve_backend"]
+__all__ = ["GemmBackend", "ReferenceBackend", "get_backend", "backend_names", "resolve_backend",
+           "every_gemm_emulated"]
 
 
 class GemmBackend(Protocol):
@@ -99,6 +102,27 @@ def _triton_backend() -> GemmBackend | str:
 
 def backend_names() -> list[str]:
     return ["auto", "torch", "triton"]
+
+
+@contextlib.contextmanager
+def every_gemm_emulated() -> Iterator[None]:
+    """Switch off the CUDA backend's small-shape SGEMM fallback for the duration.
+
+    The fallback keeps FP32 accuracy for GEMMs too small for emulation to pay, so with it a measurement of a
+    method on small shapes (``tcemu accuracy``, the MLIP suite's small systems) would judge cuBLAS SGEMM.
+    Where a method's own arithmetic is measured, every GEMM runs the method.
+    """
+    try:
+        from . import gemm  # noqa: PLC0415 - optional, imports triton
+    except Exception:  # noqa: BLE001 - no Triton backend (CPU machine): nothing falls back
+        yield
+        return
+    old = getattr(gemm, "SMALL_SHAPE_FALLBACK", True)
+    gemm.SMALL_SHAPE_FALLBACK = False
+    try:
+        yield
+    finally:
+        gemm.SMALL_SHAPE_FALLBACK = old
 
 
 def get_backend(name: str) -> GemmBackend:
