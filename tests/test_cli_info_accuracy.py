@@ -162,3 +162,14 @@ def test_accuracy_on_the_gpu_measures_the_methods_not_the_sgemm_fallback(tmp_pat
     assert rows["fp32"]["backend"] == "auto" and rows["bf16x3"]["backend"] == "triton"
     assert float(rows["bf16x3"]["err_norm"]) > 5 * float(rows["fp32"]["err_norm"])
     assert float(rows["tf32x3"]["err_norm"]) <= float(rows["tf32x3"]["bound_norm"])
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["validate", "--measured"], "--measured applies to --replay"),  # was ignored
+    (["validate", "--smoke", "--gpus", "2"], "--smoke checks one GPU"),  # the sharded run skipped the smoke check
+    (["probe", "--collect-only", "--from-raw", "x.npz"], "--collect-only runs the vectors on the GPU"),
+    (["accuracy", "--shapes", "99999999999999999999x2x2"], "each from 1 to 2^31 - 1"),  # a torch overflow
+])
+def test_contradictory_or_impossible_arguments_are_refused(capsys, argv, message):
+    assert main(argv) == 2
+    assert message in _one_error_line(capsys, "tcemu " + argv[0])

@@ -35,8 +35,8 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     shapes = []
     for item in text.split(","):
         parts = item.strip().lower().split("x")
-        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise ValueError(f"bad shape {item!r}: write MxKxN, e.g. 256x4096x256")
+        if len(parts) != 3 or not all(p.isdigit() and 0 < int(p) < 2**31 for p in parts):
+            raise ValueError(f"bad shape {item!r}: write MxKxN, each from 1 to 2^31 - 1, e.g. 256x4096x256")
         shapes.append(tuple(int(p) for p in parts))
     return shapes
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from .args import bad_argument, npz_file, output_dir, require_cuda_device
+from .args import BadArgument, bad_argument, npz_file, output_dir, require_cuda_device
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
         for c in CASES:
             print(f"{c.name:<22} {c.ptx}")
         return 0
+    if args.collect_only and args.from_raw:
+        raise BadArgument("--collect-only runs the vectors on the GPU, --from-raw reads stored ones: give one")
     with bad_argument("--cases"):
         cases = [get_case(n) for n in args.cases] if args.cases else CASES
     if args.from_raw:

@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     import json
     import os
 
+    if args.measured and not args.replay:
+        raise BadArgument("--measured applies to --replay NPZ (the stored samples); add --replay or drop it")
     if args.replay:
         from tcemu.numerics.hardware.replay import check_replay, measured_table
 
@@ -76,6 +78,8 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise BadArgument(f"--families: unknown famil{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}; "
                           f"choose from {', '.join(FAMILIES)}")
+    if args.smoke and args.gpus > 1:
+        raise BadArgument("--smoke checks one GPU; drop --gpus")
     require_cuda_device("validate", "--replay NPZ checks stored hardware samples on any machine")
     os.makedirs(args.out, exist_ok=True)
     if args.gpus > 1:
