@@ -14,8 +14,7 @@ synchronised batch of calls; the cases take turns, batch by batch):
 Usage: ``PYTHONPATH=src python benchmarks/linear_eager.py [--device cuda] [--backend auto] [--method tf32x3]
 [--shapes 64x256x256,1024x256x256] [--out results.csv]``. On CUDA the defaults are the README's speed-table
 shapes and two PET-S edge shapes at 192 atoms (6,720 rows), which take the small-shape fallback (no split).
-To compare with a tree that still cached the pieces, run this same file with that tree's ``src`` first on
-``PYTHONPATH``.
+To compare two trees, run this same file with each tree's ``src`` first on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
