@@ -82,4 +82,4 @@ def test_explain_reads_exact_values_and_signed_zeros(capsys):
 
 def test_a_missing_subcommand_is_a_bad_argument(capsys):
     assert main(["numerics"]) == 2
-    assert capsys.readouterr().err.strip().endswith("give a subcommand: explain, presets or data")
+    assert capsys.readouterr().err.strip().endswith("give a subcommand: explain, emulation, presets or data")

@@ -12,6 +12,7 @@ device), infers each parameter with no prior knowledge of the GPU, and writes:
 
 Examples:
   tcemu probe --out probe-out
+  tcemu probe --wmma --out probe-wmma          # WMMA: what the compiler lowers it to, probed like an instruction
   tcemu probe --from-raw src/tcemu/numerics/hardware/data/h200_probe_raw.npz --out docs/hardware
 """
 
@@ -28,24 +29,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from-raw", default=None, metavar="NPZ", help="infer from stored hardware bits, no GPU")
     parser.add_argument("--collect-only", action="store_true", help="only run the vectors on the GPU and save them")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--wmma", action="store_true",
+                        help="probe CUDA's WMMA API (fp16, bf16, tf32 on 16 x 16 tiles) instead of the instructions")
 
 
 def run(args: argparse.Namespace) -> int:
     import json
     import os
 
-    from tcemu.numerics.hardware.cases import CASES, get_case
+    from tcemu.numerics.hardware.cases import ALL_CASES, CASES, WMMA_CASES, get_case
     from tcemu.numerics.hardware.probe import collect, load_raw, probe_report, save_raw
     from tcemu.numerics.hardware.report import probe_markdown
 
     if args.list:
-        for c in CASES:
+        for c in ALL_CASES:
             print(f"{c.name:<22} {c.ptx}")
         return 0
     if args.collect_only and args.from_raw:
         raise BadArgument("--collect-only runs the vectors on the GPU, --from-raw reads stored ones: give one")
     with bad_argument("--cases"):
-        cases = [get_case(n) for n in args.cases] if args.cases else CASES
+        cases = [get_case(n) for n in args.cases] if args.cases else (WMMA_CASES if args.wmma else CASES)
     if args.from_raw:
         with npz_file("--from-raw", args.from_raw, "the .npz of hardware bits that tcemu probe writes"):
             raw, device = load_raw(args.from_raw)
