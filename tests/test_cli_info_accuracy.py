@@ -59,7 +59,7 @@ def test_bad_arguments_give_a_one_line_error(capsys):
     (["validate", "--gpus", "0"], "argument --gpus: must be at least 1"),
     (["validate", "--workers", "-1"], "argument --workers: must be at least 0"),
     (["validate", "--cases", "nosuch"], "--cases: unknown case 'nosuch'"),
-    (["validate", "--families", "nosuch"], "--families: unknown family nosuch"),
+    (["validate", "--families", "nosuch"], "--families: unknown 'nosuch'; choose from normal"),
     (["validate", "--replay", "missing.npz"], "--replay missing.npz: no such file"),
     (["probe", "--cases", "nosuch"], "--cases: unknown case 'nosuch'"),
     (["probe", "--from-raw", "missing.npz"], "--from-raw missing.npz: no such file"),
@@ -171,5 +171,23 @@ def test_accuracy_on_the_gpu_measures_the_methods_not_the_sgemm_fallback(tmp_pat
     (["accuracy", "--shapes", "99999999999999999999x2x2"], "each from 1 to 2^31 - 1"),  # a torch overflow
 ])
 def test_contradictory_or_impossible_arguments_are_refused(capsys, argv, message):
+    assert main(argv) == 2
+    assert message in _one_error_line(capsys, "tcemu " + argv[0])
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["validate", "--emulation", "--methods", "bogus"], "--methods: unknown 'bogus'"),
+    (["validate", "--emulation", "--kernels", "bogus"], "--kernels: unknown 'bogus'"),
+    (["validate", "--emulation", "--families", "bogus"], "--families: unknown 'bogus'"),
+    (["validate", "--emulation", "--outputs", "0"], "argument --outputs: must be at least 1"),
+    (["validate", "--emulation", "--k-max", "0"], "argument --k-max: must be at least 1"),
+    (["validate", "--replay-emulation", "missing.npz"], "--replay-emulation missing.npz: no such file"),
+    (["run", "nosuch.py"], "no such script: 'nosuch.py'"),  # was FileNotFoundError, exit 1
+    (["run", "-m", "nosuch_module_xyz"], "-m nosuch_module_xyz: no such module"),  # a traceback, exit 1
+    (["run", "--method", "bogus", "script.py"], "--method: TCEMU_FP32_PRECISION='bogus': choose"),
+])
+def test_new_commands_refuse_bad_arguments(capsys, tmp_path, monkeypatch, argv, message):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "script.py").write_text("print('ran')\n")
     assert main(argv) == 2
     assert message in _one_error_line(capsys, "tcemu " + argv[0])

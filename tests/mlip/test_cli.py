@@ -119,7 +119,7 @@ SP = ["mlip", "sp", "--potential", "pet-tiny", "--system", "water_cluster_6", "-
     (["mlip", "relax", "--fmax", "0"], "argument --fmax: must be positive"),
     (["mlip", "relax", "--max-steps", "0"], "argument --max-steps: must be at least 1"),
     (["mlip", "report", "--checks", ""], "argument --checks: is empty"),
-    (["mlip", "report", "--checks", "nosuch"], "--checks: unknown check(s) nosuch"),  # ran nothing, exit 0
+    (["mlip", "report", "--checks", "nosuch"], "--checks: unknown 'nosuch'; choose from single_point"),  # ran nothing, exit 0
     (["mlip", "report", "--curve-points", "1"], "argument --curve-points: must be at least 3"),
     (SP[:-3] + ["--compile", "--potential", "ani1x"], "--compile runs PET models under torch.compile"),
     (SP[:2] + ["--system", "water_cluster_0"], "--system water_cluster_0: the system has no atoms"),

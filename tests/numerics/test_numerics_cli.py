@@ -83,3 +83,23 @@ def test_explain_reads_exact_values_and_signed_zeros(capsys):
 def test_a_missing_subcommand_is_a_bad_argument(capsys):
     assert main(["numerics"]) == 2
     assert capsys.readouterr().err.strip().endswith("give a subcommand: explain, emulation, presets or data")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["emulation", "--method", "bogus"], "--method: unknown 'bogus'; choose from tf32x3"),
+    (["emulation", "--k", "0"], "argument --k: must be at least 1"),
+    (["emulation", "--k", "abc"], "argument --k: expected an integer"),
+    (["emulation", "--families", "bogus"], "--families: unknown 'bogus'"),
+    (["emulation", "--size", "0"], "argument --size: must be at least 1"),
+    (["emulation", "--arch", "bogus", "--method", "tf32x3"], "unknown arch 'bogus'"),
+    (["emulation", "--json", "/proc/no/x.json"], "argument --json: cannot write to the folder"),
+    (["explain", "--method", "bogus", "--arch", "h200", "--a", "1", "--b", "1"], "--method: unknown 'bogus'"),
+    (["explain", "--method", "tf32x3", "--arch", "h200", "--a", "1", "--b", "1", "--shape", "0x5"],
+     "--shape '0x5': write M x N"),
+    (["explain", "--method", "tf32x3", "--arch", "h200", "--a", "2^99999", "--b", "1"],
+     "--a: a value is beyond every float's range"),  # OverflowError (34, 'Numerical result out of range')
+    (["explain", "--method", "tf32x3", "--arch", "h200", "--a", "", "--b", ""], "--a is empty"),  # exit 0
+])
+def test_emulation_and_explain_method_refuse_bad_arguments(capsys, argv, message):
+    assert main(["numerics"] + argv) == 2
+    assert message in _one_error_line(capsys)

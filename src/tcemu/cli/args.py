@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-__all__ = ["BadArgument", "CommandFailed", "bad_argument", "npz_file", "at_least", "positive_float", "nonnegative_float", "output_dir",
+__all__ = ["BadArgument", "CommandFailed", "bad_argument", "npz_file", "output_file", "check_choices", "at_least", "positive_float", "nonnegative_float", "output_dir",
            "device", "csv_list", "require_cuda_device"]
 
 
@@ -34,7 +34,7 @@ def bad_argument(option: str = "") -> Iterator[None]:
         yield
     except BadArgument:
         raise
-    except (ValueError, KeyError, LookupError, OSError, UnicodeError) as exc:
+    except (ValueError, LookupError, ArithmeticError, OSError) as exc:
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
         if isinstance(exc, OSError) and exc.strerror:
             text = f"{exc.strerror}: {exc.filename}" if exc.filename else exc.strerror
@@ -121,6 +121,22 @@ def output_dir(text: str) -> str:
             with contextlib.suppress(OSError):
                 folder.rmdir()
     return text
+
+
+def output_file(text: str) -> str:
+    """A file path whose folder can be written to (checked before anything is computed)."""
+    path = Path(text)
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name")
+    output_dir(str(path.parent))
+    return text
+
+
+def check_choices(option: str, given, known) -> None:
+    """Raise :class:`BadArgument` for names of ``given`` that are not in ``known``."""
+    unknown = [g for g in given if g not in known]
+    if unknown:
+        raise BadArgument(f"{option}: unknown {', '.join(map(repr, unknown))}; choose from {', '.join(known)}")
 
 
 def device(text: str) -> str:

@@ -22,7 +22,17 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .args import BadArgument, at_least, bad_argument, csv_list, device, nonnegative_float, output_dir, positive_float
+from .args import (
+    BadArgument,
+    at_least,
+    bad_argument,
+    check_choices,
+    csv_list,
+    device,
+    nonnegative_float,
+    output_dir,
+    positive_float,
+)
 
 METHODS_DEFAULT = "tf32,tf32x3,bf16x3,bf16x6,bf16x9"
 
@@ -195,10 +205,7 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
         if size == "auto":
             size = "full" if device.startswith("cuda") else "quick"
         cfg = SuiteConfig.quick() if size == "quick" else SuiteConfig.full()
-        unknown = [c for c in args.checks if c not in SuiteConfig.checks]
-        if unknown:
-            raise BadArgument(f"--checks: unknown check(s) {', '.join(unknown)}; choose from "
-                              f"{', '.join(SuiteConfig.checks)}")
+        check_choices("--checks", args.checks, SuiteConfig.checks)
         over = {"methods": tuple(methods), "device": device, "checks": tuple(args.checks)}
         for attr, key in (
             ("nve_ps", "nve_ps"),

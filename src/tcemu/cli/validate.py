@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 
-from .args import BadArgument, at_least, bad_argument, npz_file, output_dir, require_cuda_device
+from .args import BadArgument, at_least, bad_argument, check_choices, npz_file, output_dir, require_cuda_device
 
 
 def _samples(text: str) -> float:
@@ -59,10 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wmma", action="store_true", help="validate CUDA's WMMA API (fp16, bf16, tf32) instead")
     emu = parser.add_argument_group("emulated GEMMs (--emulation)")
     emu.add_argument("--emulation", action="store_true", help="validate the twin of the emulated GEMMs")
-    emu.add_argument("--outputs", type=float, default=1e7, help="outputs per method and kernel family (default 1e7)")
+    emu.add_argument("--outputs", type=_samples, default=1e7, help="outputs per method and kernel family (default 1e7)")
     emu.add_argument("--methods", nargs="*", default=None, help="tf32x3 bf16x3 bf16x6 bf16x9 (default: all)")
     emu.add_argument("--kernels", nargs="*", default=None, help="triton g pg gw pgw (default: all)")
-    emu.add_argument("--k-max", type=int, default=192, help="largest K of the random shapes (default 192)")
+    emu.add_argument("--k-max", type=at_least(1), default=192, help="largest K of the random shapes (default 192)")
     emu.add_argument("--replay-emulation", default=None, metavar="NPZ",
                      help="check the twin against stored GPU outputs (CPU)")
 
@@ -99,10 +99,7 @@ def run(args: argparse.Namespace) -> int:
     with bad_argument("--cases"):
         for name in cases:
             get_case(name)
-    unknown = sorted(set(args.families or ()) - set(FAMILIES))
-    if unknown:
-        raise BadArgument(f"--families: unknown famil{'ies' if len(unknown) > 1 else 'y'} {', '.join(unknown)}; "
-                          f"choose from {', '.join(FAMILIES)}")
+    check_choices("--families", args.families or (), FAMILIES)
     if args.smoke and args.gpus > 1:
         raise BadArgument("--smoke checks one GPU; drop --gpus")
     require_cuda_device("validate", "--replay NPZ checks stored hardware samples on any machine")
@@ -136,7 +133,8 @@ def _emulation(args) -> int:
     from tcemu.numerics.hardware import emulation_validate as ev
 
     if args.replay_emulation:
-        res = ev.check_replay(args.replay_emulation)
+        with npz_file("--replay-emulation", args.replay_emulation, "a stored set of emulated-GEMM GPU outputs"):
+            res = ev.check_replay(args.replay_emulation)
         for group, r in res["groups"].items():
             if r["mismatches"]:
                 print(f"{group:<36} {r['outputs']:6d} outputs {r['mismatches']:6d} mismatches (K = {r['k']})")
@@ -144,6 +142,10 @@ def _emulation(args) -> int:
         return 1 if res["mismatches"] else 0
     from tcemu.numerics.hardware.gemm_families import GEMM_FAMILIES
     from tcemu.numerics.schedule import KERNEL_FAMILIES
+
+    check_choices("--methods", args.methods or (), ev.METHODS)
+    check_choices("--kernels", args.kernels or (), KERNEL_FAMILIES)
+    check_choices("--families", args.families or (), GEMM_FAMILIES)
 
     cfg = ev.EmulationValidationConfig(
         methods=tuple(args.methods or ev.METHODS), kernels=tuple(args.kernels or KERNEL_FAMILIES),
