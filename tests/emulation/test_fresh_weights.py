@@ -207,3 +207,30 @@ def test_triton_layer_sees_edits_and_splits_only_the_layout_each_gemm_needs(monk
     splits.clear()
     assert_uses_current_weight(mod, x)
     assert splits == []
+
+
+@pytest.mark.gpu
+def test_triton_layer_on_cuda_sees_fused_optimizer_steps_and_data_edits_gpu():
+    """On CUDA with the Triton kernels (the small-shape fallback off, so that every GEMM splits the weight): fused
+    optimizer steps, where the cached pieces were off by about 2 after one step, and a .data edit."""
+    from tcemu.emulation.backends import every_gemm_emulated
+
+    torch.manual_seed(0)
+    mod = EmulatedLinear.from_linear(nn.Linear(256, 128, bias=False), METHOD, backend="triton").cuda()
+    x = torch.randn(512, 256, device="cuda")
+    with every_gemm_emulated():
+        assert_uses_current_weight(mod, x)
+        for opt_cls in (torch.optim.Adam, torch.optim.AdamW, torch.optim.SGD, torch.optim.Adagrad):
+            try:
+                opt = opt_cls(mod.parameters(), lr=0.05, fused=True)
+                mod(x).square().mean().backward()
+                opt.step()
+            except RuntimeError as exc:  # a fused step this torch has only for the CPU: the foreach one
+                assert "fused" in str(exc).lower(), exc
+                opt = opt_cls(mod.parameters(), lr=0.05, foreach=True)
+                mod(x).square().mean().backward()
+                opt.step()
+            mod.zero_grad(set_to_none=True)
+            assert_uses_current_weight(mod, x)
+        mod.weight.data.mul_(-2)
+        assert_uses_current_weight(mod, x)
