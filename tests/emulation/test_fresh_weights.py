@@ -42,7 +42,7 @@ def assert_uses_current_weight(mod: nn.Module, x: torch.Tensor) -> None:
     xg = x.clone().requires_grad_(True)
     y = mod(xg)
     assert_within_elementwise_bound(y.detach(), x, weight.T, METHOD)
-    dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(2))
+    dy = torch.randn(y.shape, generator=torch.Generator().manual_seed(2)).to(y.device)
     y.backward(dy)
     assert_within_elementwise_bound(xg.grad, dy, weight, METHOD)
 
