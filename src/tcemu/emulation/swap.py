@@ -1,8 +1,9 @@
 """One-call module swap: ``emulate_(model, method)`` and its reverse ``restore_(model)``.
 
-``emulate_`` replaces each ``nn.Linear`` (post-order, in place) by an
-:class:`~tcemu.emulation.linear.EmulatedLinear` sharing its parameters, so state-dict keys,
-optimizers and hooks are unaffected, and ``print(model)`` shows each layer's method.
+``emulate_`` turns each ``nn.Linear`` into an :class:`~tcemu.emulation.linear.EmulatedLinear` in place, by
+changing its class: the module object stays, so a layer registered under two names, hooks, state-dict keys,
+optimizer references and parametrizations are unaffected, ``isinstance(layer, MyLinear)`` still holds for a
+subclass, and ``print(model)`` shows each layer's method. ``nn.LazyLinear`` is emulated from its first forward.
 
 What a swap cannot reach is listed by :func:`unreachable_layers` and reported with a warning:
 products that do not go through an ``nn.Linear`` module call, e.g. ``nn.MultiheadAttention``
@@ -24,9 +25,10 @@ from typing import Any
 
 from torch import nn
 
-from .linear import EmulatedLinear
+from .linear import EmulatedLinear, emulate_module_, overrides_forward, restore_module_
 from .methods import MethodSpec, get_method
 from .mode import emulation_mode
+from .ops import GemmConfig
 
 __all__ = ["emulate_", "emulate_functional_", "restore_", "unreachable_layers", "UnreachableLayer"]
 
@@ -40,10 +42,6 @@ class UnreachableLayer:
     fqn: str
     type_name: str
     reason: str
-
-
-def _overrides_forward(mod: nn.Module) -> bool:
-    return type(mod).forward is not nn.Linear.forward and not isinstance(mod, EmulatedLinear)
 
 
 def unreachable_layers(model: nn.Module) -> list[UnreachableLayer]:
@@ -60,7 +58,7 @@ def unreachable_layers(model: nn.Module) -> list[UnreachableLayer]:
             inside_mha.update(f"{fqn}.{name}" if fqn else name for name, _ in mod.named_modules() if name)
         elif fqn in inside_mha:
             continue
-        elif isinstance(mod, nn.Linear) and _overrides_forward(mod):
+        elif overrides_forward(mod):
             found.append(UnreachableLayer(
                 fqn, type(mod).__name__, "subclass of nn.Linear with its own forward: not swapped"))
         elif isinstance(mod, (nn.Bilinear, nn.modules.conv._ConvNd)):
@@ -68,12 +66,27 @@ def unreachable_layers(model: nn.Module) -> list[UnreachableLayer]:
     return found
 
 
-def _swappable(mod: nn.Module) -> bool:
-    return (
-        isinstance(mod, nn.Linear)
-        and not isinstance(getattr(mod, "weight", None), nn.parameter.UninitializedParameter)
-        and (isinstance(mod, EmulatedLinear) or not _overrides_forward(mod))
-    )
+def _check_module(model: Any, func: str) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"tcemu.{func} expects an nn.Module (the model), got {type(model).__name__}")
+
+
+def _inside_mha(model: nn.Module) -> set[int]:
+    """Ids of the modules inside an ``nn.MultiheadAttention`` (its projections run functionally: not swapped)."""
+    return {id(sub) for mod in model.modules() if isinstance(mod, nn.MultiheadAttention)
+            for sub in mod.modules() if sub is not mod}
+
+
+def _selected(mod: nn.Module, names: list[str], filter_fn: FilterFn | None) -> bool:
+    """Whether ``filter_fn`` selects ``mod``; one module under several names must be selected under all or none."""
+    if filter_fn is None:
+        return True
+    verdicts = {name: bool(filter_fn(mod, name)) for name in names}
+    if len(set(verdicts.values())) > 1:
+        raise ValueError(f"tcemu.emulate_: one module is registered as {', '.join(map(repr, names))} and "
+                         f"filter_fn selects it under some names only ({verdicts}); one module cannot be both "
+                         "emulated and not: make filter_fn agree on all of its names")
+    return next(iter(verdicts.values()))
 
 
 def emulate_(
@@ -85,10 +98,10 @@ def emulate_(
     backend: str = "auto",
     warn_unreachable: bool = True,
 ) -> nn.Module:
-    """Swap the model's ``nn.Linear`` layers for :class:`EmulatedLinear`, in place.
+    """Emulate the model's ``nn.Linear`` layers, in place (each layer's class becomes an emulated one).
 
     Args:
-        model: any module; if it is itself an ``nn.Linear``, the swapped module is returned.
+        model: any module, an ``nn.Linear`` itself included.
         method: emulation method (name or spec).
         filter_fn: ``filter_fn(module, fqn) -> bool``; only layers for which it returns True are swapped.
         grad_weight_method: method of the weight gradients (defaults to ``method``).
@@ -96,39 +109,32 @@ def emulate_(
         warn_unreachable: warn about layers the swap cannot reach (see :func:`unreachable_layers`).
 
     Returns:
-        The model (the same object, unless it was a bare ``nn.Linear``).
+        The model (the same object).
+
+    Raises:
+        TypeError: ``model`` is not an ``nn.Module``.
+        ValueError: an unknown method or backend (nothing is changed), or a ``filter_fn`` that selects a module
+            under one of its names and not under another.
     """
-    kwargs = dict(grad_weight_method=grad_weight_method, backend=backend)
-    skip = {u.fqn for u in unreachable_layers(model)}
-
-    def convert(mod: nn.Module, fqn: str) -> nn.Module:
-        if fqn in skip or not _swappable(mod):
-            return mod
-        if filter_fn is not None and not filter_fn(mod, fqn):
-            return mod
-        if isinstance(mod, EmulatedLinear):
-            mod.set_method(method, **kwargs)
-            return mod
-        return EmulatedLinear.from_linear(mod, method, **kwargs)
-
-    def visit(parent: nn.Module, prefix: str) -> None:
-        for name, child in list(parent.named_children()):
-            fqn = f"{prefix}.{name}" if prefix else name
-            if fqn in skip:
-                continue
-            visit(child, fqn)
-            new = convert(child, fqn)
-            if new is not child:
-                setattr(parent, name, new)
-
-    visit(model, "")
+    _check_module(model, "emulate_")
+    cfg = GemmConfig.make(method, grad_weight_method=grad_weight_method, backend=backend)
+    skip = _inside_mha(model)
+    names: dict[int, list[str]] = {}
+    modules: dict[int, nn.Module] = {}
+    for fqn, mod in model.named_modules(remove_duplicate=False):
+        if isinstance(mod, nn.Linear) and id(mod) not in skip and not overrides_forward(mod):
+            names.setdefault(id(mod), []).append(fqn)
+            modules[id(mod)] = mod
+    chosen = [mod for key, mod in modules.items() if _selected(mod, names[key], filter_fn)]
+    for mod in chosen:
+        emulate_module_(mod, cfg)
     if warn_unreachable:
         unreached = unreachable_layers(model)
         if unreached:
             lines = "; ".join(f"{u.fqn} ({u.type_name}): {u.reason}" for u in unreached[:5])
             more = f" and {len(unreached) - 5} more" if len(unreached) > 5 else ""
             warnings.warn(f"tcemu.emulate_: not reached by the swap: {lines}{more}", stacklevel=2)
-    return convert(model, "") if isinstance(model, nn.Linear) else model
+    return model
 
 
 def _forward_in_mode(module: nn.Module, mode_kwargs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
@@ -181,13 +187,12 @@ def emulate_functional_(
 
 
 def restore_(model: nn.Module) -> nn.Module:
-    """Undo :func:`emulate_` and :func:`emulate_functional_`: every :class:`EmulatedLinear` goes back to its
-    original class and scoped ``forward`` wrappers are removed."""
+    """Undo :func:`emulate_` and :func:`emulate_functional_` in place: every :class:`EmulatedLinear` gets its
+    original class back (the same object) and scoped ``forward`` wrappers are removed."""
+    _check_module(model, "restore_")
     for mod in model.modules():
         if _scoped_forward(mod) is not None:
             del mod.__dict__["forward"]
-    for parent in list(model.modules()):
-        for name, child in list(parent.named_children()):
-            if isinstance(child, EmulatedLinear):
-                setattr(parent, name, child.to_linear())
-    return model.to_linear() if isinstance(model, EmulatedLinear) else model
+        if isinstance(mod, EmulatedLinear):
+            restore_module_(mod)
+    return model

@@ -34,6 +34,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from tcemu.emulation.backends import every_gemm_emulated
 from tcemu.mlip._common import ALL_METHODS, write_csv
 
 __all__ = ["SuiteConfig", "SuiteResult", "THRESHOLDS", "Verdict", "run_suite", "verdicts", "write_report"]
@@ -337,27 +338,6 @@ def _environment() -> dict[str, str]:
 def _failed(res: SuiteResult, log, check: str, case: str, exc: Exception) -> None:
     res.failures.append((check, case, f"{type(exc).__name__}: {exc}"))
     log(f"[{check}] {case} FAILED: {type(exc).__name__}: {exc}")
-
-
-@contextlib.contextmanager
-def every_gemm_emulated():
-    """Switch off the CUDA backend's small-shape SGEMM fallback for the duration.
-
-    The fallback keeps FP32 accuracy for GEMMs too small for emulation to pay, so with it a method's
-    verdict on a small system (ANI-1x, 192-atom PET) would mostly judge cuBLAS SGEMM. The suite validates
-    the method's own arithmetic, so every GEMM runs the method.
-    """
-    try:
-        from tcemu.emulation import gemm
-    except Exception:  # noqa: BLE001 - no Triton backend (CPU machine): nothing falls back
-        yield
-        return
-    old = getattr(gemm, "SMALL_SHAPE_FALLBACK", True)
-    gemm.SMALL_SHAPE_FALLBACK = False
-    try:
-        yield
-    finally:
-        gemm.SMALL_SHAPE_FALLBACK = old
 
 
 def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, log=print) -> SuiteResult:
