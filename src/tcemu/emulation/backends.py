@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from .meter import guard_backend
 from .methods import MethodSpec
 from .reference import cuda_fp32_precision, mm_reference
 from .split import split
@@ -125,7 +126,13 @@ _INSTANCES: dict[str, GemmBackend] = {}
 
 
 def resolve_backend(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
-    """Pick the backend that runs ``spec`` on ``device``: ``"auto"`` prefers Triton on CUDA."""
+    """Pick the backend that runs ``spec`` on ``device``: ``"auto"`` prefers Triton on CUDA. While a
+    :func:`tcemu.coverage` meter or a torch-function mode is active (eager code), its calls are counted and run
+    with the modes off (:func:`~tcemu.emulation.meter.guard_backend`)."""
+    return guard_backend(_pick_backend(name, device, spec))
+
+
+def _pick_backend(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
     if device.type != "cuda":
         return _resolve(name, device, spec)
     if torch.compiler.is_compiling():
