@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -150,9 +150,9 @@ def _contract_pair(a: Tensor, la: list[str], b: Tensor, lb: list[str], keep: set
     # a summed label of size 1 on one side broadcasts against the other: expand it before the reshape
     a = a.expand([size[s] if s in summed else n for s, n in zip(la, a.shape)])
     b = b.expand([size[s] if s in summed else n for s, n in zip(lb, b.shape)])
-    m = math.prod(size[s] for s in a_only)
-    n = math.prod(size[s] for s in b_only)
-    k = math.prod(size[s] for s in summed)
+    m = math.prod([size[s] for s in a_only])
+    n = math.prod([size[s] for s in b_only])
+    k = math.prod([size[s] for s in summed])
     a3 = _permute(a, la, batch + a_only + summed)
     a3 = a3.reshape(*a3.shape[:len(batch)], m, k)
     b3 = _permute(b, lb, batch + summed + b_only)
@@ -162,11 +162,10 @@ def _contract_pair(a: Tensor, la: list[str], b: Tensor, lb: list[str], keep: set
     return out, batch + a_only + b_only
 
 
-@dataclass(frozen=True)
-class _EinsumPlan:
-    """What an einsum does, from its equation and operand shapes alone (cached)."""
+class _EinsumPlan(NamedTuple):
+    """What an einsum does, from its equation and operand shapes alone (cached; a constant under torch.compile)."""
 
-    labels: tuple[tuple[str, ...], ...]  # per operand, after its diagonals
+    labels: tuple[tuple[str, ...], ...]  # per operand, as given (repeated labels are diagonals)
     output: tuple[str, ...]
     path: tuple[tuple[int, int], ...]  # pairs of positions in the working list
     fold_left: bool  # the result replaces the pair at the front (torch's default order), else goes last
@@ -175,14 +174,13 @@ class _EinsumPlan:
 
 
 @functools.lru_cache(maxsize=4096)
-def _einsum_plan(equation: str, shapes: tuple[tuple[int, ...], ...]) -> _EinsumPlan:
+def _plan_tuple(equation: str, shapes: tuple[tuple[int, ...], ...]) -> tuple:
     metas = [torch.empty(s, device="meta") for s in shapes]
     shape = tuple(torch.einsum(equation, *metas).shape)  # torch's own checks of the equation and shapes
     per_op, out = _labels(equation, metas)
-    uniq = [tuple(dict.fromkeys(lab)) for lab in per_op]
     seen: dict[str, int] = {}
-    for lab in uniq:
-        for s in lab:
+    for lab in per_op:
+        for s in dict.fromkeys(lab):
             seen[s] = seen.get(s, 0) + 1
     contracts = len(shapes) > 1 and any(c > 1 and s not in out for s, c in seen.items())
     oe = torch.backends.opt_einsum
@@ -192,7 +190,17 @@ def _einsum_plan(equation: str, shapes: tuple[tuple[int, ...], ...]) -> _EinsumP
         fold_left = False
     else:
         path, fold_left = ((0, 1),) * (len(shapes) - 1), True
-    return _EinsumPlan(tuple(tuple(lab) for lab in per_op), tuple(out), path, fold_left, shape, contracts)
+    return tuple(tuple(lab) for lab in per_op), tuple(out), path, fold_left, shape, contracts
+
+
+@torch.compiler.assume_constant_result
+def _plan_constant(equation: str, shapes: tuple[tuple[int, ...], ...]) -> tuple:
+    return _plan_tuple(equation, shapes)
+
+
+def _einsum_plan(equation: str, shapes: tuple[tuple[int, ...], ...]) -> _EinsumPlan:
+    return _EinsumPlan(*(_plan_constant(equation, shapes) if torch.compiler.is_compiling()
+                         else _plan_tuple(equation, shapes)))
 
 
 def einsum_contracts(equation: str, operands: Sequence[Tensor]) -> bool:
@@ -219,7 +227,7 @@ def einsum(*args, method: str | MethodSpec = "tf32x3", backend: str = "auto") ->
     equation, operands = parse_einsum_args(args)
     check_operands("einsum", *operands)
     plan = _einsum_plan(equation.replace(" ", ""), tuple(tuple(o.shape) for o in operands))
-    if any(o.numel() == 0 for o in operands):  # nothing to emulate
+    if any([o.numel() == 0 for o in operands]):  # nothing to emulate
         return torch.einsum(equation, *operands)
     items = [_take_diagonals(o, list(lab)) for o, lab in zip(operands, plan.labels)]
     out_labels = set(plan.output)
@@ -265,16 +273,21 @@ def tensordot(a: Tensor, b: Tensor, dims=2, *, method: str | MethodSpec = "tf32x
     ``dims=0`` (an outer product, no accumulation) is computed as torch does.
     """
     check_operands("tensordot", a, b)
-    want = torch.tensordot(torch.empty(a.shape, device="meta"), torch.empty(b.shape, device="meta"), dims).shape
     da, db = _tensordot_dims(a, b, dims)
+    if len(da) != len(db):
+        raise RuntimeError(f"tensordot: both dimension lists should have the same length, got {da} and {db}")
+    for x, y in zip(da, db):
+        if a.shape[x] != b.shape[y]:
+            raise RuntimeError(f"tensordot: contracted dimensions need to match, but first has size {a.shape[x]} "
+                               f"in dim {x} and second has size {b.shape[y]} in dim {y}")
     if not da or a.numel() == 0 or b.numel() == 0:
         return torch.tensordot(a, b, dims)
     free_a = [d for d in range(a.dim()) if d not in da]
     free_b = [d for d in range(b.dim()) if d not in db]
-    k = math.prod(a.shape[d] for d in da)
+    k = math.prod([a.shape[d] for d in da])
     a2 = a.permute(free_a + da).reshape(-1, k)
     b2 = b.permute(db + free_b).reshape(k, -1)
-    return matmul(a2, b2, method, backend=backend).reshape(want)
+    return matmul(a2, b2, method, backend=backend).reshape([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b])
 
 
 # --------------------------------------------------------------------------- bilinear, multi_dot
@@ -285,8 +298,12 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     """Emulated-FP32 ``F.bilinear``: ``y_k = x1^T W_k x2 + b_k`` as two GEMMs (over ``x1``'s features, then
     ``x2``'s)."""
     check_operands("bilinear", input1, input2, weight, bias)
-    want = torch.nn.functional.bilinear(*(torch.empty(t.shape, device="meta") for t in (input1, input2, weight)),
-                                        None if bias is None else torch.empty(bias.shape, device="meta")).shape
+    if weight.dim() != 3 or input1.shape[:-1] != input2.shape[:-1] or input1.dim() == 0 or \
+            (input1.shape[-1], input2.shape[-1]) != tuple(weight.shape[1:]) or \
+            (bias is not None and tuple(bias.shape) != (weight.shape[0],)):
+        raise RuntimeError(f"bilinear: shapes input1 {tuple(input1.shape)}, input2 {tuple(input2.shape)}, weight "
+                           f"{tuple(weight.shape)} and bias {None if bias is None else tuple(bias.shape)} do not fit "
+                           "(input1 (..., in1), input2 (..., in2), weight (out, in1, in2), bias (out,))")
     out_f, in1, in2 = weight.shape
     x1 = input1.reshape(-1, in1)
     x2 = input2.reshape(-1, in2)
@@ -294,7 +311,7 @@ def bilinear(input1: Tensor, input2: Tensor, weight: Tensor, bias: Tensor | None
     y = matmul(t.reshape(-1, out_f, in2), x2.unsqueeze(-1), method, backend=backend).squeeze(-1)
     if bias is not None:
         y = y + bias
-    return y.reshape(want)
+    return y.reshape((*input1.shape[:-1], out_f))
 
 
 def _chain_order(dims: list[int]) -> list[list[int]]:
@@ -317,15 +334,22 @@ def multi_dot(tensors: Sequence[Tensor], *, method: str | MethodSpec = "tf32x3",
     """Emulated-FP32 ``torch.linalg.multi_dot``: the chain in the cheapest order (first and last may be 1-D)."""
     tensors = list(tensors)
     check_operands("multi_dot", *tensors)
-    want = torch.linalg.multi_dot([torch.empty(t.shape, device="meta") for t in tensors]).shape
-    if len(tensors) == 2 or any(t.numel() == 0 for t in tensors):
-        return matmul(tensors[0], tensors[1], method, backend=backend).reshape(want) if len(tensors) == 2 \
-            else torch.linalg.multi_dot(tensors)
+    if len(tensors) < 2 or any([t.dim() != 2 for t in tensors[1:-1]]) or not 1 <= tensors[0].dim() <= 2 or \
+            not 1 <= tensors[-1].dim() <= 2:
+        raise RuntimeError("multi_dot: expected at least two tensors, 1-D or 2-D at the ends and 2-D between")
     mats = list(tensors)
     if mats[0].dim() == 1:
         mats[0] = mats[0].unsqueeze(0)
     if mats[-1].dim() == 1:
         mats[-1] = mats[-1].unsqueeze(-1)
+    for i in range(len(mats) - 1):
+        if mats[i].shape[1] != mats[i + 1].shape[0]:
+            raise RuntimeError(f"multi_dot: tensors {i} and {i + 1} with shapes {tuple(tensors[i].shape)} and "
+                               f"{tuple(tensors[i + 1].shape)} cannot be multiplied")
+    want = [n for n, keep in ((mats[0].shape[0], tensors[0].dim() == 2), (mats[-1].shape[1], tensors[-1].dim() == 2))
+            if keep]
+    if any([m.numel() == 0 for m in mats]):
+        return torch.linalg.multi_dot(tensors)
     dims = [mats[0].shape[0]] + [m.shape[1] for m in mats]
     split = _chain_order(dims)
 

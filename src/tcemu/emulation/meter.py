@@ -19,8 +19,8 @@ Kinds: ``emulated``, ``fallback``, ``fp32`` (a float32 product that ran plain), 
 without accumulation, K = 1, or an einsum outer product: one FP32 rounding per element, not judged),
 ``other_dtype`` (float64, half, complex, integer: not float32 work) and ``opaque`` (calls of custom ops whose
 products the meter cannot see; calls counted, no FLOPs). ``fraction`` is emulated / (emulated + fallback + fp32).
-Each row says the innermost module (``torch.utils.module_tracker.ModuleTracker``, forward and backward), the op and
-the phase.
+Each row says the innermost module (forward and backward; named as torch's ModuleTracker names them: the first
+module called, by its class, then dotted paths), the op and the phase.
 
 Where it cannot see: compiled graphs. torch does not compile under a dispatch mode, so inside the meter a
 ``torch.compile``d function runs eagerly (with ``fullgraph=True`` torch raises instead): the meter measures the
@@ -33,11 +33,13 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import weakref
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 __all__ = ["coverage", "Coverage", "CoverageRow", "KINDS", "guard_backend", "labelled", "report_uncontracted"]
@@ -264,13 +266,86 @@ class _AtenCounter(TorchDispatchMode):
         return out
 
 
+# --------------------------------------------------------------------------- which module runs
+
+
+class _ModuleTracker:
+    """The innermost module running, in forward and backward.
+
+    Forward: a stack kept by global module hooks. Backward: each autograd node made during a module's forward
+    belongs to the innermost such module (found by walking the graph from the module's outputs back to the nodes
+    made before it started, when its forward returns), and the node the engine runs names the module.
+    (torch's ModuleTracker hooks the gradients of module inputs, which fails in ``autograd.grad`` with a leaf
+    input, the usual way an MLIP computes forces.)
+    """
+
+    def __init__(self) -> None:
+        self.stack: list[tuple[str, int]] = []
+        self.names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self.owner: dict[Any, str] = {}  # autograd node -> module name
+        self._probe = torch.zeros((), requires_grad=True)
+        self._handles: list = []
+
+    def __enter__(self) -> _ModuleTracker:
+        from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+        self._handles = [register_module_forward_pre_hook(self._pre),
+                         register_module_forward_hook(self._post, always_call=True)]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for h in self._handles:
+            h.remove()
+        self._handles = []
+        self.owner.clear()
+
+    def _name(self, mod: torch.nn.Module) -> str:
+        name = self.names.get(mod)
+        if name is None:
+            name = self.names[mod] = type(mod).__name__
+            for fqn, sub in mod.named_modules():
+                if fqn and sub not in self.names:
+                    self.names[sub] = f"{name}.{fqn}"
+        return name
+
+    def _pre(self, mod, args) -> None:
+        start = -1
+        if torch.is_grad_enabled():
+            start = self._probe.view_as(self._probe).grad_fn._sequence_nr()
+        self.stack.append((self._name(mod), start))
+
+    def _post(self, mod, args, output) -> None:
+        if not self.stack:
+            return
+        name, start = self.stack.pop()
+        if start < 0:
+            return
+        todo = [t.grad_fn for t in pytree.tree_leaves(output)
+                if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        seen = set()
+        while todo:
+            node = todo.pop()
+            if node is None or id(node) in seen or node._sequence_nr() <= start:
+                continue
+            seen.add(id(node))
+            self.owner.setdefault(node, name)
+            todo.extend(n for n, _ in node.next_functions)
+
+    def current(self) -> str:
+        if torch._C._current_graph_task_id() != -1:
+            node = torch._C._current_autograd_node()
+            return self.owner.get(node, "") if node is not None else ""
+        return self.stack[-1][0] if self.stack else ""
+
+
 # --------------------------------------------------------------------------- the meter
 
 
 @dataclass(frozen=True)
 class CoverageRow:
-    """FLOPs of one (module, op, phase, kind, method): ``module`` is the innermost module's name as
-    ModuleTracker gives it (``"MACE.interactions.0.conv_tp"``; ``""`` outside any module)."""
+    """FLOPs of one (module, op, phase, kind, method): ``module`` is the innermost module's name
+    (``"MACE.interactions.0.conv_tp"``: the class of the first module called, then the path; ``""`` outside any
+    module)."""
 
     module: str
     op: str
@@ -295,9 +370,7 @@ class Coverage:
         if torch.compiler.is_compiling():
             raise RuntimeError("tcemu.coverage() cannot measure inside a compiled region: enter it around eager "
                                "code (torch.compile'd functions called inside it run eagerly)")
-        from torch.utils.module_tracker import ModuleTracker  # noqa: PLC0415
-
-        self._tracker = ModuleTracker().__enter__()
+        self._tracker = _ModuleTracker().__enter__()
         self._counter = _AtenCounter(self).__enter__()
         _METERS.append(self)
         return self
@@ -309,12 +382,7 @@ class Coverage:
         self.finished = True
 
     def _module(self) -> str:
-        parents = self._tracker.parents if self._tracker is not None else ()
-        best = ""
-        for p in parents:
-            if p != "Global" and (p.count(".") > best.count(".") or not best):
-                best = p
-        return best
+        return self._tracker.current() if self._tracker is not None else ""
 
     def _add(self, module: str, op: str, phase: str, kind: str, method: str, flops: float, calls: int) -> None:
         entry = self._counts[(module, op, phase, kind, method)]
