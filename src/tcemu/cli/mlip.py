@@ -8,13 +8,17 @@ Subcommands (each writes long-format CSV and a PNG plot under --out):
   relax   FIRE2 relaxation to a tight fmax: steps and lowest fmax, repeated
   report  the whole suite, with verdicts.csv and report.md
 
-Potentials: pet-tiny, pet-xs, pet-s, pet-s-nn32, pet-m, pet-l (random weights), ani1x, chgnet,
-or the path of a PET checkpoint (.ckpt). Systems: water_192, water_17280, water_cluster_<n_atoms> (e.g. water_cluster_24),
-pt111_co, cantor_539, or any file ASE can read.
+Potentials: pet-tiny, pet-xs, pet-s, pet-s-nn32, pet-m, pet-l (random weights), ani1x, chgnet, mace-random,
+the path of a PET checkpoint (.ckpt), or any ASE calculator through --calculator module:factory (a factory
+called as factory(dtype="float32"|"float64", device=...) that returns the calculator; see
+tcemu.mlip.calculators). Systems: water_192, water_17280, water_cluster_<n_atoms> (e.g. water_cluster_24),
+pt111_co, cantor_539, or any file ASE can read. Every method's run reports its coverage (the share of its
+float32 contraction FLOPs that was emulated).
 
 Examples:
   tcemu mlip sp --potential pet-xs --system water_192 --out out/
   tcemu mlip report --quick --out demo-out/mlip
+  tcemu mlip sp --calculator tcemu.mlip.calculators:mace_random --system water_cluster_24
 """
 
 from __future__ import annotations
@@ -34,11 +38,22 @@ def _common(p: argparse.ArgumentParser, potential: str, system: str | None) -> N
     p.add_argument(
         "--methods", default=METHODS_DEFAULT, help=f"comma-separated methods (default {METHODS_DEFAULT})"
     )
+    _calculator(p)
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--out", default="mlip-out", help="output directory for CSV and PNG (default mlip-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--compile", action="store_true", help="PET only: run the model under torch.compile")
     _threads(p)
+
+
+def _calculator(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--calculator",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="any ASE calculator: a factory (package.module:name or file.py:name) called as "
+        "factory(dtype='float32'|'float64', device=...) (tcemu.mlip.calculators); replaces --potential",
+    )
 
 
 def _threads(p: argparse.ArgumentParser) -> None:
@@ -101,6 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checks", default="single_point,energy_curve,nve,relax", help="comma-separated checks to run"
     )
+    _calculator(p)
     p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--nve-ps", type=float, default=None, help="override the NVE length (ps)")
     p.add_argument("--relax-repeats", type=int, default=None, help="override the relaxation repeats")
@@ -176,6 +192,10 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
             "device": device,
             "checks": tuple(c.strip() for c in args.checks.split(",") if c.strip()),
         }
+        if args.calculator:  # the calculator in every check, on the suite's systems
+            spec = args.calculator
+            over |= {"single_point": tuple((spec, sys_) for sys_ in dict.fromkeys(s for _, s in cfg.single_point)),
+                     "curve_potentials": (spec,), "nve_potential": spec, "relax_potential": spec}
         for attr, key in (
             ("nve_ps", "nve_ps"),
             ("relax_repeats", "relax_repeats"),
@@ -195,7 +215,7 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
         print(verdict_table(res))
         print(f"\nreport: {out / 'report.md'}   verdicts: {out / 'verdicts.csv'}")
         return 0
-    pot = models.get_potential(args.potential, compile=args.compile)
+    pot = models.get_potential(args.calculator or args.potential, compile=args.compile)
     if cmd == "sp":
         atoms = _system(args.system)
         res = tasks.single_point(pot, atoms, methods, args.floor, device, show_progress=show)
@@ -252,6 +272,8 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
             )
     else:  # pragma: no cover
         raise ValueError(cmd)
+    print("coverage (% of float32 contraction FLOPs emulated): "
+          + ", ".join(f"{m} {100 * c:.2f}" for m, c in res.coverage.items() if m not in ("fp64", "fp32")))
     stem = stem.replace("/", "_").replace(":", "_")
     csv_path = write_csv(res.to_rows(), out / f"mlip_{stem}.csv")
     pngs = save_check_figures(res, out, stem)

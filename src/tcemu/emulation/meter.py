@@ -279,9 +279,11 @@ class _ModuleTracker:
     input, the usual way an MLIP computes forces.)
     """
 
-    def __init__(self) -> None:
+    def __init__(self, roots: tuple[torch.nn.Module, ...] = ()) -> None:
         self.stack: list[tuple[str, int]] = []
         self.names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        for root in roots:
+            self._name(root)
         self.owner: dict[Any, str] = {}  # autograd node -> module name
         self._probe = torch.zeros((), requires_grad=True)
         self._handles: list = []
@@ -359,7 +361,8 @@ class CoverageRow:
 class Coverage:
     """A coverage meter: use as ``with tcemu.coverage() as cov:`` (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *models: torch.nn.Module) -> None:
+        self._models = models
         self._counts: dict[tuple, list] = defaultdict(lambda: [0.0, 0])
         self._tracker = None
         self._counter = None
@@ -370,7 +373,7 @@ class Coverage:
         if torch.compiler.is_compiling():
             raise RuntimeError("tcemu.coverage() cannot measure inside a compiled region: enter it around eager "
                                "code (torch.compile'd functions called inside it run eagerly)")
-        self._tracker = _ModuleTracker().__enter__()
+        self._tracker = _ModuleTracker(self._models).__enter__()
         self._counter = _AtenCounter(self).__enter__()
         _METERS.append(self)
         return self
@@ -487,6 +490,9 @@ def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{100 * x:.2f} %"
 
 
-def coverage() -> Coverage:
-    """A coverage meter for the code run inside ``with tcemu.coverage() as cov:`` (module docstring)."""
-    return Coverage()
+def coverage(*models: torch.nn.Module) -> Coverage:
+    """A coverage meter for the code run inside ``with tcemu.coverage() as cov:`` (module docstring).
+
+    ``models``: name modules by their path in these (``"MACE.interactions.0"``) even when the code calls a
+    submodule first; otherwise the first module called is the root of the names."""
+    return Coverage(*models)

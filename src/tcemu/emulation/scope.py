@@ -16,6 +16,7 @@ below a selected one; it also turns e3nn's TorchScript-compiled code into eager 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -77,7 +78,17 @@ def scope_of(module: nn.Module) -> Scope | None:
 
 
 def _set_scope(module: nn.Module, scope: Scope) -> None:
-    module.forward = functools.partial(_forward_in_scope, module, scope)
+    fwd = functools.partial(_forward_in_scope, module, scope)
+    cls_fwd = type(module).forward
+    # what the class's forward shows to code that inspects it (metatomic checks forward's annotations)
+    for attr in ("__name__", "__qualname__", "__doc__", "__annotations__"):
+        if hasattr(cls_fwd, attr):
+            setattr(fwd, attr, getattr(cls_fwd, attr))
+    try:
+        fwd.__signature__ = inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        pass
+    module.forward = fwd
 
 
 def _foreign_forward(module: nn.Module) -> bool:
