@@ -110,3 +110,24 @@ def test_training_on_forces_double_backward_through_the_emulated_network(system)
         (g,) = torch.autograd.grad((f**2).sum(), m.radial[0].weight)
         grads.append(g.double())
     assert ((grads[0] - grads[1]).norm() / grads[1].norm()).item() < 1e-4
+
+
+def test_the_emulated_run_does_the_fp32_runs_products(system):
+    """Module by module, the emulated step's products have the FLOPs of the FP32 step's (frozen weights, as an MD
+    potential's): the lowering adds no product and drops none (a sum over a label of size 1 on one side is a
+    sum, as in torch, not a GEMM)."""
+    model = net.build()
+    for p in model.parameters():
+        p.requires_grad_(False)
+
+    def per_module(m, kind):
+        with tcemu.coverage(m) as cov:
+            net.energy_and_forces(m, *system)
+        out = {}
+        for r in cov.rows:
+            if r.kind == kind:
+                key = (r.module, r.phase)
+                out[key] = out.get(key, 0.0) + r.flops
+        return out
+
+    assert per_module(tcemu.emulate_(copy.deepcopy(model), "bf16x6"), "emulated") == per_module(model, "fp32")

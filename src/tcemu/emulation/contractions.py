@@ -132,8 +132,21 @@ def _contract_pair(a: Tensor, la: list[str], b: Tensor, lb: list[str], keep: set
     """Contract two operands over their shared labels not in ``keep``; one batched GEMM (or a product)."""
     a, la = _sum_out(a, la, keep | set(lb))
     b, lb = _sum_out(b, lb, keep | set(la))
-    batch = [s for s in la if s in lb and s in keep]
     summed = [s for s in la if s in lb and s not in keep]
+    # a summed label of size 1 on one side broadcasts against the other: sum the other side over it first (as
+    # torch does: sum_k x y_k = x sum_k y_k); then it is of size 1 on both sides and nothing accumulates over it
+    for s in summed:
+        da, db = a.shape[la.index(s)], b.shape[lb.index(s)]
+        if da == 1 and db > 1:
+            b = b.sum(lb.index(s), keepdim=True)
+        elif db == 1 and da > 1:
+            a = a.sum(la.index(s), keepdim=True)
+    ones = [s for s in summed if a.shape[la.index(s)] == 1]
+    if ones:  # size 1 on both sides: a sum over one term
+        a, la = a.squeeze([la.index(s) for s in ones]), [s for s in la if s not in ones]
+        b, lb = b.squeeze([lb.index(s) for s in ones]), [s for s in lb if s not in ones]
+        summed = [s for s in summed if s not in ones]
+    batch = [s for s in la if s in lb and s in keep]
     a_only = [s for s in la if s not in lb]
     b_only = [s for s in lb if s not in la]
     size = {}
@@ -147,9 +160,6 @@ def _contract_pair(a: Tensor, la: list[str], b: Tensor, lb: list[str], keep: set
         ap = ap.reshape((*ap.shape, *([1] * len(b_only))))
         bp = bp.reshape((*bp.shape[:nb], *([1] * len(a_only)), *bp.shape[nb:]))
         return ap * bp, batch + a_only + b_only
-    # a summed label of size 1 on one side broadcasts against the other: expand it before the reshape
-    a = a.expand([size[s] if s in summed else n for s, n in zip(la, a.shape)])
-    b = b.expand([size[s] if s in summed else n for s, n in zip(lb, b.shape)])
     m = math.prod([size[s] for s in a_only])
     n = math.prod([size[s] for s in b_only])
     k = math.prod([size[s] for s in summed])
@@ -170,7 +180,7 @@ class _EinsumPlan(NamedTuple):
     path: tuple[tuple[int, int], ...]  # pairs of positions in the working list
     fold_left: bool  # the result replaces the pair at the front (torch's default order), else goes last
     shape: tuple[int, ...]  # torch.einsum's result shape
-    contracts: bool  # some product accumulates (a summed label shared by two operands)
+    contracts: bool  # some product accumulates (a summed label with more than one element in two operands)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -178,10 +188,11 @@ def _plan_tuple(equation: str, shapes: tuple[tuple[int, ...], ...]) -> tuple:
     metas = [torch.empty(s, device="meta") for s in shapes]
     shape = tuple(torch.einsum(equation, *metas).shape)  # torch's own checks of the equation and shapes
     per_op, out = _labels(equation, metas)
-    seen: dict[str, int] = {}
-    for lab in per_op:
+    seen: dict[str, int] = {}  # operands in which a label has more than one element
+    for lab, sh in zip(per_op, shapes):
         for s in dict.fromkeys(lab):
-            seen[s] = seen.get(s, 0) + 1
+            if sh[lab.index(s)] > 1:
+                seen[s] = seen.get(s, 0) + 1
     contracts = len(shapes) > 1 and any(c > 1 and s not in out for s, c in seen.items())
     oe = torch.backends.opt_einsum
     if len(shapes) > 2 and oe.enabled and oe.is_available():
@@ -204,7 +215,8 @@ def _einsum_plan(equation: str, shapes: tuple[tuple[int, ...], ...]) -> _EinsumP
 
 
 def einsum_contracts(equation: str, operands: Sequence[Tensor]) -> bool:
-    """Whether the einsum has a product that accumulates: a summed label shared by two operands."""
+    """Whether the einsum has a product that accumulates: a summed label with more than one element in two
+    operands (over a label of size 1 on one side, torch sums the other side instead)."""
     return _einsum_plan(equation.replace(" ", ""), tuple(tuple(o.shape) for o in operands)).contracts
 
 

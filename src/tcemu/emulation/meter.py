@@ -109,7 +109,7 @@ class _GuardedBackend:
     def unavailable_reason(self, device, spec=None):
         return self._inner.unavailable_reason(device, spec)
 
-    def _run(self, fn, args: tuple, spec, op: str, flops, device: torch.device):
+    def _run(self, fn, args: tuple, spec, op: str, flops, device: torch.device, k: int):
         if torch.compiler.is_compiling():
             with torch._C.DisableTorchFunction():
                 return fn(*args)
@@ -123,8 +123,12 @@ class _GuardedBackend:
         finally:
             _TLS.depth = depth
         if outer:
-            kind = "fallback" if _fallbacks(self._inner, device) != before else "emulated"
-            _record(getattr(_TLS, "label", None) or op, kind, spec.name, flops())
+            if k == 1:  # nothing accumulates: as the aten counter classifies a K = 1 product
+                kind, method = "no_contraction", ""
+            else:
+                kind = "fallback" if _fallbacks(self._inner, device) != before else "emulated"
+                method = spec.name
+            _record(getattr(_TLS, "label", None) or op, kind, method, flops())
         return out
 
     def matmul(self, a, b, spec):
@@ -132,7 +136,7 @@ class _GuardedBackend:
             z = math.prod(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
             return 2.0 * z * a.shape[-2] * a.shape[-1] * b.shape[-1]
 
-        return self._run(self._inner.matmul, (a, b, spec), spec, "matmul", flops, a.device)
+        return self._run(self._inner.matmul, (a, b, spec), spec, "matmul", flops, a.device, a.shape[-1])
 
     def prepare_weight(self, weight, spec):
         with torch._C.DisableTorchFunction():
@@ -142,14 +146,15 @@ class _GuardedBackend:
         def flops():
             return 2.0 * (x.numel() // max(x.shape[-1], 1)) * weight.shape[0] * weight.shape[1]
 
-        return self._run(self._inner.linear, (x, weight, prepared, spec, bias), spec, "linear", flops, x.device)
+        return self._run(self._inner.linear, (x, weight, prepared, spec, bias), spec, "linear", flops, x.device,
+                         weight.shape[1])
 
     def linear_input_grad(self, grad_out, weight, prepared, spec):
         def flops():
             return 2.0 * (grad_out.numel() // max(grad_out.shape[-1], 1)) * weight.shape[0] * weight.shape[1]
 
         return self._run(self._inner.linear_input_grad, (grad_out, weight, prepared, spec), spec, "linear",
-                         flops, grad_out.device)
+                         flops, grad_out.device, weight.shape[0])
 
 
 def _fallbacks(backend: Any, device: torch.device) -> int:

@@ -39,8 +39,8 @@ from torch import nn
 
 from tcemu.mlip.models import Potential, warnings_off
 
-__all__ = ["ANI_SPECIES", "ani1x", "build_ani1x", "build_chgnet", "chgnet", "find_modules", "from_calculator",
-           "from_factory", "load_factory", "mace_random"]
+__all__ = ["ANI_SPECIES", "ani1x", "build_ani1x", "build_chgnet", "build_mace", "chgnet", "find_modules",
+           "from_calculator", "from_factory", "load_factory", "mace_potential", "mace_random"]
 
 # ---------------------------------------------------------------------------------------------
 # ANI-1x (torchani 2.2.4, weights in the wheel)
@@ -250,6 +250,14 @@ def from_calculator(
 # ---------------------------------------------------------------------------------------------
 
 
+def build_mace(channels: int = 16, max_ell: int = 2, num_interactions: int = 2, correlation: int = 3,
+               elements: tuple[int, ...] = (1, 8), r_max: float = 5.0, seed: int = 0) -> nn.Module:
+    """A MACE (mace-torch) with random weights, seeded, float32: hidden irreps ``{channels}x0e + {channels}x1o``,
+    spherical harmonics to ``max_ell``, residual interaction blocks, e3nn's default TorchScript code. Built once
+    per argument set (TorchScript takes seconds); each call returns a copy."""
+    return copy.deepcopy(_mace_base(channels, max_ell, num_interactions, correlation, tuple(elements), r_max, seed))
+
+
 @functools.lru_cache(maxsize=4)
 def _mace_base(channels: int, max_ell: int, num_interactions: int, correlation: int, elements: tuple[int, ...],
                r_max: float, seed: int) -> nn.Module:
@@ -290,7 +298,7 @@ def mace_random(
     with warnings_off():
         from mace.calculators import MACECalculator
 
-    model = copy.deepcopy(_mace_base(channels, max_ell, num_interactions, correlation, tuple(elements), r_max, seed))
+    model = build_mace(channels, max_ell, num_interactions, correlation, tuple(elements), r_max, seed)
     with warnings_off(), contextlib.redirect_stderr(io.StringIO()):
         return MACECalculator(models=model, device=device, default_dtype=dtype)
 
