@@ -340,7 +340,8 @@ class _ModuleTracker:
 
     def current(self) -> str:
         if torch._C._current_graph_task_id() != -1:
-            node = torch._C._current_autograd_node()
+            current_node = getattr(torch._C, "_current_autograd_node", None)  # torch >= 2.1
+            node = current_node() if current_node is not None else None
             return self.owner.get(node, "") if node is not None else ""
         return self.stack[-1][0] if self.stack else ""
 
