@@ -55,9 +55,11 @@ def _run(model, x):
 
 
 def _by_module(cov):
+    """Module -> kinds of its products that accumulate (mv's input gradient is an outer product: not judged)."""
     out = {}
     for r in cov.rows:
-        out.setdefault(r.module, set()).add(r.kind)
+        if r.kind != "no_contraction":
+            out.setdefault(r.module, set()).add(r.kind)
     return out
 
 
