@@ -1,7 +1,7 @@
 # The two commands a newcomer needs:
 #   make demo   set up a virtual environment and run the main job (CPU when there is no GPU)
 #   make test   set up the same environment and run the test suite
-.PHONY: demo test
+.PHONY: demo test wheel-test
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,8 +9,8 @@ PY := $(VENV)/bin/python
 # torch is installed first and pinned, so that pip takes the local CPU build where one is provided
 # and does not pull a multi-GB CUDA build on a CPU-only machine.
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,mlip,triton
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml Makefile | cksum | cut -d' ' -f1)
+EXTRAS ?= dev,mlip,triton,torchsim
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py Makefile | cksum | cut -d' ' -f1)
 
 $(STAMP):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,3 +30,23 @@ test: $(STAMP)
 	$(PY) -m pytest -q
 	# Triton kernels on the CPU (TRITON_INTERPRET is read when @triton.jit decorates, so a run of its own).
 	TRITON_INTERPRET=1 $(PY) -m pytest -q -m interpret || test $$? -eq 5
+
+# The wheel as a user gets it: built from the repository (not editable), installed with the mlip extra into a fresh
+# virtual environment (pip's cache and the local torch file keep it to minutes), run from outside the source tree:
+# `tcemu info`, a single point on the packaged water box, and TCEMU_FP32_PRECISION through the installed .pth.
+WHEEL_VENV ?= .wheel-venv
+WHEEL_OUT ?= .wheel-test
+wheel-test: $(STAMP)
+	@rm -rf $(WHEEL_VENV) $(WHEEL_OUT) && mkdir -p $(WHEEL_OUT)/dist
+	$(PY) -m pip wheel -q --no-deps -w $(WHEEL_OUT)/dist .
+	$(PYTHON) -m venv $(WHEEL_VENV)
+	$(WHEEL_VENV)/bin/python -m pip install -q "$(TORCH_SPEC)"
+	$(WHEEL_VENV)/bin/python -m pip install -q "$$(ls $(WHEEL_OUT)/dist/tcemu-*.whl)[mlip]" "$(TORCH_SPEC)"
+	cd $(WHEEL_OUT) && ../$(WHEEL_VENV)/bin/python -c "import tcemu; assert 'site-packages' in tcemu.__file__, tcemu.__file__"
+	cd $(WHEEL_OUT) && ../$(WHEEL_VENV)/bin/tcemu info
+	cd $(WHEEL_OUT) && ../$(WHEEL_VENV)/bin/tcemu mlip sp --potential pet-tiny --system water_192 \
+		--methods tf32x3 --no-progress --out sp
+	cd $(WHEEL_OUT) && TCEMU_FP32_PRECISION=tf32x3 TCEMU_REPORT=1 ../$(WHEEL_VENV)/bin/python \
+		../tests/engines/_md_script.py ../src/tcemu/mlip/data/water_box_192.extxyz 2 2> autoload.txt
+	grep -q "tcemu autoload (tf32x3): 1 model(s) emulated" $(WHEEL_OUT)/autoload.txt
+	@echo "wheel-test passed"

@@ -21,25 +21,32 @@ backward kernels, optionally a register cap per thread (``maxnreg``; 0 = the lib
 per forward program (``attention.HEADS_PER_PROGRAM``; 0 = the library's) and the forward's pipeline stages
 (``num_stages``; 0 = Triton's default); the ``config`` column records them.
 
-Usage: ``PYTHONPATH=src python3 benchmarks/attention.py --out benchmarks/results/attention_h200.csv``; on a machine
-without a GPU ``--device cpu --shapes tiny --impls torch,torch-math,tcemu-reference`` times with the host clock
-(the fused kernels need CUDA, or ``TRITON_INTERPRET=1``).
+Output: a result file (``tcemu._results``: long rows with their provenance), one measured case per (impl,
+method, direction, B, H, L, D, config), metrics ``UNITS``; a case that fails records its ``error`` and the run
+goes on.
+Stored runs: ``benchmarks/results/h200/attention/``.
+
+Usage: ``PYTHONPATH=src python3 benchmarks/attention.py --out out/attention.csv``; on a machine without a GPU
+``--device cpu --shapes tiny --impls torch,torch-math,tcemu-reference`` times with the host clock (the fused
+kernels need CUDA, or ``TRITON_INTERPRET=1``).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import statistics
 import time
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-COLUMNS = ["impl", "method", "direction", "B", "H", "L", "D", "median_ms", "p20_ms", "p80_ms",
-           "speedup_vs_torch_fp32", "err_out", "err_dqkv", "err_dmask", "config", "gpu", "driver", "torch", "triton"]
+from tcemu._results import Provenance, from_wide, write_results
+
+#: what identifies a measured case, and every metric's unit
+CASE_FIELDS = ("direction", "B", "H", "L", "D", "config")
+UNITS = {"median_ms": "ms", "p20_ms": "ms", "p80_ms": "ms", "speedup_vs_torch_fp32": "x", "err_out": "rel",
+         "err_dqkv": "rel", "err_dmask": "rel", "error": "text"}
 #: (name, B, H, L, D): PET's attention at 17,280 atoms
 SHAPES = {"pet-s": (17280, 8, 41, 32), "pet-s-nn32": (17280, 8, 47, 32), "pet-m": (17280, 8, 48, 48),
           "tiny": (3, 2, 9, 8)}  # tiny: the CPU smoke test
@@ -133,17 +140,7 @@ def set_launch(variant: tuple[int, ...] | None) -> None:
     attention._launch_args = launch_args
 
 
-def write_rows(rows: list[dict], path: str) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-        w.writeheader()
-        w.writerows(rows)
-
-
 def main(argv: list[str] | None = None) -> int:
-    from tcemu import _hw
-
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--shapes", default="pet-s,pet-m", help="names; name:B sets the batch (atoms), e.g. pet-s:192")
@@ -151,10 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default="tf32x3,bf16x3,bf16x6")
     p.add_argument("--variants", default="", help="FW,BW[,FR,BR[,HPP[,NS]]][;...]: fused kernels' launches to sweep")
     p.add_argument("--rep", type=int, default=300, help="ms of timed repeats per measurement")
-    p.add_argument("--out", default="benchmarks/results/attention_h200.csv")
+    p.add_argument("--out", default="out/attention.csv", help="result file")
     args = p.parse_args(argv)
-    v = _hw.versions()
-    meta = dict(gpu=v["gpu"] or "cpu", driver=v["driver"], torch=v["torch"], triton=v["triton"])
+    prov = Provenance.current(args.device)
     torch.backends.cuda.matmul.allow_tf32 = False
     rows = []
     variants = [tuple(int(w) for w in s.split(",")) for s in args.variants.split(";")] if args.variants else [None]
@@ -180,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
             for direction in ("fwd", "fwd_bwd"):
                 bwd = direction == "fwd_bwd"
                 row = dict(impl=impl, method=method, direction=direction, B=B, H=H, L=L, D=D,
-                           config=f"launch {','.join(map(str, variant))}" if variant else "", **meta)
+                           config=f"launch {','.join(map(str, variant))}" if variant else "")
                 try:
                     got = run_once(fn, x, m, g, bwd)
                     errs = _errors(got, ref)
@@ -194,17 +190,18 @@ def main(argv: list[str] | None = None) -> int:
                     if direction in base:
                         row["speedup_vs_torch_fp32"] = base[direction] / ms[0]
                 except Exception as exc:  # noqa: BLE001 - one failing case must not stop the run
-                    row["config"] += f" FAILED {type(exc).__name__}: {exc}"[:300]
+                    row["error"] = f"{type(exc).__name__}: {exc}"[:300]
                 print(f"{shape:10s} {impl:16s} {method:7s} {direction:8s} {row.get('median_ms', float('nan')):8.3f} ms"
                       f"  x{row.get('speedup_vs_torch_fp32', float('nan')):.2f}  out {row.get('err_out', float('nan')):.2e}"
                       f"  dqkv {row.get('err_dqkv', float('nan')):.2e}  dmask {row.get('err_dmask', float('nan')):.2e}"
-                      f"  {row['config']}", flush=True)
+                      f"  {row['config']} {row.get('error', '')}", flush=True)
                 rows.append(row)
-                write_rows(rows, args.out)  # as they finish: a run cut short keeps its rows
+                # as they finish: a run cut short keeps its rows
+                write_results(args.out, from_wide("attention", rows, CASE_FIELDS, UNITS), prov)
             set_launch(None)
             torch.cuda.empty_cache()
     print(f"wrote {args.out} ({len(rows)} rows)")
-    failed = [r for r in rows if "FAILED" in r["config"]]
+    failed = [r for r in rows if "error" in r]
     print("spread p20-p80 / median:", statistics.median(
         (r["p80_ms"] - r["p20_ms"]) / r["median_ms"] for r in rows if "median_ms" in r))
     return 1 if failed else 0

@@ -31,24 +31,23 @@ and the 20th/80th percentiles; XLA with a host clock around batches of calls end
 ``block_until_ready`` (median of 7 batches). TFLOP/s = 2 M N K / median. Errors vs an FP64 product of the
 same FP32 inputs: ``err_norm`` = ||C - C64||_F / ||C64||_F, ``err_max`` = max|C - C64| / max|C64|.
 
-Output: ``<out>/gemm_h200.csv`` (one row per measurement; columns impl, method, direction, M, K, N,
-median_ms, tflops, err_norm, err_max, gpu, driver, torch, triton, then p20_ms, p80_ms, config) and
-``<out>/gemm_h200.png``. ``--sweep`` instead times tile configurations of the tcemu kernels (and checks
-their PTX for ``wgmma.mma_async``) and writes ``<out>/gemm_sweep.csv``.
+Output: a result file (``tcemu._results``: long rows with their provenance), benchmark ``gemm``, one measured
+case per (impl, method, direction, M, K, N) with the metrics ``UNITS`` (``config``: the configuration and the
+first call's time), and the figure beside it (same name, ``.png``). ``--sweep`` instead times tile
+configurations of the tcemu kernels (and checks their PTX for ``wgmma.mma_async``): benchmark ``gemm_sweep``,
+one case per (config, M, K, N), metrics ``SWEEP_UNITS``. Stored runs: ``benchmarks/results/h200/gemm/``.
 
-Usage: ``PYTHONPATH=src python3 benchmarks/gemm.py --out benchmarks/results [--quick] [--sweep]``;
-``--plot-only benchmarks/results/gemm_h200.csv`` redraws the figure (and the summary) from the CSV alone.
+Usage: ``PYTHONPATH=src python3 benchmarks/gemm.py --out out/gemm.csv [--quick] [--sweep]``;
+``--plot-only out/gemm.csv`` redraws the figure (and the summary) from the result file alone.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -58,6 +57,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU
 import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
+
+from tcemu._results import Provenance, from_wide, read_wide, write_results  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------------
 # shapes (label, M, K, N): square, then the PET-S linear layers (shared/docs/MLIP.md) at 192 and 17,280 atoms
@@ -77,8 +78,15 @@ TCEMU_METHODS = ["tf32x3", "bf16x3", "bf16x6", "bf16x9"]
 BUILTIN_MODES = ["ieee", "tf32", "tf32x3", "bf16x3", "bf16x6"]
 # BF16_BF16_F32_X9 is left out: on this H200 it returned single-pass TF32 accuracy (EMULATION.md 8.3)
 XLA_PRESETS = ["TF32_TF32_F32_X3", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6"]
-COLUMNS = ["impl", "method", "direction", "M", "K", "N", "median_ms", "tflops", "err_norm", "err_max",
-           "gpu", "driver", "torch", "triton", "p20_ms", "p80_ms", "config"]
+#: a measured case of the comparison, and every metric's unit (err_*: relative to the FP64 product)
+CASE_FIELDS = ("direction", "M", "K", "N")
+UNITS = {"median_ms": "ms", "tflops": "TFLOP/s", "err_norm": "rel", "err_max": "rel", "p20_ms": "ms",
+         "p80_ms": "ms", "config": "text"}
+#: the same for ``--sweep`` (regs, spills: per thread; wgmma: PTX counts of wgmma.mma_async /
+#: wgmma.wait_group / mma.sync / st.local / bar.sync; same_bits: equal to the one-tile-per-program kernel's)
+SWEEP_CASE_FIELDS = ("config", "M", "K", "N")
+SWEEP_UNITS = {"ms": "ms", "p20": "ms", "p80": "ms", "tflops": "TFLOP/s", "x_sgemm": "x", "err": "rel",
+               "regs": "count", "spills": "count", "wgmma": "text", "compile_s": "s", "same_bits": "bool"}
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -229,16 +237,6 @@ def errors(out: torch.Tensor, ref64: torch.Tensor) -> tuple[float, float]:
     return (d.norm() / ref64.norm()).item(), (d.abs().max() / ref64.abs().max()).item()
 
 
-def env_info() -> dict:
-    gpu = torch.cuda.get_device_name()
-    try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=20).stdout.strip().splitlines()[0]
-    except Exception:  # noqa: BLE001
-        driver = "unknown"
-    return dict(gpu=gpu, driver=driver, torch=torch.__version__, triton=triton.__version__)
-
-
 class Xla:
     """jax.lax.dot_general with a DotAlgorithmPreset; inputs shared with torch through DLPack."""
 
@@ -279,9 +277,9 @@ def run_full(args) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("tcemu.emulation.gemm").setLevel(logging.INFO)  # every autotune candidate's time
     gemm.AUTOTUNE = not args.no_autotune  # each shape's first call picks among a few configurations
-    info = env_info()
+    prov = Provenance.current()
     hw = hw_split_exact("cuda")
-    print(info, f"hardware BF16 split exact: {hw}; autotune: {gemm.AUTOTUNE}", flush=True)
+    print(prov, f"hardware BF16 split exact: {hw}; autotune: {gemm.AUTOTUNE}", flush=True)
     shapes = SHAPES
     if args.quick:
         shapes = [s for s in SHAPES if (s[1], s[2], s[3]) in ((4096, 4096, 4096), (6720, 256, 1024))]
@@ -314,25 +312,20 @@ def run_full(args) -> None:
             print(f"XLA unavailable: {exc}", flush=True)
 
     rows = []
-    out_csv = os.path.join(args.out, "gemm_h200.csv")
-    os.makedirs(args.out, exist_ok=True)
     be = TritonBackend()
     gen = torch.Generator(device="cuda").manual_seed(0)
     split_times = []
 
     def add(impl, method, direction, M, K, N, t, e, config=""):
         p50, p20, p80 = t
-        row = dict(impl=impl, method=method, direction=direction, M=M, K=K, N=N, median_ms=f"{p50:.5g}",
-                   tflops=f"{2.0 * M * N * K / p50 / 1e9:.4g}", err_norm=f"{e[0]:.3e}", err_max=f"{e[1]:.3e}",
-                   **info, p20_ms=f"{p20:.5g}", p80_ms=f"{p80:.5g}", config=config)
+        row = dict(impl=impl, method=method, direction=direction, M=M, K=K, N=N, median_ms=p50,
+                   tflops=2.0 * M * N * K / p50 / 1e9, err_norm=e[0], err_max=e[1], p20_ms=p20, p80_ms=p80,
+                   config=config)
         rows.append(row)
         print(f"{impl:15s} {method:17s} {direction:9s} {M:7d} {K:5d} {N:5d}  {p50:9.4f} ms "
               f"{2.0 * M * N * K / p50 / 1e9:7.1f} TF/s  [{p20:.4f}, {p80:.4f}]  err {e[0]:.2e} / {e[1]:.2e}",
               flush=True)
-        with open(out_csv, "w", newline="") as f:  # rewritten each row: a killed run keeps its rows
-            w = csv.DictWriter(f, fieldnames=COLUMNS)
-            w.writeheader()
-            w.writerows(rows)
+        write_results(args.out, from_wide("gemm", rows, CASE_FIELDS, UNITS), prov)  # a killed run keeps them
 
     for tag, M, K, N in shapes:
         print(f"--- {tag} M={M} K={K} N={N}", flush=True)
@@ -412,7 +405,7 @@ def run_full(args) -> None:
         print(f"weight split {meth} ({N}x{K}): {s * 1e3:.2f} ms (first call, incl. launch)")
     summarize(rows)
     if not args.no_plot:
-        plot(rows, os.path.join(args.out, "gemm_h200.png"))
+        plot(read_wide(args.out), os.path.splitext(args.out)[0] + ".png")
 
 
 def summarize(rows: list[dict]) -> None:
@@ -434,7 +427,8 @@ def summarize(rows: list[dict]) -> None:
             tx3 = by.get(("triton-builtin", "tf32x3", direction, *shp))
             tf32 = by.get(("cublas", "tf32", direction, *shp))
             bf16 = by.get(("cublas", "bf16", direction, *shp))
-            parts = [f"{direction:9s} M={shp[0]:6d} K={shp[1]:5d} N={shp[2]:5d} sgemm {sgt:6.1f} ({sg['err_norm']})"]
+            parts = [f"{direction:9s} M={shp[0]:6d} K={shp[1]:5d} N={shp[2]:5d} sgemm {sgt:6.1f} "
+                     f"({float(sg['err_norm']):.2e})"]
             for meth, n in n_prod.items():
                 r = by.get(("tcemu", meth, direction, *shp))
                 if r is None:
@@ -444,7 +438,7 @@ def summarize(rows: list[dict]) -> None:
                 ceil = float(base["tflops"]) / n if base else float("nan")
                 parts.append(f"{meth} {t:6.1f} ({t / sgt:4.2f}x; {t / xla_best:4.2f}x; "
                              f"{t / float(tx3['tflops']) if tx3 else float('nan'):4.2f}x; {t / ceil:4.2f}) "
-                             f"{r['err_norm']}")
+                             f"{float(r['err_norm']):.2e}")
             print(" | ".join(parts))
 
 
@@ -486,9 +480,9 @@ def plot(rows: list[dict], path: str) -> None:
         axes[1, col].set_xticklabels([f"{m}x{k}x{n}" for m, k, n in shapes], rotation=70, fontsize=7)
         axes[1, col].set_xlabel("M x K x N (linear layer x (M,K) @ W^T (K,N))")
     axes[0, 1].legend(fontsize=7, ncol=2, loc="lower right")
-    info = rows[0]
+    info = rows[0]  # provenance: the same on every row of a run
     fig.suptitle(f"FP32-emulation GEMMs on {info['gpu']} (driver {info['driver']}, torch {info['torch']}, "
-                 f"triton {info['triton']})")
+                 f"triton {info['triton']}, commit {info['commit']})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"wrote {path}")
@@ -516,8 +510,8 @@ def run_sweep(args) -> None:
     from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
     from tcemu.emulation.reference import ieee_fp32_matmul
 
-    info = env_info()
-    print(info, flush=True)
+    prov = Provenance.current()
+    print(prov, flush=True)
     table = SWEEP
     if args.configs:  # "tf32x3=cfg+cfg,bf16x6=cfg"
         table = {m: v.split("+") for m, v in (item.split("=") for item in args.configs.split(","))}
@@ -533,7 +527,6 @@ def run_sweep(args) -> None:
     comp = precompile(jobs, args.workers)
     rows = []
     gen = torch.Generator(device="cuda").manual_seed(0)
-    os.makedirs(args.out, exist_ok=True)
     for M, K, N in shapes:
         a = torch.randn(M, K, device="cuda", generator=gen)
         b = torch.randn(K, N, device="cuda", generator=gen)
@@ -590,11 +583,9 @@ def run_sweep(args) -> None:
         t_direct = bench_torch(lambda: emu_mm(a, pieces, meth), args.rep)[0]
         t_op = bench_torch(lambda: torch.ops.tcemu.emu_mm(a, *p3, None, meth), args.rep)[0]
         print(f"overhead {meth} {M}x{K}x{N}: launcher {t_direct * 1e3:.1f} us, custom op {t_op * 1e3:.1f} us")
-    with open(os.path.join(args.out, "gemm_sweep.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]) + ["gpu", "driver", "torch", "triton"])
-        w.writeheader()
-        for r in rows:
-            w.writerow({**r, **info})
+    impl = {"sgemm": "cublas"}
+    write_results(args.out, from_wide("gemm_sweep", ({"impl": impl.get(r["method"], "tcemu"), **r} for r in rows),
+                                      SWEEP_CASE_FIELDS, SWEEP_UNITS), prov)
     print("\nbest per method and shape:")
     for M, K, N in shapes:
         for meth in sweep:
@@ -606,7 +597,7 @@ def run_sweep(args) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", default="benchmarks/results")
+    p.add_argument("--out", default="", help="result file (out/gemm.csv; with --sweep out/gemm_sweep.csv)")
     p.add_argument("--quick", action="store_true", help="two shapes only (pipeline check)")
     p.add_argument("--sweep", action="store_true", help="time tile configurations of the tcemu kernels")
     p.add_argument("--shapes", default="", help="comma list MxKxN to keep (--sweep: to time, any)")
@@ -617,13 +608,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--no-autotune", action="store_true", help="use the static configuration table")
     p.add_argument("--xla-all", action="store_true", help="XLA on every shape (default: the goal shapes)")
-    p.add_argument("--plot-only", default="", help="redraw the plot (and summary) from this CSV and exit")
+    p.add_argument("--plot-only", default="", help="redraw the plot (and summary) from this result file")
     p.add_argument("--rep", type=int, default=100, help="do_bench repetition time per measurement, ms")
     p.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1), help="compile processes")
     args = p.parse_args(argv)
+    args.out = args.out or ("out/gemm_sweep.csv" if args.sweep else "out/gemm.csv")
     if args.plot_only:
-        with open(args.plot_only) as f:
-            rows = list(csv.DictReader(f))
+        rows = read_wide(args.plot_only)
         summarize(rows)
         plot(rows, os.path.splitext(args.plot_only)[0] + ".png")
         return

@@ -1,3 +1,7 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["tcemu[triton]"]
+# ///
 """Where emulation starts to pay: emulated GEMM vs cuBLAS SGEMM by row count, on PET's layer shapes.
 
 The small-shape fallback (``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS``) sends GEMMs below a FLOP count
@@ -9,22 +13,29 @@ split in the call) against ``torch.mm`` in IEEE FP32, two ways:
 * ``host_ms``: wall time per call of a loop of back-to-back calls (launch overhead included), the
   regime of a host-bound compiled step.
 
-    python benchmarks/gemm_threshold.py --out benchmarks/results/gemm_threshold_h200.csv
+Output: a result file (``tcemu._results``), benchmark ``gemm_threshold``, one case per (method, M, K, N) with
+the kernel's and SGEMM's times both ways and their ratios (``UNITS``). Stored run:
+``benchmarks/results/h200/gemm/small_shape_threshold.csv``.
+
+    python benchmarks/gemm_threshold.py --out out/gemm_threshold.csv
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import os
 import time
 
 import torch
 import triton
 
+from tcemu._results import Provenance, from_wide, write_results
+
 SHAPES_KN = [(256, 1024), (256, 768), (512, 256), (768, 256), (256, 256), (512, 512), (1024, 256)]
 ROWS = [7680, 15360, 30720, 61440, 122880]
 METHODS = ["tf32x3", "bf16x3", "bf16x6", "bf16x9"]
+CASE_FIELDS = ("M", "K", "N")
+UNITS = {"gflop": "GFLOP", "sgemm_gpu_ms": "ms", "gpu_ms": "ms", "gpu_x_sgemm": "x", "sgemm_host_ms": "ms",
+         "host_ms": "ms", "host_x_sgemm": "x"}
 
 
 def host_ms(fn, n: int = 50) -> float:
@@ -40,7 +51,7 @@ def host_ms(fn, n: int = 50) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="benchmarks/results/gemm_threshold_h200.csv")
+    p.add_argument("--out", default="out/gemm_threshold.csv", help="result file")
     p.add_argument("--rows", default=",".join(map(str, ROWS)))
     p.add_argument("--methods", default=",".join(METHODS))
     args = p.parse_args(argv)
@@ -48,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     from tcemu.emulation.gemm import emu_mm, split_t
 
     torch.backends.cuda.matmul.fp32_precision = "ieee"
-    info = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+    prov = Provenance.current()
     gen = torch.Generator(device="cuda").manual_seed(0)
     rows = []
     for M in map(int, args.rows.split(",")):
@@ -64,15 +75,11 @@ def main(argv: list[str] | None = None) -> None:
                 g = triton.testing.do_bench(lambda a=a, p=pieces, m=meth: emu_mm(a, p, m), warmup=10, rep=40)
                 h = host_ms(lambda a=a, p=pieces, m=meth: emu_mm(a, p, m))
                 rows.append(dict(method=meth, M=M, K=K, N=N, gflop=gflop, sgemm_gpu_ms=sg_gpu, gpu_ms=g,
-                                 gpu_x_sgemm=sg_gpu / g, sgemm_host_ms=sg_host, host_ms=h, host_x_sgemm=sg_host / h,
-                                 **info))
+                                 gpu_x_sgemm=sg_gpu / g, sgemm_host_ms=sg_host, host_ms=h,
+                                 host_x_sgemm=sg_host / h))
                 line += f" | {meth} {sg_gpu / g:.2f}x gpu {sg_host / h:.2f}x host"
             print(line, flush=True)
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(rows[0]))
-        wr.writeheader()
-        wr.writerows(rows)
+    write_results(args.out, from_wide("gemm_threshold", rows, CASE_FIELDS, UNITS, impl="tcemu"), prov)
     print(f"wrote {args.out} ({len(rows)} rows)")
 
 

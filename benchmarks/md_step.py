@@ -28,14 +28,15 @@ a method written ``tf32x3+attn`` also emulates PET's attention for that configur
 skips what would start after that many seconds (noted), so a run on a time-limited machine keeps its
 priorities. Rows are written as they finish.
 
-Writes one row per (model, n_atoms, method, mode) with the columns ``model, n_atoms, method, mode,
-median_ms, speedup_vs_fp32_compile, force_err_vs_fp64, fp32_noise_floor, gemm_share, peak_mem_gb, gpu,
-driver, torch, triton`` plus ``p20_ms, p80_ms, nl_build_ms, gemm_ms, note`` (``gemm_ms``: GPU time in GEMM
-kernels in one profiled step; with ``--profile-top DIR`` the top kernels of each profiled step go to
-``DIR/<model>_<n>_<method>_<mode>.txt``). A configuration that fails records the
-error in ``note`` instead of stopping the run.
+Output: one result file (``tcemu._results``: long rows with their provenance) with one measured case per
+(model, n_atoms, method, mode, compile_scope, attention, round) and the metrics ``median_ms``, ``p20_ms``,
+``p80_ms``, ``speedup_vs_fp32_compile``, ``force_err_vs_fp64``, ``fp32_noise_floor``, ``gemm_share``,
+``gemm_ms`` (GPU time in GEMM kernels in one profiled step), ``peak_mem_gb``, ``nl_build_ms`` and ``note``
+(``UNITS``), and a figure beside it; with ``--profile-top DIR`` the top kernels of each profiled step go to
+``DIR/<model>_<n>_<method>_<mode>.txt``. A configuration that fails records the error in ``note`` instead of
+stopping the run. Stored runs: ``benchmarks/results/h200/md_step/``.
 
-    python benchmarks/md_step.py --out benchmarks/results/md_step_h200.csv            # GPU, full sizes
+    python benchmarks/md_step.py --out out/md_step.csv                                # GPU, full sizes
     python benchmarks/md_step.py --device cpu --shapes tiny --systems water_192 \\
         --methods fp32,tf32x3 --modes eager --repeats 2 --out /tmp/md_step_cpu.csv   # CPU smoke test
 """
@@ -44,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import csv
 import math
 import os
 import statistics
@@ -57,9 +57,19 @@ from pathlib import Path
 
 import torch
 
-COLUMNS = ["model", "n_atoms", "method", "mode", "median_ms", "speedup_vs_fp32_compile", "force_err_vs_fp64",
-           "fp32_noise_floor", "gemm_share", "peak_mem_gb", "gpu", "driver", "torch", "triton", "p20_ms",
-           "p80_ms", "nl_build_ms", "gemm_ms", "round", "compile_scope", "attention", "note"]
+from tcemu._results import Provenance, from_wide, read_wide, write_results
+
+#: what identifies a measured configuration (the ``case`` of a result row), and every metric's unit
+CASE_FIELDS = ("model", "n_atoms", "mode", "compile_scope", "attention", "round")
+UNITS = {"median_ms": "ms", "p20_ms": "ms", "p80_ms": "ms", "speedup_vs_fp32_compile": "x",
+         "force_err_vs_fp64": "eV/A", "fp32_noise_floor": "eV/A", "gemm_share": "fraction", "gemm_ms": "ms",
+         "peak_mem_gb": "GB", "nl_build_ms": "ms", "note": "text"}
+
+
+def impl_of(method: str) -> str:
+    """Whose GEMMs a configuration runs: torch's (FP32, cuBLAS TF32) or tcemu's (the split methods)."""
+    return "torch" if method in ("fp32", "tf32") else "tcemu"
+
 # GPU kernels counted as GEMM work: cuBLAS/CUTLASS GEMMs and GEMVs (PET's one-output energy heads are nn.Linear
 # layers that cuBLAS runs as GEMVs in FP32; counted after run 6d, earlier CSVs leave them out), Triton and
 # Inductor matmul templates, and tcemu's emulated GEMM and split kernels (the split is part of what an emulated
@@ -214,13 +224,6 @@ def _cudagraph_skips() -> int:
         return -1
 
 
-def versions(device: torch.device) -> dict[str, str]:
-    from tcemu import _hw
-
-    v = _hw.versions()
-    return {"gpu": v["gpu"] or "cpu", "driver": v["driver"] or "", "torch": v["torch"], "triton": v["triton"] or ""}
-
-
 def split_config_method(method: str, emulate_attention: bool = False) -> tuple[str, str]:
     """``"tf32x3+attn"`` -> ("tf32x3", "blocks"): the method and where PET's attention is emulated.
 
@@ -260,7 +263,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     from tcemu.mlip.models import build_pet
 
     device = torch.device(args.device)
-    meta = versions(device)
+    prov = Provenance.current(args.device)
     rows: list[dict] = []
     t_start = time.perf_counter()
     plan = _plan(args)
@@ -273,8 +276,8 @@ def run(args: argparse.Namespace) -> list[dict]:
             if args.budget_s and time.perf_counter() - t_start > args.budget_s:
                 for method, mode in plan:
                     rows.append(dict(model=model_name, n_atoms=n_atoms, method=method.partition("+")[0], mode=mode,
-                                     note="skipped: time budget", **meta))
-                write_rows(rows, args.out)
+                                     note="skipped: time budget"))
+                write_rows(rows, args.out, prov)
                 continue
             results: dict[tuple[str, str], dict] = {}
             forces: dict[tuple[str, str], torch.Tensor] = {}
@@ -297,8 +300,9 @@ def run(args: argparse.Namespace) -> list[dict]:
                 note = f"setup failed: {type(exc).__name__}: {exc}"[:300]
                 print(f"  {note}", flush=True)
                 for method, mode in plan:
-                    rows.append(dict(model=model_name, n_atoms=n_atoms, method=method.partition("+")[0], mode=mode, note=note, **meta))
-                write_rows(rows, args.out)
+                    rows.append(dict(model=model_name, n_atoms=n_atoms, method=method.partition("+")[0], mode=mode,
+                                     note=note))
+                write_rows(rows, args.out, prov)
                 base = ref = inp64 = None
                 _free(device)
                 continue
@@ -311,7 +315,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                             model=model_name, n_atoms=n_atoms, method=base_method, mode=mode, note="",
                             nl_build_ms=round(inp.nl_build_ms, 3), round=rnd,
                             compile_scope=args.compile_scope if mode != "eager" else "",
-                            attention=ATTENTION_COLUMN[attn_scope], **meta)
+                            attention=ATTENTION_COLUMN[attn_scope])
                     measure_interleaved(args, base, inp, plan, results, forces64)
                     _finish(results, {})
                     for (method, mode), row in results.items():
@@ -319,14 +323,14 @@ def run(args: argparse.Namespace) -> list[dict]:
                         print(f"  {method:7s} {mode:8s} {row.get('median_ms', math.nan):9.2f} ms  "
                               f"force err {row.get('force_err_vs_fp64', math.nan):.3e}  {row['note']}", flush=True)
                     _free(device)
-                    write_rows(rows, args.out)
+                    write_rows(rows, args.out, prov)
                     continue
                 for method, mode in plan:
                     base_method, attn_scope = split_config_method(method, args.emulate_attention)
                     row = dict(model=model_name, n_atoms=n_atoms, method=base_method, mode=mode, note="",
                                nl_build_ms=round(inp.nl_build_ms, 3), round=rnd,
                                compile_scope=args.compile_scope if mode != "eager" else "",
-                               attention=ATTENTION_COLUMN[attn_scope], **meta)
+                               attention=ATTENTION_COLUMN[attn_scope])
                     if args.budget_s and time.perf_counter() - t_start > args.budget_s:
                         row["note"] = "skipped: time budget"
                         results[method, mode] = row
@@ -353,7 +357,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                     rows.append(row)
                     _free(device)
                     _finish(results, forces)
-                    write_rows(rows, args.out)
+                    write_rows(rows, args.out, prov)
             del base, inp
             _free(device)
     return rows
@@ -505,13 +509,10 @@ def _free(device: torch.device) -> None:
         torch.cuda.empty_cache()
 
 
-def write_rows(rows: list[dict], path: str) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        for r in rows:
-            writer.writerow({k: ("" if r.get(k) is None else r.get(k, "")) for k in COLUMNS})
+def write_rows(rows: list[dict], path: str, provenance: Provenance) -> None:
+    """The rows so far as a result file (rewritten after each configuration: a run cut short keeps them)."""
+    write_results(path, from_wide("md_step", ({"impl": impl_of(r["method"]), **r} for r in rows), CASE_FIELDS,
+                                  UNITS), provenance)
 
 
 def aggregate_rounds(rows: list[dict]) -> list[dict]:
@@ -542,7 +543,7 @@ def plot(csv_path: str, png_path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = aggregate_rounds(list(csv.DictReader(open(csv_path))))
+    rows = aggregate_rounds(read_wide(csv_path))
     cases = list(dict.fromkeys((r["model"], r["n_atoms"]) for r in rows))
     if not cases:
         return
@@ -605,7 +606,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--plot-only", default="", help="draw the figure from this CSV and exit")
     p.add_argument("--no-fp64", action="store_true", help="skip the FP64 reference (no force error column)")
     p.add_argument("--traceback", action="store_true")
-    p.add_argument("--out", default="benchmarks/results/md_step_h200.csv")
+    p.add_argument("--out", default="out/md_step.csv", help="result file (a figure goes beside it)")
     args = p.parse_args(argv)
     if args.interleave_steps and args.profile:
         p.error("--interleave-steps times steps only; profile in a run without it")
@@ -614,8 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot_only:
         plot(args.plot_only, str(Path(args.plot_only).with_suffix(".png")))
         return 0
-    rows = run(args)
-    write_rows(rows, args.out)
+    rows = run(args)  # written as they finish
     print(f"wrote {args.out} ({len(rows)} rows)")
     if args.rounds > 1:
         print("medians over rounds (min-max of the round medians):")

@@ -1,9 +1,17 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["tcemu[mlip,triton]"]
+# ///
 """Where the host time of a compiled PET step goes: graph breaks, distinct graphs and a cProfile table.
 
 At 192 atoms a compiled PET energy+forces step is host-bound (about 8 ms of GPU work in a 25-35 ms step on
 the H200), so every graph break and every Python layer around a kernel shows in the step time. This script
 compiles PET's backend as ``benchmarks/md_step.py`` does, times the step, prints Dynamo's graph-break and
 graph counters, then profiles a few steps with cProfile (sorted by own time and by cumulative time).
+
+Output: the cProfile tables on stdout, and a result file (``tcemu._results``), benchmark
+``md_step_host_profile``, one case per method: the step time and Dynamo's counts of graphs, graph breaks and
+recompiles (``UNITS``). Stored runs (console logs): ``benchmarks/results/h200/md_step/*host_profile.log``.
 
     TORCH_LOGS=graph_breaks,recompiles python benchmarks/md_step_host_profile.py --methods tf32x3,fp32
 """
@@ -23,6 +31,12 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 import md_step  # noqa: E402
 
+from tcemu._results import Provenance, from_wide, write_results  # noqa: E402
+
+CASE_FIELDS = ("model", "system", "n_atoms", "compile_scope", "precision")
+UNITS = {"median_ms": "ms", "p20_ms": "ms", "p80_ms": "ms", "unique_graphs": "count", "graph_breaks": "count",
+         "recompiles": "count"}
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -34,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--precision", default="", help="set torch.backends.cuda.matmul.fp32_precision first")
     p.add_argument("--device", default="cuda")
     p.add_argument("--compile-scope", choices=sorted(md_step.COMPILE_SCOPES), default="full")
+    p.add_argument("--out", default="out/md_step_host_profile.csv", help="result file")
     args = p.parse_args(argv)
 
     import tcemu
@@ -42,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
     from torch._dynamo.utils import counters
 
     dev = torch.device(args.device)
+    prov = Provenance.current(args.device)
+    rows = []
     if args.precision:
         torch.backends.cuda.matmul.fp32_precision = args.precision
     atoms = systems.build(args.system)
@@ -62,6 +79,13 @@ def main(argv: list[str] | None = None) -> int:
         med, p20, p80 = md_step.time_steps(step, dev, warmup=4, repeats=args.steps)
         print(f"### {method}: median {med:.1f} ms (p20 {p20:.1f}, p80 {p80:.1f})", flush=True)
         print({k: dict(v) for k, v in counters.items() if k in ("stats", "graph_break", "recompiles")}, flush=True)
+        rows.append(dict(impl=md_step.impl_of(method), method=method, model=f"pet-{args.shape}",
+                         system=args.system, n_atoms=len(atoms), compile_scope=args.compile_scope, precision=args.precision,
+                         median_ms=med, p20_ms=p20, p80_ms=p80,
+                         unique_graphs=counters["stats"].get("unique_graphs", 0),
+                         graph_breaks=sum(counters["graph_break"].values()),
+                         recompiles=sum(counters["recompiles"].values())))
+        write_results(args.out, from_wide("md_step_host_profile", rows, CASE_FIELDS, UNITS), prov)
         prof = cProfile.Profile()
         prof.enable()
         for _ in range(args.profile_steps):

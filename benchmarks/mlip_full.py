@@ -8,10 +8,12 @@ Compares fp32, tf32, tf32x3, bf16x3, bf16x6 and bf16x9 (tcemu.emulate_, Triton k
 on the checks of tcemu.mlip: single points of random-weight PET (S, S with 32 neighbours, M, L)
 on the 192-atom water box and PET S on the 17,280-atom supercell, ANI-1x and CHGNet on water;
 the CO drag curve (60 heights) with CHGNet and PET S; ANI-1x NVE of the water box; CHGNet FIRE2
-relaxation of the 539-atom Cantor slab. Writes long-format CSVs, figures, verdicts.csv and
-report.md to --out (copy them to benchmarks/results/mlip_*).
+relaxation of the 539-atom Cantor slab. Writes the suite's files (its long-format CSVs, figures,
+verdicts.csv and report.md) to --out, and ``results.csv``: every measured value and every verdict as a
+result file (``tcemu._results``: benchmark ``mlip_full``, impl the potential, case the check, system and
+reference, :func:`harness_results`, :func:`verdict_results`). Stored runs: ``benchmarks/results/h200/mlip/``.
 
-Usage: python benchmarks/mlip_full.py --out benchmarks/results/mlip_full [--nve-ps 2] [--skip chgnet]
+Usage: python benchmarks/mlip_full.py --out out/mlip_full [--nve-ps 2] [--skip chgnet]
 
 Parallel mode: ``--parallel JOBS --time-limit S`` runs each job in its own process on the same GPU
 (under CUDA MPS with ``--mps`` where ``nvidia-cuda-mps-control`` runs), every one stopping at the
@@ -42,13 +44,64 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
+
+from tcemu._results import Provenance, Result, case, measurement, write_results
+
+#: the suite's long rows: what identifies a value besides its potential, method and metric
+HARNESS_CASE_FIELDS = ("check", "system", "n_atoms", "reference")
+#: the unit of each criterion's value and threshold (``tcemu.mlip.report.verdicts``)
+CRITERION_UNITS = {"force_mean_err": "eV/A", "energy_abs_err": "eV", "stress_mean_err": "eV/A^3",
+                   "d2_rms": "meV", "abs_drift": "meV/atom/ps", "fluctuation": "meV/atom", "fmax_min": "eV/A",
+                   "steps_median": "steps"}
+
+
+def harness_results(rows: Iterable[Mapping], benchmark: str = "mlip_full") -> list[Result]:
+    """Result rows from the suite's long rows (``tcemu.mlip``'s CSV columns): impl the potential, the case
+    ``check;system;n_atoms;reference``, then ``<x_name>=<x_value>`` and ``repeat`` where the row has them."""
+    out = []
+    for r in rows:
+        fields = {k: r[k] for k in HARNESS_CASE_FIELDS}
+        if r["x_name"] != "":
+            fields[r["x_name"]] = r["x_value"]
+        fields["repeat"] = r["repeat"]
+        out += measurement(benchmark, r["potential"], r["method"], case(**fields), {r["metric"]: r["value"]},
+                           {r["metric"]: r["unit"]})
+    return out
+
+
+def verdict_results(rows: Iterable[Mapping], benchmark: str = "mlip_full") -> list[Result]:
+    """Result rows from verdicts (``verdicts.csv``'s columns): ``check:criterion[potential/system]`` becomes
+    impl the potential and the case ``check;system;criterion``, with the metrics ``measured``, ``threshold``
+    (the criterion's unit) and ``verdict``."""
+    out = []
+    for r in rows:
+        head, _, tag = r["check"].partition("[")
+        check, _, criterion = head.partition(":")
+        potential, _, system = tag.removesuffix("]").partition("/")
+        unit = r.get("unit") or CRITERION_UNITS[criterion]
+        where = case(check=check, system=system, criterion=criterion)
+        out += measurement(benchmark, potential, r["method"], where,
+                           {"measured": r["value"], "threshold": r["threshold"], "verdict": r["verdict"]},
+                           {"measured": unit, "threshold": unit, "verdict": "text"})
+    return out
+
+
+def write_suite_results(res, out: Path, provenance: Provenance) -> Path:
+    """``out/results.csv``: every value of ``res`` (a ``tcemu.mlip.report.SuiteResult``) and its verdicts."""
+    rows = [x for name in ("single_point", "energy_curve", "nve", "relax") for r in getattr(res, name)
+            for x in r.to_rows()]
+    verdicts = [dict(method=v.method, check=v.check, value=v.value, threshold=v.threshold, verdict=v.verdict,
+                     unit=v.unit) for v in res.verdicts]
+    results = harness_results(rows) + verdict_results(verdicts)
+    return write_results(Path(out) / "results.csv", results, provenance)
 
 
 def _args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="benchmarks/results/mlip_full")
+    p.add_argument("--out", default="out/mlip_full", help="directory for the suite's files and results.csv")
     p.add_argument("--device", default="cuda")
     p.add_argument(
         "--nve-ps", type=float, default=None, help="NVE length per method (default: the full config's)"
@@ -123,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         show_progress=False,
         log=lambda s: print(f"[{time.perf_counter() - t0:7.1f} s] {s}", flush=True),
     )
+    write_suite_results(res, Path(args.out), Provenance.current(args.device))
     print(verdict_table(res))
     print(f"total {time.perf_counter() - t0:.0f} s")
     return 0
@@ -160,6 +214,7 @@ def _worker(job: str, cfg, out: Path, until: float | None, mem_fraction: float) 
 
     kind, _, rest = job.partition(":")
     items.append(("env", _worker_environment()))
+    items.append(("provenance", Provenance.current(cfg.device)))
     try:
         with every_gemm_emulated():
             _run_job(kind, rest, job, cfg, items, path, until, mem_fraction, log)
@@ -355,7 +410,8 @@ def _merge(cfg, out: Path, pkls: list[Path], status: dict, wall: float, log, mps
             why = f"no result (exit {status.get(pk.stem)})"
             items.append(("failed", pk.stem.split("_")[0], pk.stem, why))
     envs = [x[1] for x in items if x[0] == "env"]
-    items = [x for x in items if x[0] != "env"]
+    provs = [x[1] for x in items if x[0] == "provenance"]  # the workers' (the device's), not this process's
+    items = [x for x in items if x[0] not in ("env", "provenance")]
     res = SuiteResult(cfg)
     res.single_point = [x[1] for x in items if x[0] == "single_point"]
     res.energy_curve = [x[1] for x in items if x[0] == "energy_curve"]
@@ -430,6 +486,7 @@ def _merge(cfg, out: Path, pkls: list[Path], status: dict, wall: float, log, mps
             report._environment = real
     else:
         write_report(res, out)
+    write_suite_results(res, out, provs[-1] if provs else Provenance.current(cfg.device))
     if status:
         with (out / "report.md").open("a") as f:
             f.write(f"\nParallel mode: {len(pkls)} processes on one device (MPS {'on' if mps else 'off'}), "

@@ -1,6 +1,6 @@
 # /// script
 # requires-python = ">=3.11"
-# dependencies = ["numpy>=1.26", "ml_dtypes>=0.4"]
+# dependencies = ["tcemu"]
 # ///
 """Speed of the bit-accurate Tensor Core model (tcemu.numerics) on one CPU core: dot products per second.
 
@@ -13,11 +13,22 @@ Threads are pinned to one (OMP/OpenBLAS/MKL env vars); NumPy's elementwise kerne
 Reference points (not measured here, from NUMERICS.md §7): MMA-Sim about 1.4e4 outputs/s, a NumPy port of
 it about 1.2e6 outputs/s. The issue's target: at least 2e6 dot products of length 16 per second.
 
-Output: ``benchmarks/results/numerics_speed.csv``, long format, one row per measurement:
-name, provider, recipe, metric, unit, x_name, x_value, p20, p50, p80, gpu_name, driver, torch, triton,
-tcemu, git_sha, timestamp (``recipe`` names the preset, ``x_value`` is K, gpu_name holds the CPU model).
+Output: a result file (``tcemu._results``), benchmark ``numerics_speed``, impl the function timed, one case
+per (recipe: the preset, K), metrics ``dot_products_per_s`` (median) and its ``_p20`` / ``_p80``; the provenance's
+``gpu`` names the CPU. Stored runs: ``benchmarks/results/cpu/numerics/``.
 
-Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]``
+``--twin``: the emulated-GEMM twin (tcemu.numerics.emulated) instead, as ``tcemu validate --emulation``'s workers
+run it, on the GEMMs of that validation's plan (``tcemu.numerics.hardware.gemm_families.plan``: K up to 192, M
+and N up to 1024): per (method, kernel family) ``--gemms`` GEMMs, ``--twin-rows`` rows of each, timed in CPU time
+of the process (``time.process_time``: on a machine loaded by other work wall time would count the others).
+Metrics per (method, kernel): ``outputs_per_cpu_s``, the plan's ``plan_outputs``, its output-weighted mean K
+``plan_mean_k`` and ``plan_cpu_s`` (plan outputs / rate); and for the whole plan ``plan_cpu_s``, the CPU seconds of
+the H200 run's twin for ``--outputs`` outputs per (method, kernel). Stored run:
+``benchmarks/results/cpu/numerics/twin_speed_ci_machine.csv``.
+
+Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]
+[--out out/numerics_speed.csv]``; ``python benchmarks/numerics_speed.py --twin [--outputs 1e7] [--gemms 6]
+[--twin-rows 24] --out out/twin_speed.csv``
 """
 
 from __future__ import annotations
@@ -28,12 +39,9 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import argparse  # noqa: E402
-import csv  # noqa: E402
-import platform  # noqa: E402
-import subprocess  # noqa: E402
+import dataclasses  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
-from datetime import datetime, timezone  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
@@ -41,6 +49,7 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from tcemu._results import Provenance, case, measurement, write_results  # noqa: E402
 from tcemu.numerics import block_fma_bits, get_preset  # noqa: E402
 from tcemu.numerics.inputs import make_operands  # noqa: E402
 from tcemu.numerics.oracle import oracle_bits  # noqa: E402
@@ -58,22 +67,15 @@ CONFIGS = [  # (arch, instruction, input, output, K)
 ]
 
 
-def _cpu_name() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+UNITS = {"dot_products_per_s": "1/s", "dot_products_per_s_p20": "1/s", "dot_products_per_s_p80": "1/s"}
 
 
-def _git_sha() -> str:
-    try:
-        return subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return ""
+def _rates(impl: str, recipe: str, k: int, rate: np.ndarray) -> list:
+    """Result rows of one timed configuration: median, 20th and 80th percentile of the dot-product rate."""
+    p20, p50, p80 = np.percentile(rate, [20, 50, 80])
+    return measurement("numerics_speed", impl, "", case(recipe=recipe, K=k),
+                       {"dot_products_per_s": float(p50), "dot_products_per_s_p20": float(p20),
+                        "dot_products_per_s_p80": float(p80)}, UNITS)
 
 
 def _time(fn, repeats: int) -> np.ndarray:
@@ -91,12 +93,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=1 << 20, help="dot products per timed call (default 2^20)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="2^17 rows, 3 repeats, no oracle")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "numerics_speed.csv"))
+    ap.add_argument("--out", default="out/numerics_speed.csv", help="result file")
+    ap.add_argument("--twin", action="store_true", help="time the emulated-GEMM twin on the validation plan")
+    ap.add_argument("--outputs", type=float, default=1e7, help="--twin: outputs per (method, kernel) of the plan")
+    ap.add_argument("--gemms", type=int, default=6, help="--twin: GEMMs timed per (method, kernel)")
+    ap.add_argument("--twin-rows", type=int, default=24, help="--twin: rows of each GEMM timed")
     args = ap.parse_args(argv)
+    if args.twin:
+        return _twin(args)
     rows, repeats = (1 << 17, 3) if args.quick else (args.rows, args.repeats)
     rng = np.random.default_rng(0)
-    common = dict(gpu_name=f"CPU: {_cpu_name()} (1 core)", driver="", torch="", triton="", tcemu=_git_sha(),
-                  git_sha=_git_sha(), timestamp=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+    prov = Provenance.current(device="cpu")
+    prov = dataclasses.replace(prov, gpu=f"{prov.gpu} (1 core)")  # the threads are pinned to one
     out_rows = []
     for arch, instr, fin, fout, k in CONFIGS:
         p = get_preset(arch, instr, fin, fout)
@@ -106,26 +114,62 @@ def main(argv: list[str] | None = None) -> int:
         p20, p50, p80 = np.percentile(rate, [20, 50, 80])
         recipe = f"{arch} {instr} {fin}->{fout}"
         print(f"{recipe:32s} K={k:<4d} {p50:10.3g} dot products/s  (p20 {p20:.3g}, p80 {p80:.3g})")
-        out_rows.append(dict(name="numerics_model", provider="tcemu.numerics.block_fma_bits", recipe=recipe,
-                             metric="dot_products_per_s", unit="1/s", x_name="K", x_value=k, p20=f"{p20:.4g}",
-                             p50=f"{p50:.4g}", p80=f"{p80:.4g}", **common))
+        out_rows += _rates("tcemu.numerics.block_fma_bits", recipe, k, rate)
     if not args.quick:
         p = get_preset("h100", "mma.sync", "fp16", "fp32")
         a, b, c = make_operands(p, 2000, 16, "normal", rng)
         t = _time(lambda: oracle_bits(a, b, c, p), 2)
         rate = 2000 / t
-        p20, p50, p80 = np.percentile(rate, [20, 50, 80])
-        print(f"{'oracle h100 mma.sync fp16->fp32':32s} K=16   {p50:10.3g} dot products/s")
-        out_rows.append(dict(name="numerics_oracle", provider="tcemu.numerics.oracle.oracle_bits",
-                             recipe="h100 mma.sync fp16->fp32", metric="dot_products_per_s", unit="1/s", x_name="K",
-                             x_value=16, p20=f"{p20:.4g}", p50=f"{p50:.4g}", p80=f"{p80:.4g}", **common))
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(out_rows[0]))
-        w.writeheader()
-        w.writerows(out_rows)
-    print(f"wrote {out}")
+        print(f"{'oracle h100 mma.sync fp16->fp32':32s} K=16   {np.median(rate):10.3g} dot products/s")
+        out_rows += _rates("tcemu.numerics.oracle.oracle_bits", "h100 mma.sync fp16->fp32", 16, rate)
+    print(f"wrote {write_results(args.out, out_rows, prov)}")
+    return 0
+
+
+def _twin(args) -> int:
+    """--twin (module docstring): the twin's outputs per CPU second on the validation plan."""
+    import warnings
+
+    import torch
+
+    from tcemu.numerics.hardware.emulation_validate import METHODS, _twin_bits
+    from tcemu.numerics.hardware.gemm_families import gemm_inputs, plan
+    from tcemu.numerics.schedule import KERNEL_FAMILIES
+
+    warnings.filterwarnings("ignore", message="TRITON_DEFAULT_FP_FUSION")
+    torch.set_num_threads(1)
+    units = {"outputs_per_cpu_s": "1/s", "plan_outputs": "count", "plan_mean_k": "count", "plan_cpu_s": "s"}
+    jobs = plan(METHODS, KERNEL_FAMILIES, int(args.outputs))
+    out_rows, total = [], 0.0
+    for method in METHODS:
+        for kernel in KERNEL_FAMILIES:
+            js = [j for j in jobs if (j.method, j.kernel) == (method, kernel)]
+            if not js:
+                continue
+            cpu = outputs = 0.0
+            for j in js[6: 6 + args.gemms]:  # past the first round (short-K replay GEMMs)
+                a, b = gemm_inputs(j.family, j.m, j.k, j.n, np.random.default_rng(j.seed))
+                r = min(args.twin_rows, j.m)
+                _twin_bits(method, j.config, "h200", True, a[:2], b)  # warm-up: the schedule, the tables
+                t0 = time.process_time()
+                _twin_bits(method, j.config, "h200", True, a[:r], b)
+                cpu += time.process_time() - t0
+                outputs += r * j.n
+            rate = outputs / cpu
+            n_out = sum(j.m * j.n for j in js)
+            mean_k = sum(j.m * j.n * j.k for j in js) / n_out
+            total += n_out / rate
+            print(f"{method} {kernel:<6s} {rate:10.3g} outputs per CPU second (plan: mean K {mean_k:.0f}, "
+                  f"{n_out:.3g} outputs, {n_out / rate:6.1f} CPU s)")
+            out_rows += measurement("numerics_speed", "tcemu.numerics.emulated", method, case(kernel=kernel),
+                                    {"outputs_per_cpu_s": rate, "plan_outputs": n_out, "plan_mean_k": mean_k,
+                                     "plan_cpu_s": n_out / rate}, units)
+    print(f"plan: {total:.0f} CPU s")
+    out_rows += measurement("numerics_speed", "tcemu.numerics.emulated", "", case(kernel="all"),
+                            {"plan_outputs": sum(j.m * j.n for j in jobs), "plan_cpu_s": total}, units)
+    prov = Provenance.current(device="cpu")
+    prov = dataclasses.replace(prov, gpu=f"{prov.gpu} (1 core)")
+    print(f"wrote {write_results(args.out, out_rows, prov)}")
     return 0
 
 

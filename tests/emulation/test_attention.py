@@ -384,15 +384,15 @@ def _attention_bench():
 def test_attention_benchmark_cpu_smoke(tmp_path):
     """benchmarks/attention.py runs off-GPU (host clock) and writes its rows: errors against FP64 within FP32
     attention's bounds, and the speedup against torch's FP32 attention."""
-    import csv
+    from tcemu._results import read_wide
 
     bench = _attention_bench()
     out = tmp_path / "attn.csv"
     rc = bench.main(["--device", "cpu", "--shapes", "tiny", "--impls", "torch,torch-math,tcemu-reference",
                      "--rep", "5", "--out", str(out)])
     assert rc == 0
-    with open(out) as fh:
-        rows = list(csv.DictReader(fh))
+    rows = read_wide(out)
+    assert all(r["benchmark"] == "attention" and r["gpu"].startswith("CPU: ") and r["commit"] for r in rows)
     assert [(r["impl"], r["direction"]) for r in rows] == [
         (i, d) for i in ("torch", "torch-math", "tcemu-reference") for d in ("fwd", "fwd_bwd")]
     for r in rows:

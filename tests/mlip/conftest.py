@@ -2,7 +2,14 @@
 
 import pytest
 
+from tcemu.mlip._torchani import import_torchani  # noqa: E402  (torchani 2.2.4 where setuptools has no pkg_resources)
+
 for _mod in ("ase", "metatrain", "metatomic_ase", "torchani", "chgnet", "matplotlib"):
+    if _mod == "torchani":
+        try:
+            import_torchani()
+        except ImportError as exc:
+            pytest.skip(f"tcemu.mlip tests need the mlip extra (torchani: {exc})", allow_module_level=True)
     pytest.importorskip(_mod, reason=f"tcemu.mlip tests need the mlip extra ({_mod} missing)")
 
 

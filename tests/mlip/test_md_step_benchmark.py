@@ -9,6 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from tcemu._results import read_wide
+
 pytest.importorskip("metatrain")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,9 +45,13 @@ def test_cpu_smoke_run_writes_every_column(tmp_path):
     rc = bench.main(["--device", "cpu", "--shapes", "tiny", "--systems", "water_192", "--methods", "fp32,bf16x3",
                      "--modes", "eager", "--repeats", "2", "--warmup", "1", "--out", str(out)])
     assert rc == 0
-    rows = list(__import__("csv").DictReader(open(out)))
-    assert [r["method"] for r in rows] == ["fp32", "bf16x3"]
-    assert list(rows[0]) == bench.COLUMNS
+    rows = read_wide(out)
+    assert [(r["benchmark"], r["impl"], r["method"]) for r in rows] == [("md_step", "torch", "fp32"),
+                                                                        ("md_step", "tcemu", "bf16x3")]
+    for r in rows:  # the case, the timings, the force error and the provenance of the run
+        assert {"model", "n_atoms", "mode", "attention", "round", "median_ms", "p20_ms", "p80_ms", "nl_build_ms",
+                "force_err_vs_fp64", "fp32_noise_floor", "note", "gpu", "torch", "commit", "date"} <= set(r), r
+        assert r["gpu"].startswith("CPU: ") and r["model"] == "pet-tiny" and r["n_atoms"] == "192"
     err = {r["method"]: float(r["force_err_vs_fp64"]) for r in rows}
     assert 0 < err["fp32"] < 1e-4 and err["bf16x3"] > 0 and not math.isnan(float(rows[0]["median_ms"]))
 
@@ -69,8 +75,8 @@ def test_no_fp64_leaves_the_force_error_empty(tmp_path):
     rc = bench.main(["--device", "cpu", "--shapes", "tiny", "--systems", "water_192", "--methods", "fp32",
                      "--modes", "eager", "--repeats", "1", "--warmup", "0", "--no-fp64", "--out", str(out)])
     assert rc == 0
-    (row,) = list(__import__("csv").DictReader(open(out)))
-    assert row["force_err_vs_fp64"] == "" and float(row["median_ms"]) > 0
+    (row,) = read_wide(out)
+    assert "force_err_vs_fp64" not in row and float(row["median_ms"]) > 0
 
 
 def test_rounds_interleave_and_aggregate(tmp_path):
@@ -82,8 +88,7 @@ def test_rounds_interleave_and_aggregate(tmp_path):
                      "fp32:eager,bf16x3:eager", "--repeats", "1", "--warmup", "0", "--no-fp64", "--rounds", "2",
                      "--out", str(out)])
     assert rc == 0
-    with open(out) as fh:
-        rows = list(__import__("csv").DictReader(fh))
+    rows = read_wide(out)
     assert [(r["method"], r["round"]) for r in rows] == [("fp32", "1"), ("bf16x3", "1"), ("fp32", "2"),
                                                          ("bf16x3", "2")]
     agg = {a["method"]: a for a in bench.aggregate_rounds(rows)}
@@ -138,8 +143,7 @@ def test_attention_suffix_emulates_attention_for_one_configuration(tmp_path):
                      "--warmup", "0",
                      "--out", str(out)])
     assert rc == 0
-    with open(out) as fh:
-        rows = list(__import__("csv").DictReader(fh))
+    rows = read_wide(out)
     assert [(r["method"], r["attention"]) for r in rows] == [("fp32", "fp32"), ("tf32x3", "fp32"),
                                                              ("tf32x3", "emulated"), ("tf32x3", "emulated-step")]
     err = [float(r["force_err_vs_fp64"]) for r in rows]
@@ -159,8 +163,7 @@ def test_interleaved_steps_time_every_configuration_in_turn(tmp_path):
                      "fp32:compile,tf32x3:eager,tf32x3+attn:eager", "--repeats", "4", "--warmup", "1",
                      "--interleave-steps", "--rounds", "2", "--out", str(out)])
     assert rc == 0
-    with open(out) as fh:
-        rows = list(__import__("csv").DictReader(fh))
+    rows = read_wide(out)
     assert [(r["method"], r["mode"], r["attention"], r["round"]) for r in rows] == [
         (m, mode, a, str(rnd)) for rnd in (1, 2)
         for m, mode, a in (("fp32", "compile", "fp32"), ("tf32x3", "eager", "fp32"), ("tf32x3", "eager", "emulated"))]

@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "probe": "tcemu.cli.probe",
     "validate": "tcemu.cli.validate",
     "mlip": "tcemu.cli.mlip",
+    "run": "tcemu.cli.run",
 }
 
 

@@ -7,6 +7,10 @@ Subcommands:
             tcemu numerics explain --arch h100 --instruction wgmma --input-format e4m3 --a 0.5 --b 2^-7 --c 1
   presets   the model parameters of every (arch, instruction, input, output), with sources
   data      the model against the bundled public hardware data (Khattak & Mikaitis), per case
+  emulation the emulated GEMMs' error on one Tensor Core generation (the CPU twin), e.g.
+            tcemu numerics emulation --arch b200 --method bf16x9
+  explain --method tf32x3: one output element of an emulated GEMM (pieces, instructions, FP32 steps)
+            tcemu numerics explain --arch h200 --method tf32x3 --a "1.1,-2.5,3e-3" --b "0.7,0.25,-1"
 
 Values: 1.5, -2^-24, 1.5*2^-3, 0x1.8p-3 (hex float), inf, nan, or raw bits 0x3C00 / bits:0x7E00.
 What-if: --frac-bits, --n-fma, --czero-floor (none or an exponent), --variant mmasim|toolbox.
@@ -33,6 +37,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--n-fma", type=int, help="what-if: N (block size)")
     ex.add_argument("--czero-floor", help="what-if: c = 0 floor exponent, or 'none'")
     ex.add_argument("--pad", action="store_true", help="pad a and b with zeros to the instruction's K")
+    from .numerics_emulation import add_emulation_parser, add_explain_arguments
+
+    add_explain_arguments(ex)
+    add_emulation_parser(sub)
     sub.add_parser("presets", help="list every preset with its parameters and sources")
     da = sub.add_parser("data", help="check the model on the bundled public hardware data")
     da.add_argument("--gpu", help="only this GPU folder (V100, A100, A2, Ada, L40S, H100, H200, B200)")
@@ -44,6 +52,10 @@ def _explain(args: argparse.Namespace) -> int:
     from tcemu.numerics import get_preset
     from tcemu.numerics.explain import explain, parse_values
 
+    if args.method:  # one output element of an emulated GEMM
+        from .numerics_emulation import explain_method
+
+        return explain_method(args)
     p = get_preset(args.arch, args.instruction, args.input_format, args.output_format, variant=args.variant)
     changes: dict = {}
     if args.frac_bits is not None:
@@ -126,5 +138,9 @@ def run(args: argparse.Namespace) -> int | None:
         return _presets()
     if cmd == "data":
         return _data(args)
+    if cmd == "emulation":
+        from .numerics_emulation import run_emulation
+
+        return run_emulation(args)
     print(__doc__)
     return 1

@@ -12,6 +12,7 @@ device), infers each parameter with no prior knowledge of the GPU, and writes:
 
 Examples:
   tcemu probe --out probe-out
+  tcemu probe --wmma --out probe-wmma          # WMMA: what the compiler lowers it to, probed like an instruction
   tcemu probe --from-raw src/tcemu/numerics/hardware/data/h200_probe_raw.npz --out docs/hardware
 """
 
@@ -26,18 +27,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--from-raw", default=None, metavar="NPZ", help="infer from stored hardware bits, no GPU")
     parser.add_argument("--collect-only", action="store_true", help="only run the vectors on the GPU and save them")
     parser.add_argument("--list", action="store_true", help="list the cases and exit")
+    parser.add_argument("--wmma", action="store_true",
+                        help="probe CUDA's WMMA API (fp16, bf16, tf32 on 16 x 16 tiles) instead of the instructions")
 
 
 def run(args: argparse.Namespace) -> int:
     import json
     import os
 
-    from tcemu.numerics.hardware.cases import CASES, get_case
+    from tcemu.numerics.hardware.cases import ALL_CASES, CASES, WMMA_CASES, get_case
     from tcemu.numerics.hardware.probe import collect, load_raw, probe_report, save_raw
     from tcemu.numerics.hardware.report import probe_markdown
 
     if args.list:
-        for c in CASES:
+        for c in ALL_CASES:
             print(f"{c.name:<22} {c.ptx}")
         return 0
     os.makedirs(args.out, exist_ok=True)
@@ -48,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
         runner = Runner(verbose=True)
         device = runner.device
-        cases = [get_case(n) for n in args.cases] if args.cases else CASES
+        cases = [get_case(n) for n in args.cases] if args.cases else (WMMA_CASES if args.wmma else CASES)
         raw = collect(runner, cases)
         save_raw(os.path.join(args.out, "h200_probe_raw.npz"), raw, device)
         if args.collect_only:

@@ -10,10 +10,19 @@ With several GPUs, --gpus N runs one process per GPU over a share of the cases a
 
 Without a GPU: --replay NPZ checks the model against stored hardware samples (the replay set).
 
+--emulation validates the CPU twin of tcemu's emulated GEMMs (tcemu.numerics.emulated_matmul) instead: TF32x3,
+BF16x3, BF16x6, BF16x9 on every kernel family the dispatcher uses (the Triton kernel; on Hopper the Gluon kernels
+g, pg, gw/tgw, pgw/ptgw), --outputs output elements per method and family, six input families, every element
+compared with the twin. Writes OUT/h200_emulation_summary.json, _mismatches.npz, _replay.npz.
+--replay-emulation NPZ checks the twin against a stored set of GPU outputs on any CPU.
+
 Examples:
   tcemu validate --samples 10000000 --out val-out
   tcemu validate --smoke                      # SASS check and fragment-layout check only
+  tcemu validate --wmma --samples 1e7 --out val-wmma   # CUDA's WMMA API (as the compiler lowers it)
   tcemu validate --replay src/tcemu/numerics/hardware/data/h200_replay.npz [--measured]
+  tcemu validate --emulation --out val-emu     # the emulated GEMMs against their twin (about 4 minutes, H200)
+  tcemu validate --replay-emulation src/tcemu/numerics/hardware/data/h200_emulation_replay.npz
 """
 
 from __future__ import annotations
@@ -34,12 +43,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--measured", action="store_true",
                         help="with --replay: check the presets corrected by the H200 probe (data/h200_measured.json)")
     parser.add_argument("--no-progress", action="store_true")
+    parser.add_argument("--wmma", action="store_true", help="validate CUDA's WMMA API (fp16, bf16, tf32) instead")
+    emu = parser.add_argument_group("emulated GEMMs (--emulation)")
+    emu.add_argument("--emulation", action="store_true", help="validate the twin of the emulated GEMMs")
+    emu.add_argument("--outputs", type=float, default=1e7, help="outputs per method and kernel family (default 1e7)")
+    emu.add_argument("--methods", nargs="*", default=None, help="tf32x3 bf16x3 bf16x6 bf16x9 (default: all)")
+    emu.add_argument("--kernels", nargs="*", default=None, help="triton g pg gw pgw (default: all)")
+    emu.add_argument("--k-max", type=int, default=192, help="largest K of the random shapes (default 192)")
+    emu.add_argument("--replay-emulation", default=None, metavar="NPZ",
+                     help="check the twin against stored GPU outputs (CPU)")
 
 
 def run(args: argparse.Namespace) -> int:
     import json
     import os
 
+    if args.emulation or args.replay_emulation:
+        return _emulation(args)
     if args.replay:
         from tcemu.numerics.hardware.replay import check_replay, measured_table
 
@@ -55,7 +75,12 @@ def run(args: argparse.Namespace) -> int:
     from tcemu.numerics.hardware.runner import Runner
 
     os.makedirs(args.out, exist_ok=True)
-    cases = tuple(args.cases) if args.cases else tuple(c.name for c in VALIDATION_CASES)
+    if args.cases:
+        cases = tuple(args.cases)
+    else:
+        from tcemu.numerics.hardware.cases import WMMA_CASES
+
+        cases = tuple(c.name for c in (WMMA_CASES if args.wmma else VALIDATION_CASES))
     if args.gpus > 1:
         from tcemu.numerics.hardware.shard import run_sharded
 
@@ -77,4 +102,30 @@ def run(args: argparse.Namespace) -> int:
     cfg = ValidationConfig(cases=cases, samples=int(args.samples), families=tuple(args.families or FAMILIES),
                            workers=args.workers, seed=args.seed, progress=not args.no_progress)
     summary = run_validation(runner, cfg, args.out)
+    return 1 if summary["total_mismatches"] else 0
+
+
+def _emulation(args) -> int:
+    """--emulation / --replay-emulation: the emulated-GEMM twin against the GPU's kernels."""
+    from tcemu.numerics.hardware import emulation_validate as ev
+
+    if args.replay_emulation:
+        res = ev.check_replay(args.replay_emulation)
+        for group, r in res["groups"].items():
+            if r["mismatches"]:
+                print(f"{group:<36} {r['outputs']:6d} outputs {r['mismatches']:6d} mismatches (K = {r['k']})")
+        print(f"emulation replay: {res['outputs']} outputs, {res['mismatches']} mismatches in {len(res['groups'])} groups")
+        return 1 if res["mismatches"] else 0
+    from tcemu.numerics.hardware.gemm_families import GEMM_FAMILIES
+    from tcemu.numerics.schedule import KERNEL_FAMILIES
+
+    cfg = ev.EmulationValidationConfig(
+        methods=tuple(args.methods or ev.METHODS), kernels=tuple(args.kernels or KERNEL_FAMILIES),
+        outputs=int(args.outputs), families=tuple(args.families or GEMM_FAMILIES), k_max=args.k_max,
+        workers=args.workers, seed=args.seed, progress=not args.no_progress)
+    import torch
+
+    # without CUDA: a dry run of the pipeline on the kernels' interpreter (TRITON_INTERPRET=1), else a clear error
+    runner = ev.TorchGemmRunner("cuda" if torch.cuda.is_available() else "cpu")
+    summary = ev.run_emulation_validation(runner, cfg, args.out)
     return 1 if summary["total_mismatches"] else 0

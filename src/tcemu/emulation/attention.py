@@ -58,7 +58,7 @@ AUTO_HEADS_PER_PROGRAM = 8
 #: FP32 attention instead of the fused kernels (FP32 accuracy kept): their programs are then too few to fill the
 #: GPU. Measured on the H200 with PET S's heads (8 of 32 over 41 tokens), TF32x3 forward+backward against
 #: torch's FP32: 1,536 heads (192 atoms) 0.32x, 6,144 0.97x, 12,288 1.60x, 49,152 1.61x, 138,240 1.62x
-#: (benchmarks/results/attention_h200_batch_sweep.csv). Off: ``SMALL_BATCH_FALLBACK = False`` or
+#: (benchmarks/results/h200/attention/batch_sweep.csv). Off: ``SMALL_BATCH_FALLBACK = False`` or
 #: ``TCEMU_ATTENTION_FALLBACK=0``; :func:`fallback_stats` counts the calls.
 SMALL_BATCH_FALLBACK = os.environ.get("TCEMU_ATTENTION_FALLBACK", "1") != "0"
 FUSED_MIN_HEADS = 12288

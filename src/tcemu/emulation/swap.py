@@ -27,6 +27,7 @@ from .codegen import scripted_products
 from .linear import EmulatedLinear
 from .methods import MethodSpec
 from .scope import emulate_functional_
+from .scope import scope_of as _scoped_forward  # noqa: F401 - the name tcemu.autoload looks for
 
 __all__ = ["emulate_", "emulate_functional_", "restore_", "unreachable_layers", "UnreachableLayer"]
 

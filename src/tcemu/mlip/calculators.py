@@ -37,6 +37,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from tcemu.mlip._torchani import import_torchani
 from tcemu.mlip.models import Potential, warnings_off
 
 __all__ = ["ANI_SPECIES", "ani1x", "build_ani1x", "build_chgnet", "build_mace", "chgnet", "find_modules",
@@ -51,9 +52,8 @@ ANI_SPECIES = ("H", "C", "N", "O")
 
 def build_ani1x() -> nn.Module:
     """The ANI-1x 8-model ensemble from the files inside the torchani 2.2.4 wheel (no download)."""
-    with warnings_off():
-        import torchani
-        from torchani import neurochem
+    torchani = import_torchani()
+    from torchani import neurochem
     root = Path(torchani.__file__).parent / "resources" / "ani-1x_8x"
     consts = neurochem.Constants(str(root / "rHCNO-5.2R_16-3.5A_a4-8.params"))
     aev = torchani.AEVComputer(**consts)
@@ -65,6 +65,7 @@ def build_ani1x() -> nn.Module:
 
 
 def _wrap_ani(model: nn.Module, device: str):
+    import_torchani()
     import torchani.ase
 
     return torchani.ase.Calculator(list(ANI_SPECIES), model)

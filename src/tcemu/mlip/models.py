@@ -29,8 +29,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import io
-import sys
-import types
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +37,9 @@ from typing import Any
 import numpy as np
 import torch
 from torch import nn
+
+from ._torchani import import_torchani
+from .pet_compile import PET_COMPILE_SCOPE, compile_pet_
 
 __all__ = [
     "PET_SHAPES",
@@ -50,12 +51,15 @@ __all__ = [
     "apply_method",
     "build_pet",
     "chgnet",
+    "compile_pet_",
     "from_calculator",
     "get_potential",
+    "import_torchani",
     "is_pet_attention_block",
     "load_pet_checkpoint",
     "pet",
     "pet_checkpoint",
+    "PET_COMPILE_SCOPE",
     "POTENTIALS",
 ]
 
@@ -332,14 +336,6 @@ PET_SHAPES: dict[str, PETShape] = {
 }
 
 
-def _ensure_hostlist() -> None:
-    """metatrain imports ``hostlist`` (python-hostlist) for SLURM only; register a stub if it is absent."""
-    try:
-        import hostlist  # noqa: F401
-    except ImportError:
-        sys.modules["hostlist"] = types.ModuleType("hostlist")
-
-
 def build_pet(
     shape: str | PETShape = "xs", seed: int = 0, atomic_types: Iterable[int] | None = None
 ) -> nn.Module:
@@ -350,7 +346,6 @@ def build_pet(
         seed: ``torch.manual_seed`` for the weights (the global RNG state is restored afterwards).
         atomic_types: atomic numbers the model accepts (default 1 to 102).
     """
-    _ensure_hostlist()
     from metatrain.pet import PET
     from metatrain.utils.architectures import get_default_hypers
     from metatrain.utils.data import DatasetInfo
@@ -381,7 +376,6 @@ def load_pet_checkpoint(path: str | Path) -> nn.Module:
             f"PET checkpoint {str(path)!r} not found; download one (e.g. pet-mad-s-v1.6.0.ckpt from "
             "huggingface.co/lab-cosmo/upet) and pass its local path"
         )
-    _ensure_hostlist()
     import metatomic.torch  # noqa: F401  (TorchScript classes in the pickle)
     from metatrain.utils.io import load_model
 
@@ -418,9 +412,7 @@ def _wrap_pet(compile: bool) -> Callable[[nn.Module, str], Any]:
         from metatomic_ase import MetatomicCalculator
 
         if compile:
-            backend = model.backend
-            for name in ("calculate_features", "predict"):
-                setattr(backend, name, torch.compile(getattr(backend, name), dynamic=False))
+            compile_pet_(model)
         with warnings_off():
             return MetatomicCalculator(model.export(), device=device, do_gradients_with_energy=False)
 

@@ -16,17 +16,22 @@ Public API:
 - :func:`explain` ``(a_bits, b_bits, c_bits, params) -> str``: one dot product step by step
   (also ``tcemu numerics explain``).
 - :func:`~tcemu.numerics.public_data.load_cases`: the bundled public hardware data.
+- :func:`emulated_matmul` ``(a, b, method, *, arch="h200", instruction=None, config=None, schedule=None,
+  bias=None)``: the CPU twin of tcemu's emulated GEMMs, bit for bit; :func:`derive_schedule` gives the kernel's
+  schedule it follows (from the dispatcher's configuration).
 
 The model and the disputed points are described in docs/numerics.md and NUMERICS.md.
 """
 
 from .api import infer_input_format, mma
+from .emulated import emulated_matmul, emulated_matmul_reference
 from .explain import explain
 from .formats import FORMATS, FloatFormat, decode, encode, from_bits, get_format, to_bits
 from .model import add_round_bits, block_fma_bits
 from .params import MMAParams
 from .presets import ARCHS, INSTRUCTIONS, get_preset, list_presets
 from .rounding import Rounding
+from .schedule import GemmSchedule, derive_schedule
 
 __all__ = [
     "mma",
@@ -47,4 +52,8 @@ __all__ = [
     "infer_input_format",
     "ARCHS",
     "INSTRUCTIONS",
+    "emulated_matmul",
+    "emulated_matmul_reference",
+    "derive_schedule",
+    "GemmSchedule",
 ]

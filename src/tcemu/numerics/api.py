@@ -60,7 +60,9 @@ def mma(
         c: (..., M, N) float32 (float16 for fp16 output); other float dtypes are accepted when the
             values are exactly representable.
         arch: ``v100``, ``a100``, ``ada``, ``h100``, ``h200`` or ``b200`` (may be omitted with ``params``).
-        instruction: ``mma.sync``, ``wgmma`` (Hopper) or ``tcgen05`` (Blackwell).
+        instruction: ``mma.sync``, ``wgmma`` (Hopper), ``tcgen05`` (Blackwell), or ``wmma`` (CUDA's WMMA API,
+            optionally with its shape, e.g. ``wmma.m16n16k8``): the mma.sync instructions the compiler lowers it
+            to on ``arch`` (e.g. a tf32 m16n16k8 WMMA is two chained m16n8k4 per output, not one m16n8k8).
         input_format: ``fp16``, ``bf16``, ``tf32``, ``e4m3``, ``e5m2``; inferred from the dtype if None.
             tf32 operands are float32 arrays; like the hardware, the model ignores their low 13 bits.
         output_format: ``fp32`` or ``fp16``.

@@ -35,7 +35,7 @@ from .formats import FINITE, INF, NAN, ZERO, decode, decode_table, encode, fp8_t
 from .params import MMAParams
 from .rounding import Rounding, bit_length
 
-__all__ = ["block_fma_bits", "add_round_bits", "bfma_block_bits"]
+__all__ = ["block_fma_bits", "add_round_bits", "bfma_block_bits", "chain_kmajor_bits", "table_index"]
 
 _ZERO_EXP = -(1 << 20)  # exponent given to zero inputs: their products never reach E_max
 _SPECIAL_EXP = 1 << 24  # exponent given to Inf/NaN inputs: E_max > _SPECIAL_LIMIT flags the row
@@ -301,6 +301,93 @@ def _chain_blocks(a_idx, b_idx, d, params: MMAParams, product_format: str, c_for
             underflow_sign=params.underflow_sign,
         )
     return d
+
+
+def table_index(bits: np.ndarray, fmt: str) -> np.ndarray:
+    """The model's table index of container bits of ``fmt`` (the bits; tf32: the top 19 of the fp32 container)."""
+    return _index(bits, fmt, True)
+
+
+def chain_kmajor_bits(a_idx: np.ndarray, b_idx: np.ndarray, c_bits: np.ndarray, params: MMAParams) -> np.ndarray:
+    """:func:`block_fma_bits` on k-major table indices: a_idx, b_idx (K, S) (:func:`table_index`), c (S,).
+
+    The blocks of ``params.n_fma`` consecutive k are chained in increasing k from c, each result rounded to the
+    output format; K need not be a multiple of the instruction's K (a partial block acts as zero padding). For
+    callers that keep operands k-major (the emulated-GEMM twin): no transposes, no chunking. Not for the
+    emulated FP8 path (``params.interleave``).
+    """
+    if params.interleave is not None:
+        raise ValueError("chain_kmajor_bits does not run the emulated FP8 path; use block_fma_bits")
+    c = np.asarray(c_bits).astype(get_format(params.c_format).container_dtype)
+    if _fast_chain_applies(params):
+        out = _fast_chain(a_idx, b_idx, c, params)
+        if out is not None:
+            return out
+    return _chain_blocks(a_idx, b_idx, c, params, params.input_format, params.c_format)
+
+
+def _fast_chain_applies(p: MMAParams) -> bool:
+    return (p.output_format == "fp32" and p.output_rounding is Rounding.RZ and p.overflow == "inf"
+            and p.underflow_sign == "positive" and p.c_exp_floor == -126 and p.czero_floor is not None)
+
+
+def _fast_chain(a_idx, b_idx, c_bits, p: MMAParams):
+    """:func:`_chain_blocks` for fp32 output rounded toward zero, with c kept as (signed significand, exponent)
+    between the blocks instead of encoded and decoded. The same steps as :func:`_bfma_kernel` (c aligned at
+    its exponent floored at ``c_exp_floor`` = -126, i.e. its exponent with subnormals at -126, and its last bit
+    23 below). Returns None where a block holds Inf or NaN or overflows: the caller then runs the general path.
+    """
+    fmt = get_format(p.input_format)
+    fb = p.frac_bits
+    lshift = max(0, fb - 2 * fmt.frac_bits)
+    base = 2 * fmt.frac_bits - fb + lshift
+    ta, tb = _packed_table(p.input_format, lshift), _packed_table(p.input_format, 0)
+    u = np.asarray(c_bits).astype(np.int64)
+    ef = (u >> 23) & 0xFF
+    if np.any(ef == 0xFF):
+        return None
+    sig = (u & 0x7FFFFF) | np.where(ef != 0, 1 << 23, 0)
+    e_c = np.maximum(ef, 1) - 127  # the alignment exponent: subnormals at emin = -126 (= the floor)
+    cv = np.where(u >> 31 != 0, -sig, sig)
+    wide = np.int64 if p.n_fma * (1 << (p.frac_bits + 2)) >= 1 << 31 else np.int32
+    k = a_idx.shape[0]
+    for k0 in range(0, max(k, 1), p.n_fma):
+        nz = cv != 0
+        e_max = np.where(nz, e_c, p.czero_floor)
+        if k0 < k:
+            sa, ea = _fields(a_idx[k0:k0 + p.n_fma], ta)
+            sb, eb = _fields(b_idx[k0:k0 + p.n_fma], tb)
+            m = sa * sb
+            e = ea + eb
+            e_max_p = np.maximum.reduce(e, axis=0)
+            if e_max_p.max() > _SPECIAL_LIMIT:
+                return None
+            e_max = np.maximum(e_max_p, e_max)
+            sh = (e_max + base).astype(np.int32) - e
+            t = np.abs(m) >> sh
+            sgn = m >> 31
+            t ^= sgn
+            t -= sgn
+            total = np.add.reduce(t, axis=0, dtype=wide).astype(np.int64)
+        else:
+            total = np.zeros(cv.shape, np.int64)
+        # c on the grid 2^(E_max - F), truncated toward zero as a magnitude (q_c = e_c - 23 for a nonzero c)
+        c_sh = np.clip(e_max - (e_c - 23), 0, 62)
+        c_t = (np.abs(cv) << fb) >> c_sh
+        total += np.where(cv < 0, -c_t, c_t)
+        mag = np.abs(total)
+        q = e_max - fb
+        e_out = np.maximum(bit_length(mag) - 1 + q, -126)
+        if e_out.max() > 127:
+            return None
+        shift = e_out - 23 - q
+        kept = np.where(shift >= 0, mag >> np.clip(shift, 0, 62), mag << np.clip(-shift, 0, 62))
+        # a sum rounded to 0 is +0 (the H200's zero sign); a subnormal result has e_out = -126, its last bit -149
+        cv = np.where(total < 0, -kept, kept)
+        e_c = e_out
+    kept = np.abs(cv)
+    field = np.where(kept == 0, 0, ((e_c + 126) << 23) + kept)
+    return ((field | np.where(cv < 0, 1 << 31, 0)).astype(np.int64)).astype(np.uint32)
 
 
 def _emulated_fp8(a_kt, b_kt, c_bits, params: MMAParams) -> np.ndarray:

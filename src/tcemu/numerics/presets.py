@@ -21,7 +21,9 @@ and the final add of emulated FP8 ``mma.sync``, as the H200 does (it never retur
 
 Architectures: ``v100`` (sm_70), ``a100`` (sm_80), ``ada`` (sm_89; not in the issue's list, added
 for the public Ada/L40S data), ``h100`` = ``h200`` (sm_90), ``b200`` (sm_100).
-Instructions: ``mma.sync`` (also ``mma``, ``wmma``), ``wgmma`` (sm_90), ``tcgen05`` (sm_100).
+Instructions: ``mma.sync`` (also ``mma``), ``wgmma`` (sm_90), ``tcgen05`` (sm_100), and ``wmma``: CUDA's WMMA API
+is not an instruction; the compiler lowers it to ``mma.sync`` shapes (:data:`WMMA_LOWERING`), so its preset is
+the one of the instructions it becomes, chained over the WMMA shape's K.
 """
 
 from __future__ import annotations
@@ -32,13 +34,31 @@ from dataclasses import replace
 from .params import MMAParams
 from .rounding import Rounding
 
-__all__ = ["get_preset", "list_presets", "ARCHS", "INSTRUCTIONS", "PRESETS"]
+__all__ = ["get_preset", "list_presets", "ARCHS", "INSTRUCTIONS", "PRESETS", "WMMA_LOWERING", "WMMA_SHAPES"]
 
 ARCHS = ("v100", "a100", "ada", "h100", "h200", "b200")
 _ARCH_ALIASES = {"sm_70": "v100", "sm_80": "a100", "a2": "a100", "a30": "a100", "sm_89": "ada", "l40s": "ada",
                  "sm_90": "h100", "sm_90a": "h100", "sm_100": "b200", "sm_100a": "b200"}
-INSTRUCTIONS = ("mma.sync", "wgmma", "tcgen05")
-_INSTR_ALIASES = {"mma": "mma.sync", "wmma": "mma.sync", "wgmma.mma_async": "wgmma", "tcgen05.mma": "tcgen05"}
+INSTRUCTIONS = ("mma.sync", "wgmma", "tcgen05", "wmma")
+_INSTR_ALIASES = {"mma": "mma.sync", "wgmma.mma_async": "wgmma", "tcgen05.mma": "tcgen05", "wmma.mma_sync": "wmma"}
+
+#: WMMA shapes per input format (CUDA's ``nvcuda::wmma``), the first the default; their K
+WMMA_SHAPES = {"fp16": ("m16n16k16", "m32n8k16", "m8n32k16"), "bf16": ("m16n16k16", "m32n8k16", "m8n32k16"),
+               "tf32": ("m16n16k8",)}
+#: per architecture and input format: the K of the mma.sync instruction ``wmma::mma_sync`` compiles to, and the
+#: evidence. nvcc 13.0 (-gencode arch=compute_XX,code=sm_XX), cuobjdump -sass: a m16n16k16 fp16/bf16 WMMA is two
+#: HMMA.16816 (one m16n8k16 per 16 x 8 half), a m16n16k8 tf32 WMMA four HMMA.1684.F32.TF32 (two K = 4 steps per
+#: half), on sm_80, sm_86, sm_89, sm_90a, sm_100a and sm_120a alike (tests/hardware: the runner's WMMA kernels).
+#: V100 (sm_70, no longer in nvcc 13): the literature's WMMA measurements (Fasi et al. 2021, the toolbox), whose
+#: model is the mma.m8n8k4 preset (HMMA.884, N = 4).
+WMMA_LOWERING = {
+    ("v100", "fp16"): (4, "WMMA on sm_70: HMMA.884 (mma.m8n8k4), as measured through WMMA by Fasi et al. and the "
+                          "toolbox (V100TC); not compiled here (nvcc 13 has no sm_70)"),
+    **{(a, f): (16, "nvcc 13.0 SASS: 2 x HMMA.16816 per m16n16k16 (m16n8k16 per 16x8 half)")
+       for a in ("a100", "ada", "h100", "b200") for f in ("fp16", "bf16")},
+    **{(a, "tf32"): (4, "nvcc 13.0 SASS: 4 x HMMA.1684.F32.TF32 per m16n16k8 (two m16n8k4 per 16x8 half)")
+       for a in ("a100", "ada", "h100", "b200")},
+}
 
 # c = 0 clamp L of the toolbox (NUMERICS.md §2, §4.1-4.2: f050de5 of 2026-05-13 and the Aug 2026 fp16 limits)
 _TOOLBOX_CZERO = {
@@ -131,6 +151,8 @@ def _canon(arch: str, instruction: str) -> tuple[str, str, int | None]:
     base = m.group("base") if m else str(instruction).lower()
     k = int(m.group("k")) if m and m.group("k") else None
     i = _INSTR_ALIASES.get(base, base)
+    if i == "wmma" and m and m.group("shape"):
+        k = m.group("shape")  # the WMMA shape, checked per format by _wmma_preset
     if i not in INSTRUCTIONS:
         raise ValueError(f"unknown instruction {instruction!r}; valid: {list(INSTRUCTIONS)}, optionally with a "
                          f"shape, e.g. mma.sync.m16n8k8")
@@ -167,6 +189,8 @@ def get_preset(
     key_arch = "h100" if a == "h200" else a
     fin = get_format(input_format).name
     fout = get_format(output_format).name
+    if i == "wmma":
+        return _wmma_preset(a, key_arch, fin, fout, k_shape, variant)
     key = (key_arch, i, fin, fout)
     if key not in PRESETS:
         valid = sorted(f"{k[2]}->{k[3]}" for k in PRESETS if k[0] == key_arch and k[1] == i)
@@ -202,7 +226,29 @@ _MEASURED_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin, MMA-S
 
 
 def list_presets() -> list[tuple[str, str, str, str]]:
-    """Every (arch, instruction, input, output) with a preset (h200 listed like h100)."""
+    """Every (arch, instruction, input, output) with a preset (h200 listed like h100; wmma per architecture)."""
     keys = list(PRESETS)
-    keys += [("h200",) + k[1:] for k in PRESETS if k[0] == "h100"]
+    keys += [(arch, "wmma", fin, out) for (arch, fin) in WMMA_LOWERING for out in ("fp32", "fp16")
+             if out == "fp32" or fin == "fp16"]
+    keys += [("h200",) + k[1:] for k in keys if k[0] == "h100"]
     return sorted(keys)
+
+
+def _wmma_preset(a: str, key_arch: str, fin: str, fout: str, shape: str | None, variant: str) -> MMAParams:
+    """The preset of ``wmma::mma_sync``: the mma.sync instructions it compiles to (:data:`WMMA_LOWERING`), chained
+    over the WMMA shape's K (``k_instr``), blocks of the emitted instruction's N."""
+    shapes = WMMA_SHAPES.get(fin)
+    if shapes is None or (key_arch, fin) not in WMMA_LOWERING:
+        have = sorted(f for (ar, f) in WMMA_LOWERING if ar == key_arch)
+        raise ValueError(f"no wmma preset for {a} {fin}; WMMA takes fp16, bf16, tf32 (on {a}: {have or 'none'})")
+    shape = shapes[0] if shape is None else shape
+    if shape not in shapes:
+        raise ValueError(f"no {fin} WMMA shape {shape}; valid: {', '.join(shapes)}")
+    k_emit, evidence = WMMA_LOWERING[key_arch, fin]
+    base = get_preset(a, "mma.sync" if key_arch == "v100" else f"mma.sync.m16n8k{k_emit}", fin, fout,
+                      variant=variant)
+    k_wmma = int(shape.rsplit("k", 1)[1])
+    emitted = "mma.m8n8k4" if key_arch == "v100" else f"m16n8k{k_emit}"
+    return replace(base, k_instr=k_wmma, n_fma=min(base.n_fma, k_emit),
+                   label=f"{a} wmma {shape} {fin}->{fout} ({emitted} chained)",
+                   sources=base.sources + "; wmma lowering: " + evidence)

@@ -40,8 +40,8 @@ SMALL_SHAPE_FALLBACK: bool = _os.environ.get("TCEMU_SMALL_SHAPE_FALLBACK", "1").
     "0", "false", "no", "off", "")
 # 6 GFLOP: on the H200, PET's layer shapes at 4.03 GFLOP ran 0.37-1.59x SGEMM emulated (TF32x3; BF16x6
 # 0.77-0.85x), and from 6.04 GFLOP up TF32x3, BF16x3 and BF16x6 ran faster than SGEMM on GPU time in every
-# measured case (benchmarks/results/gemm_threshold_h200.csv). At 4 GFLOP the 192-atom PET step, compiled,
-# ran 0.70x FP32's (docs/md_step.md).
+# measured case (benchmarks/results/h200/gemm/small_shape_threshold.csv). At 4 GFLOP the 192-atom PET step,
+# compiled, ran 0.70x FP32's (docs/md_step.md).
 SMALL_SHAPE_MIN_FLOPS: float = float(_os.environ.get("TCEMU_SMALL_SHAPE_MIN_FLOPS", "6e9"))
 AUTOTUNE: bool = _os.environ.get("TCEMU_GEMM_AUTOTUNE", "0").strip().lower() in ("1", "true", "yes", "on")
 

@@ -265,7 +265,7 @@ class KernelConfig:
 _C = KernelConfig.parse
 # Shape buckets -> candidate configurations, per method. The first of each bucket is used without
 # autotuning: it is the fastest candidate on the bucket's shapes in the H200 runs of docs/kernels.md
-# (benchmarks/results/gemm_h200*.csv; every candidate's time is in gemm_h200_run.log and the sweep logs).
+# (benchmarks/results/h200/gemm/*.csv; every candidate's time is in all_shapes.log and the sweep logs).
 #   "wide":   M >= 1024, N >= 640. A split beforehand ("p") wins: its memory pass costs M*K, and the
 #             in-kernel split it saves costs M*K*N/BN ALU work interleaved with the MMAs. On Hopper the
 #             Gluon kernel ("g", same bits) runs the presplit products with explicit wgmma waits (TF32x3
@@ -275,19 +275,21 @@ _C = KernelConfig.parse
 #             run, no split pass) wins: 1.68x SGEMM at (K, N) = (512, 512) against 1.56-1.59x for "pg".
 #   "narrow": M >= 1024, N < 384: the in-kernel split wins (few column tiles, so each A tile is split a few
 #             times only): for TF32x3 the warp-specialised Gluon kernel, 1.16-1.25x the Triton kernel's
-#             in-register split at N = 256 (ws_probe_h200.csv); for BF16x9 the Triton kernel. For BF16x3 and
-#             BF16x6 "gw" is bound by the split's ALU work (0.45-0.9x "pg"), so it is not a candidate.
+#             in-register split at N = 256 (benchmarks/results/h200/gemm_variants/gw_warp_specialized.csv);
+#             for BF16x9 the Triton kernel. For BF16x3 and BF16x6 "gw" is bound by the split's ALU work
+#             (0.45-0.9x "pg"), so it is not a candidate.
 #   TF32x3 "mid" and "narrow", and "wide_shortk" (N <= 1024, K <= 256): the warp-specialised kernel made
 #             persistent ("tgw": about one program per SM loops over the tiles, so that the loader and the
 #             splitter run into the next tile while the MMA warps store this one): 1.04-1.10x "gw" and the best
 #             of "gw"/"pg" on the seven PET-S edge products with N < 1024, 1.00-1.03x "pg" at N = 768 and
-#             1024 (K = 256), two rounds (gemm_h200_persistent_ws_sweep.csv).
+#             1024 (K = 256), two rounds (benchmarks/results/h200/gemm/sweep_persistent_ws_tgw.csv).
 #   Session 11: A split beforehand, then the warp-specialised kernel without a splitter, persistent ("ptgw":
 #             a loader warp brings A's and B's pieces by TMA and runs into the next tile while the MMA warps
 #             store this one): BF16x6 1.09-1.53x SGEMM on five PET-S edge products and 1.98-2.02x at 8192^3
 #             (default before: 0.93-1.28x and 1.77-1.79x), BF16x3 1.62-2.63x and 4.21-4.26x (1.40-2.41x,
 #             3.87-4.00x), TF32x3 2.32-2.34x at 8192^3 (pg 2.15-2.19x); two rounds
-#             (benchmarks/results/pieces_ws_probe_h200.csv). First for BF16x3/x6 (large M) and TF32x3 "wide".
+#             (benchmarks/results/h200/gemm_variants/ptgw_presplit_warp_specialized.csv). First for BF16x3/x6
+#             (large M) and TF32x3 "wide".
 #   "small_longk" / "small": M < 1024 (node layers of small systems; usually the SGEMM fallback), K >= 2048 or
 #             not. With few row tiles the grid is small and each program loops over all of K, so a split
 #             pass spread over the whole GPU wins for long K (and for BF16x6/x9 at K = 1024 too).
@@ -306,7 +308,8 @@ _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
     # BF16x3 and BF16x6: A split beforehand, then the persistent warp-specialised kernel ("ptgw", session 11);
     # BF16x3's narrow products (N < 384: A's tiles split at most three times) the persistent warp-specialised
     # kernel with the checked split in its splitter warps ("tgw", session 12: 1.03-1.13x "ptgw" at N = 256 on
-    # the H200, 0.80-0.92x at N = 512-1024; BF16x6 0.57-0.89x everywhere, bf16_ws_checked_probe_h200.csv)
+    # the H200, 0.80-0.92x at N = 512-1024; BF16x6 0.57-0.89x everywhere,
+    # benchmarks/results/h200/gemm_variants/bf16_checked_split.csv)
     "bf16x3": {"wide": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p")],
                "mid": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p"),
                        _C("128x128x64w8s3m1tgw")],
@@ -342,8 +345,8 @@ def _num_sms(device: torch.device) -> int:
 
 #: "wide_shortk": wide products (N >= 640) up to this N and K, where TF32x3's persistent warp-specialised kernel
 #: ("tgw") beat the Gluon kernel on A split beforehand ("pg") on the H200: 1.00-1.03x at (K, N) = (256, 1024) and
-#: 1.01-1.03x at (256, 768), two rounds (benchmarks/results/gemm_h200_persistent_ws_sweep.csv); at 8192^3 "pg"
-#: stays ahead (1.15x: "tgw" splits A once per column tile, the split pass once)
+#: 1.01-1.03x at (256, 768), two rounds (benchmarks/results/h200/gemm/sweep_persistent_ws_tgw.csv); at
+#: 8192^3 "pg" stays ahead (1.15x: "tgw" splits A once per column tile, the split pass once)
 WIDE_SHORTK_MAX_N = 1024
 WIDE_SHORTK_MAX_K = 256
 
@@ -671,8 +674,8 @@ _WS_SPLIT_VECS = 4
 #: TF32x3's checked split in the splitter (``_split_rows_tf32_fast``): 5 operations a value (plus 2 to 3 for
 #: the range check) instead of about 17, and the exact split only on K-tiles with special or extreme values.
 #: Same bits, but not faster on the H200 (0.87-1.08x the exact split, mostly slower; session 11,
-#: ``benchmarks/results/ws_checked_split_probe_h200.csv``): off by default. ``checked_split=2`` (DIAGNOSTIC
-#: ONLY, wrong results) skips the split, to time the kernel without it.
+#: ``benchmarks/results/h200/gemm_variants/tf32x3_checked_split.csv``): off by default. ``checked_split=2``
+#: (DIAGNOSTIC ONLY, wrong results) skips the split, to time the kernel without it.
 _WS_CHECKED_SPLIT = False
 #: the checked split for BF16 pieces (``_split_rows_bf16_fast``): the hardware conversion, two values an
 #: instruction, where every value of the K-tile is finite and neither saturates nor needs keep-nonzero; else
@@ -687,7 +690,8 @@ def _ws_checked(spec: MethodSpec, checked_split: bool | int | None) -> bool | in
     return _WS_CHECKED_SPLIT_BF16 if spec.piece_format == "bf16" else _WS_CHECKED_SPLIT
 #: the MMA warps as two consumer partitions of one warpgroup each (each releases the ring slots by its own
 #: arrival) instead of one partition of two warpgroups (a partition-wide barrier before each arrival). Same
-#: bits, not faster on the H200 (0.77-1.08x; session 11, ``ws_two_consumers_probe_h200.csv``): off by default.
+#: bits, not faster on the H200 (0.77-1.08x; session 11,
+#: ``benchmarks/results/h200/gemm_variants/two_consumer_partitions.csv``): off by default.
 _WS_TWO_CONSUMERS = False
 
 
@@ -705,11 +709,12 @@ def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
 
     B's ring has ``num_stages`` slots (as the ``pg`` kernel's) where it fits. A's pieces get three slots where
     shared memory allows: with two, the splitter can run only one K-tile ahead of the MMAs, and on the H200
-    TF32x3 128x128x32 ran 1.11-1.20x faster with three (``benchmarks/results/ws_probe_h200.csv``, ``gw:p3``
-    against ``gw``). A's FP32 tiles get two slots (three were not faster), else one. E.g. TF32x3 128x128x32 s3:
-    3 x 32 KB (B) + 3 x 32 KB (A's pieces) + 2 x 16 KB (A) = 224 KB; BF16x3 128x128x64 s3: 96 + 2 x 32 + 2 x
-    32 = 224 KB; BF16x6 128x64x64 s3 -> B 2: 48 + 2 x 48 + 2 x 32 = 208 KB. Raises ValueError where no depth
-    of at least (2, 1, 2) fits.
+    TF32x3 128x128x32 ran 1.11-1.20x faster with three
+    (``benchmarks/results/h200/gemm_variants/gw_warp_specialized.csv``, ``gw:p3`` against ``gw``). A's FP32
+    tiles get two slots (three were not faster), else one. E.g. TF32x3 128x128x32 s3: 3 x 32 KB (B) + 3 x 32
+    KB (A's pieces) + 2 x 16 KB (A) = 224 KB; BF16x3 128x128x64 s3: 96 + 2 x 32 + 2 x 32 = 224 KB; BF16x6
+    128x64x64 s3 -> B 2: 48 + 2 x 48 + 2 x 32 = 208 KB. Raises ValueError where no depth of at least (2, 1, 2)
+    fits.
     """
     elem = 2 if spec.piece_format == "bf16" else 4
     npc = spec.n_pieces

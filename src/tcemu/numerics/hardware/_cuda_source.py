@@ -15,9 +15,52 @@ Fragment layouts (lane = 4 * groupID + threadID_in_group; g = groupID, t = threa
 is 8 rows x 16 bytes stored contiguously (128 B); LBO is the byte distance between core matrices adjacent in K,
 SBO between core matrices adjacent in M (or N). The accumulator fragment of warp w of the warpgroup is the
 ``mma.m16n8`` C fragment shifted down by 16 w rows.
+
+``wmma`` (CUDA's ``nvcuda::wmma`` API, not an instruction): one warp per 16 x 16 tile, fragments loaded and stored
+by ``load_matrix_sync``/``store_matrix_sync`` (the API owns the layouts), ``nchain`` slices ``mma_sync``-ed into one
+accumulator fragment. tf32 operands are the raw fp32 bits (no ``__float_to_tf32``), as for ``mma.sync``: the
+hardware's own reading of them. :data:`WMMA_SOURCE` is that part alone, for offline SASS checks.
 """
 
-CUDA_SOURCE = r"""
+WMMA_SOURCE = r"""
+#include <cstdint>
+#include <mma.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+// One warp per tile of M x N (= 16 x 16 here): A row-major M x K, B stored N x K (col-major K x N), C/D row-major.
+template <class FRAG_T, class LOAD_T, class ACC_T, int M, int N, int K>
+__global__ void __launch_bounds__(128) wmma_kernel(const uint8_t* __restrict__ A, const uint8_t* __restrict__ B,
+    const uint8_t* __restrict__ C, uint8_t* __restrict__ D, long ntiles, int nchain) {
+  using namespace nvcuda;
+  const long tile = (blockIdx.x * (long)blockDim.x + threadIdx.x) >> 5;
+  if (tile >= ntiles) return;  // uniform per warp
+  wmma::fragment<wmma::accumulator, M, N, K, ACC_T> fc;
+  wmma::load_matrix_sync(fc, reinterpret_cast<const ACC_T*>(C) + tile * M * N, N, wmma::mem_row_major);
+  for (int s = 0; s < nchain; ++s) {
+    wmma::fragment<wmma::matrix_a, M, N, K, FRAG_T, wmma::row_major> fa;
+    wmma::fragment<wmma::matrix_b, M, N, K, FRAG_T, wmma::col_major> fb;
+    wmma::load_matrix_sync(fa, reinterpret_cast<const LOAD_T*>(A) + (tile * nchain + s) * M * K, K);
+    wmma::load_matrix_sync(fb, reinterpret_cast<const LOAD_T*>(B) + (tile * nchain + s) * N * K, K);
+    wmma::mma_sync(fc, fa, fb, fc);
+  }
+  wmma::store_matrix_sync(reinterpret_cast<ACC_T*>(D) + tile * M * N, fc, N, wmma::mem_row_major);
+}
+#define WMMA_F16_F32 wmma_kernel<half, half, float, 16, 16, 16>
+#define WMMA_F16_F16 wmma_kernel<half, half, half, 16, 16, 16>
+#define WMMA_BF16_F32 wmma_kernel<__nv_bfloat16, __nv_bfloat16, float, 16, 16, 16>
+#define WMMA_TF32_F32 wmma_kernel<nvcuda::wmma::precision::tf32, float, float, 16, 16, 8>
+"""
+
+#: explicit instantiations, for compiling :data:`WMMA_SOURCE` alone (the runner's library instantiates them by use)
+WMMA_INSTANTIATIONS = r"""
+template __global__ void WMMA_F16_F32(const uint8_t*, const uint8_t*, const uint8_t*, uint8_t*, long, int);
+template __global__ void WMMA_F16_F16(const uint8_t*, const uint8_t*, const uint8_t*, uint8_t*, long, int);
+template __global__ void WMMA_BF16_F32(const uint8_t*, const uint8_t*, const uint8_t*, uint8_t*, long, int);
+template __global__ void WMMA_TF32_F32(const uint8_t*, const uint8_t*, const uint8_t*, uint8_t*, long, int);
+"""
+
+CUDA_SOURCE = WMMA_SOURCE + r"""
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -250,7 +293,7 @@ __global__ void __launch_bounds__(128) wgmma_kernel(const uint8_t* __restrict__ 
 // ---------------------------------------------------------------------------------------------------------------
 // Host side: case table (ids match tcemu.numerics.hardware.cases), device buffers kept between calls.
 // ---------------------------------------------------------------------------------------------------------------
-struct CaseInfo { int wg, M, N, K, ea, ec; };
+struct CaseInfo { int wg, M, N, K, ea, ec; };  // wg: 0 mma.sync, 1 wgmma, 2 wmma
 static const CaseInfo CASES[] = {
   {0, 16, 8, 16, 2, 4},  // 0 mma f16 -> f32 k16
   {0, 16, 8, 16, 2, 2},  // 1 mma f16 -> f16 k16
@@ -272,6 +315,10 @@ static const CaseInfo CASES[] = {
   {1, 64, 8, 32, 1, 4},  // 17 wgmma e5m2 -> f32
   {1, 64, 8, 32, 1, 2},  // 18 wgmma e4m3 -> f16
   {1, 64, 8, 32, 1, 2},  // 19 wgmma e5m2 -> f16
+  {2, 16, 16, 16, 2, 4}, // 20 wmma f16 -> f32 m16n16k16
+  {2, 16, 16, 16, 2, 2}, // 21 wmma f16 -> f16 m16n16k16
+  {2, 16, 16, 16, 2, 4}, // 22 wmma bf16 -> f32 m16n16k16
+  {2, 16, 16, 8, 4, 4},  // 23 wmma tf32 -> f32 m16n16k8
 };
 static const int NCASES = sizeof(CASES) / sizeof(CASES[0]);
 
@@ -290,6 +337,11 @@ template <class S> static void launch_mma(const uint8_t* a, const uint8_t* b, co
   long blocks = (nt + 3) / 4;
   mma_sync_kernel<S><<<(unsigned)blocks, 128>>>(a, b, c, d, nt, nchain);
 }
+template <class KERN> static void launch_wmma(KERN k, const uint8_t* a, const uint8_t* b, const uint8_t* c, uint8_t* d,
+                                              long nt, int nchain) {
+  long blocks = (nt + 3) / 4;
+  k<<<(unsigned)blocks, 128>>>(a, b, c, d, nt, nchain);
+}
 template <class S> static void launch_wg(const uint8_t* a, const uint8_t* b, const uint8_t* c, uint8_t* d, long nt, int nchain, int sd, int lbo, int sbo) {
   long blocks = nt < 132 * 16 ? nt : 132 * 16;
   wgmma_kernel<S><<<(unsigned)blocks, 128>>>(a, b, c, d, nt, nchain, sd, lbo, sbo);
@@ -302,7 +354,7 @@ extern "C" int tc_run(int cid, const void* hA, const void* hB, const void* hC, v
                       int scale_d, int lbo, int sbo) {
   if (cid < 0 || cid >= NCASES || ntiles <= 0 || nchain < 1) return -1;
   const CaseInfo& ci = CASES[cid];
-  if (ci.wg && nchain > WG_MAXCHAIN) return -1;
+  if (ci.wg == 1 && nchain > WG_MAXCHAIN) return -1;  // wg: 0 mma.sync, 1 wgmma, 2 wmma
   size_t na = (size_t)ntiles * nchain * ci.M * ci.K * ci.ea, nb = (size_t)ntiles * nchain * ci.N * ci.K * ci.ea;
   size_t nc = (size_t)ntiles * ci.M * ci.N * ci.ec;
   cudaError_t e;
@@ -331,6 +383,10 @@ extern "C" int tc_run(int cid, const void* hA, const void* hB, const void* hC, v
     case 17: launch_wg<WgE5m2F32>(a, b, c, d, ntiles, nchain, scale_d, lbo, sbo); break;
     case 18: launch_wg<WgE4m3F16>(a, b, c, d, ntiles, nchain, scale_d, lbo, sbo); break;
     case 19: launch_wg<WgE5m2F16>(a, b, c, d, ntiles, nchain, scale_d, lbo, sbo); break;
+    case 20: launch_wmma(WMMA_F16_F32, a, b, c, d, ntiles, nchain); break;
+    case 21: launch_wmma(WMMA_F16_F16, a, b, c, d, ntiles, nchain); break;
+    case 22: launch_wmma(WMMA_BF16_F32, a, b, c, d, ntiles, nchain); break;
+    case 23: launch_wmma(WMMA_TF32_F32, a, b, c, d, ntiles, nchain); break;
   }
   if ((e = cudaGetLastError())) return (int)e;
   if ((e = cudaDeviceSynchronize())) return (int)e;

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Case", "CASES", "VALIDATION_CASES", "get_case", "BITS_DTYPE"]
+__all__ = ["Case", "CASES", "VALIDATION_CASES", "WMMA_CASES", "ALL_CASES", "get_case", "BITS_DTYPE"]
 
 # container dtype of each format's raw bits
 BITS_DTYPE = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "e4m3": np.uint8, "e5m2": np.uint8,
@@ -33,6 +33,8 @@ class Case:
     kernel_tag: str  # the C++ struct that issues it (appears in the mangled kernel name)
     sass: str  # opcode prefix that must appear in the kernel's SASS: HMMA, HGMMA or QGMMA
     validate: bool = True  # part of the default validation set
+    sass_exact: str = ""  # if set: every HMMA of the kernel is this opcode, e.g. HMMA.1684.F32.TF32 (wmma)
+    sass_count: int = 0  # with sass_exact: how many of them per tile and K-slice (the compiler's lowering)
 
     @property
     def in_dtype(self) -> type:
@@ -76,10 +78,26 @@ CASES: tuple[Case, ...] = (
 
 VALIDATION_CASES: tuple[Case, ...] = tuple(c for c in CASES if c.validate)
 
+#: CUDA's WMMA API on 16 x 16 tiles (``tcemu probe --wmma``, ``tcemu validate --wmma``): not instructions; the
+#: compiler lowers them (presets.WMMA_LOWERING). On sm_90a (nvcc 13.0): 2 x HMMA.16816 per m16n16k16 and
+#: 4 x HMMA.1684.F32.TF32 per m16n16k8, which the SASS check asserts. Kept out of CASES (and the replay set's
+#: coverage) until H200 data exists.
+WMMA_CASES: tuple[Case, ...] = (
+    Case(20, "wmma.k16.fp16.fp32", "wmma", "wmma.mma_sync m16n16k16 f16 -> f32", 16, 16, 16, "fp16", "fp32",
+         "wmma_kernelI6__halfS0_fLi16ELi16ELi16E", "HMMA", True, "HMMA.16816.F32", 2),
+    Case(21, "wmma.k16.fp16.fp16", "wmma", "wmma.mma_sync m16n16k16 f16 -> f16", 16, 16, 16, "fp16", "fp16",
+         "wmma_kernelI6__halfS0_S0_Li16ELi16ELi16E", "HMMA", True, "HMMA.16816.F16", 2),
+    Case(22, "wmma.k16.bf16.fp32", "wmma", "wmma.mma_sync m16n16k16 bf16 -> f32", 16, 16, 16, "bf16", "fp32",
+         "wmma_kernelI13__nv_bfloat16S0_fLi16ELi16ELi16E", "HMMA", True, "HMMA.16816.F32.BF16", 2),
+    Case(23, "wmma.k8.tf32.fp32", "wmma", "wmma.mma_sync m16n16k8 tf32 -> f32", 16, 16, 8, "tf32", "fp32",
+         "wmma_kernelIN6nvcuda4wmma9precision4tf32EffLi16ELi16ELi8E", "HMMA", True, "HMMA.1684.F32.TF32", 4),
+)
+ALL_CASES: tuple[Case, ...] = CASES + WMMA_CASES
+
 
 def get_case(name: str | int) -> Case:
-    """A case by name (``mma.k16.fp16.fp32``) or id."""
-    for c in CASES:
+    """A case by name (``mma.k16.fp16.fp32``, ``wmma.k8.tf32.fp32``) or id."""
+    for c in ALL_CASES:
         if c.name == name or c.id == name:
             return c
-    raise KeyError(f"unknown case {name!r}; known: {', '.join(c.name for c in CASES)}")
+    raise KeyError(f"unknown case {name!r}; known: {', '.join(c.name for c in ALL_CASES)}")

@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ._cuda_source import CUDA_SOURCE
-from .cases import CASES, Case
+from ._cuda_source import CUDA_SOURCE, WMMA_INSTANTIATIONS, WMMA_SOURCE
+from .cases import ALL_CASES, Case
 
-__all__ = ["Runner", "build_library", "NVCC_FLAGS", "DEFAULT_LBO", "DEFAULT_SBO"]
+__all__ = ["Runner", "build_library", "NVCC_FLAGS", "DEFAULT_LBO", "DEFAULT_SBO", "wmma_sass", "check_case_sass"]
 
 NVCC_FLAGS = ("-O2", "-shared", "-Xcompiler", "-fPIC", "-gencode=arch=compute_90a,code=sm_90a")
 # wgmma descriptors, K-major without swizzle (32-byte rows = 2 core matrices along K): LBO = distance between
@@ -80,8 +80,8 @@ class Runner:
         self._lib.tc_device_info.restype = ctypes.c_int
         self.lbo, self.sbo = lbo, sbo
         n = self._lib.tc_num_cases()
-        if n != len(CASES):
-            raise RuntimeError(f"library has {n} cases, Python table {len(CASES)}")
+        if n != len(ALL_CASES):
+            raise RuntimeError(f"library has {n} cases, Python table {len(ALL_CASES)}")
 
     # ------------------------------------------------------------------------------------------------------
     def run(self, case: Case, a: np.ndarray, b: np.ndarray, c: np.ndarray, *, scale_d: int = 1) -> np.ndarray:
@@ -130,18 +130,53 @@ class Runner:
     def check_sass(self) -> dict[str, dict]:
         """Per case: the tensor-core opcodes found in its kernel and whether the expected family is there."""
         kernels = self.sass()
-        out = {}
-        for case in CASES:
-            ops = next((v for k, v in kernels.items() if case.kernel_tag in k), None)
-            if ops is None:
-                out[case.name] = {"ok": False, "opcodes": [], "note": "kernel not found"}
-                continue
-            tc = sorted({o for o in ops if re.match(r"(HMMA|HGMMA|QGMMA|IMMA|F2FP|HADD2|FADD|WARPGROUP)", o)})
-            ok = any(o.split(".")[0] == case.sass for o in ops)
-            if case.sass == "HMMA":  # mma.sync must not be a warpgroup op, and vice versa
-                ok = ok and not any(o.startswith(("HGMMA", "QGMMA")) for o in ops)
-            out[case.name] = {"ok": ok, "expected": case.sass, "opcodes": tc}
-        return out
+        return {case.name: check_case_sass(case, kernels) for case in ALL_CASES}
+
+
+def check_case_sass(case: Case, kernels: dict[str, list[str]]) -> dict:
+    """Whether a case's kernel (by its tag, in ``kernels``: name -> opcodes) issues the intended instructions: the
+    expected family (HMMA, HGMMA, QGMMA; mma.sync never a warpgroup op), and for WMMA only ``case.sass_exact``,
+    a multiple of ``case.sass_count`` of them (the compiler may unroll the K-slice loop)."""
+    ops = next((v for k, v in kernels.items() if case.kernel_tag in k), None)
+    if ops is None:
+        return {"ok": False, "opcodes": [], "note": "kernel not found"}
+    tc = sorted({o for o in ops if re.match(r"(HMMA|HGMMA|QGMMA|IMMA|F2FP|HADD2|FADD|WARPGROUP)", o)})
+    ok = any(o.split(".")[0] == case.sass for o in ops)
+    if case.sass == "HMMA":  # mma.sync must not be a warpgroup op, and vice versa
+        ok = ok and not any(o.startswith(("HGMMA", "QGMMA")) for o in ops)
+    out = {"ok": ok, "expected": case.sass, "opcodes": tc}
+    if case.sass_exact:
+        mmas = [o for o in ops if o.startswith(("HMMA", "HGMMA", "QGMMA"))]
+        out["ok"] = ok and bool(mmas) and set(mmas) == {case.sass_exact} and len(mmas) % case.sass_count == 0
+        out["expected"] = f"{case.sass_exact} x {case.sass_count} per K-slice"
+        out["count"] = len(mmas)
+    return out
+
+
+def wmma_sass(arch: str = "90a", nvcc: str | None = None) -> dict[str, list[str]]:
+    """The WMMA kernels alone compiled for ``sm_<arch>`` (no GPU needed): kernel name -> SASS opcodes. Shows
+    what ``wmma::mma_sync`` becomes on each architecture (presets.WMMA_LOWERING)."""
+    import tempfile  # noqa: PLC0415
+
+    nvcc = nvcc or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    tool = shutil.which("cuobjdump") or _triton_cuobjdump()
+    with tempfile.TemporaryDirectory() as tmp:
+        src, out = Path(tmp) / "wmma.cu", Path(tmp) / "wmma.cubin"
+        src.write_text(WMMA_SOURCE + WMMA_INSTANTIATIONS)
+        cmd = [nvcc, "-cubin", "-O2", f"-gencode=arch=compute_{arch},code=sm_{arch}", "-o", str(out), str(src)]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{res.stderr[-2000:]}")
+        return parse_sass(_run_text([tool, "-sass", str(out)]))
+
+
+def _triton_cuobjdump() -> str:
+    try:
+        import triton  # noqa: PLC0415
+
+        return os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    except ImportError:  # pragma: no cover
+        return "cuobjdump"
 
 
 def parse_sass(text: str) -> dict[str, list[str]]:

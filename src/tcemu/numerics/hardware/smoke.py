@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .cases import CASES, Case
+from .cases import ALL_CASES, Case
 from .families import _to_bits, _values
 
 __all__ = ["check_layouts", "integer_tiles"]
@@ -28,7 +28,7 @@ def integer_tiles(case: Case, ntiles: int, nchain: int, rng: np.random.Generator
 def check_layouts(runner, ntiles: int = 64, seed: int = 1) -> dict[str, dict]:
     rng = np.random.default_rng(seed)
     out = {}
-    for case in CASES:
+    for case in ALL_CASES:
         res = {}
         for nchain in (1, 2):
             a, b, c, want = integer_tiles(case, ntiles, nchain, rng)

@@ -1,0 +1,69 @@
+"""benchmarks/md_run.py (issue 24): the whole-run benchmark runs end to end at a tiny size, both engines."""
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("metatrain")
+pytest.importorskip("torch_sim")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_bench():
+    spec = importlib.util.spec_from_file_location("md_run", ROOT / "benchmarks" / "md_run.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["md_run"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_cpu_smoke_run_writes_the_long_format_csv(tmp_path):
+    bench = load_bench()
+    out = tmp_path / "md_run.csv"
+    rc = bench.main(["--device", "cpu", "--shape", "tiny", "--systems", "water_192", "--steps", "4", "--log-every", "2",
+                     "--warmup", "1", "--breakdown-steps", "1", "--compile", "none", "--coverage", "--out", str(out)])
+    assert rc == 0
+    from tcemu._results import HEADER, parse_case, read_results
+
+    rows = read_results(out)
+    assert tuple(rows[0]) == HEADER
+    assert all(r["benchmark"] == "md_run" and r["commit"] and r["date"] and r["torch"] for r in rows)
+
+    def where(r):
+        return r["impl"], r["method"], r["metric"], parse_case(r["case"]).get("step", "")
+
+    def value(engine, method, metric):
+        (r,) = [r for r in rows if where(r) == (engine, method, metric, "")]
+        return float(r["value"])
+
+    def series(engine, method, metric):
+        return [(int(parse_case(r["case"])["step"]), float(r["value"])) for r in rows
+                if where(r)[:3] == (engine, method, metric)]
+
+    for engine in ("ase", "torchsim"):
+        for method in ("fp32", "tf32x3+attn"):
+            assert value(engine, method, "s_per_step") > 0
+            assert math.isfinite(value(engine, method, "drift_meV_per_atom_ps"))
+            assert value(engine, method, "nl_ms") > 0 and value(engine, method, "model_ms") > 0
+            assert [s for s, _ in series(engine, method, "e_total_eV")] == [0, 2, 4]
+        assert value(engine, "fp32", "speedup_vs_fp32") == 1.0
+        import tcemu
+
+        note = [r for r in rows if where(r)[:3] == (engine, "tf32x3+attn", "coverage_fraction_note")]
+        assert bool(note) == (not hasattr(tcemu, "coverage"))  # the meter's share, where tcemu has it
+        # the same initial state and FP32-accurate forces: the two methods' energies agree to FP32 rounding
+        e32, e = (np.array([v for _, v in series(engine, m, "e_pot_eV")]) for m in ("fp32", "tf32x3+attn"))
+        np.testing.assert_allclose(e, e32, rtol=1e-5)
+
+
+def test_drift_fit_and_method_names():
+    bench = load_bench()
+    drift, fluct = bench.drift_and_fluct([0, 10, 20], [1.0, 1.1, 1.2], n_atoms=10, dt_fs=1.0)
+    assert drift == pytest.approx(1000.0) and fluct > 0  # 0.1 eV per 10 fs = 10 eV/ps, over 10 atoms
+    assert bench.split_method("tf32x3+attn") == ("tf32x3", True)
+    with pytest.raises(ValueError):
+        bench.split_method("fp32+attn")
