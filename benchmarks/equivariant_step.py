@@ -23,10 +23,11 @@ Per configuration (method x mode):
 * ``peak_mem_gb``.
 
 Modes: ``eager`` and ``compile`` (``torch.compile`` of the model; a configuration that fails, or is skipped for
-the time budget, records why in ``note``). Output: a long-format CSV (``config, method, mode, metric, value,
-unit, note`` plus provenance: gpu, driver, torch, triton, e3nn, mace, tcemu git commit, date) at ``--out``
-(default ``$OUT/equivariant_step.csv``), written as the configurations finish; a table on stdout. ``--budget-s``
-(150) keeps the run under 4 minutes: no configuration starts after it, no timing round 60 s after it.
+the time budget, records why in a ``note`` row). Output: one result file (``tcemu._results``: long rows with
+their provenance: gpu, driver, torch, triton, git commit, date), benchmark ``equivariant_step``, impl ``tcemu``
+(``torch`` for FP32), the case ``model, channels, max_ell, n_atoms, n_edges, mode, fallback, e3nn, mace``, at
+``--out`` (default ``$OUT/results.csv``), rewritten as the configurations finish; a table on stdout.
+``--budget-s`` (150) keeps the run under 4 minutes: no configuration starts after it, no timing round 60 s after.
 
     python benchmarks/equivariant_step.py                                   # H200, under 4 minutes
     python benchmarks/equivariant_step.py --every-gemm --methods fp32,tf32x3   # every product emulated
@@ -42,12 +43,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import csv
-import datetime
 import math
 import os
 import statistics
-import subprocess
 import sys
 import time
 import traceback
@@ -56,8 +54,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-COLUMNS = ["config", "method", "mode", "metric", "value", "unit", "note", "n_atoms", "n_edges", "channels", "gpu",
-           "driver", "torch", "triton", "e3nn", "mace", "git", "date"]
+UNITS = {"coverage": "fraction", "fallback_share": "fraction", "fp32_share": "fraction", "flops": "FLOP",
+         "force_max_err": "eV/A", "force_mean_err": "eV/A", "energy_err": "eV", "peak_mem_gb": "GB", "step_ms": "ms",
+         "step_p20_ms": "ms", "step_p80_ms": "ms", "rounds": "count", "speedup_vs_fp32": "x", "note": "text"}
 
 
 def prepare_batch(atoms, r_max: float, elements: tuple[int, ...], device: torch.device, dtype: torch.dtype) -> dict:
@@ -95,22 +94,16 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def provenance(device: torch.device) -> dict[str, str]:
+def versions() -> dict[str, str]:
+    """The equivariant stack's versions (a case field: the GPU machine carries its own)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from tcemu import _hw
-
-    v = _hw.versions()
-    out = {"gpu": v["gpu"] or "cpu", "driver": v["driver"] or "", "torch": v["torch"], "triton": v["triton"] or ""}
+    out = {}
     for pkg, key in (("e3nn", "e3nn"), ("mace-torch", "mace")):
         try:
             out[key] = version(pkg)
         except PackageNotFoundError:
             out[key] = ""
-    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False,
-                         cwd=Path(__file__).parent)
-    out["git"] = git.stdout.strip() or ""
-    out["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return out
 
 
@@ -141,9 +134,12 @@ def run(args: argparse.Namespace) -> list[dict]:
     import tcemu  # noqa: F401
     from tcemu.mlip import calculators, systems
 
+    from tcemu._results import Provenance, case, measurement, write_results
+
     device = torch.device(args.device)
     t_start = time.time()
-    prov = provenance(device)
+    prov = Provenance.current(args.device)
+    vers = versions()
     rep = tuple(int(x) for x in args.replicate.split(","))
     atoms = systems.water_box().repeat(rep)
     elements = (1, 8)
@@ -153,18 +149,19 @@ def run(args: argparse.Namespace) -> list[dict]:
         p.requires_grad_(False)
     batch = prepare_batch(atoms, args.r_max, elements, device, torch.float32)
     n_edges = int(batch["edge_index"].shape[1])
-    common = {"n_atoms": len(atoms), "n_edges": n_edges, "channels": args.channels, **prov}
-    print(f"MACE {args.channels} channels, L={args.max_ell}, {len(atoms)} atoms, {n_edges} edges on {prov['gpu']} "
-          f"(torch {prov['torch']}, triton {prov['triton']}, e3nn {prov['e3nn']}, mace {prov['mace']})", flush=True)
+    print(f"MACE {args.channels} channels, L={args.max_ell}, {len(atoms)} atoms, {n_edges} edges on {prov.gpu} "
+          f"(torch {prov.torch}, triton {prov.triton}, e3nn {vers['e3nn']}, mace {vers['mace']})", flush=True)
     ref = copy.deepcopy(base).double()
     e64, f64 = step(ref, prepare_batch(atoms, args.r_max, elements, device, torch.float64))
     del ref
-    rows: list[dict] = []
+    rows: list = []
 
-    def emit(config, method, mode, metric, value, unit, note=""):
-        rows.append({"config": config, "method": method, "mode": mode, "metric": metric, "value": value,
-                     "unit": unit, "note": note, **common})
-        write_rows(rows, args.out)
+    def emit(method: str, mode: str, metric: str, value) -> None:
+        where = case(model="mace", channels=args.channels, max_ell=args.max_ell, n_atoms=len(atoms), n_edges=n_edges,
+                     mode=mode, fallback="off" if args.every_gemm else "on", **vers)
+        rows.extend(measurement("equivariant_step", "torch" if method == "fp32" else "tcemu", method, where,
+                                {metric: value}, UNITS))
+        write_results(args.out, rows, prov)
 
     configs = [(m, mode) for mode in args.modes.split(",") for m in args.methods.split(",")]
     models, notes = {}, {}
@@ -180,12 +177,10 @@ def run(args: argparse.Namespace) -> list[dict]:
                     with tcemu.coverage(model) as cov:
                         step(model, batch)
                     total = cov.flops()
-                    emit(name, method, mode, "coverage", cov.fraction, "fraction emulated")
-                    emit(name, method, mode, "fallback_share", cov.flops("fallback") / total if total else math.nan,
-                         "fraction")
-                    emit(name, method, mode, "fp32_share", cov.flops("fp32") / total if total else math.nan,
-                         "fraction")
-                    emit(name, method, mode, "flops", total, "FLOP per step")
+                    emit(method, mode, "coverage", cov.fraction)
+                    emit(method, mode, "fallback_share", cov.flops("fallback") / total if total else math.nan)
+                    emit(method, mode, "fp32_share", cov.flops("fp32") / total if total else math.nan)
+                    emit(method, mode, "flops", total)
                     if args.coverage_table:
                         print(f"--- {name}\n{cov.table(args.coverage_table)}", flush=True)
                 e, f = step(model, batch)  # the first call also compiles
@@ -193,9 +188,9 @@ def run(args: argparse.Namespace) -> list[dict]:
                     step(model, batch)
                 _sync(device)
                 dF = (f.double() - f64).norm(dim=-1)
-                emit(name, method, mode, "force_max_err", dF.max().item(), "eV/A")
-                emit(name, method, mode, "force_mean_err", dF.mean().item(), "eV/A")
-                emit(name, method, mode, "energy_err", abs(e.double() - e64).max().item(), "eV")
+                emit(method, mode, "force_max_err", dF.max().item())
+                emit(method, mode, "force_mean_err", dF.mean().item())
+                emit(method, mode, "energy_err", abs(e.double() - e64).max().item())
                 models[name] = model
             except Exception as exc:  # noqa: BLE001 - one failing configuration must not lose the others
                 notes[name] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
@@ -215,39 +210,36 @@ def run(args: argparse.Namespace) -> list[dict]:
                 _sync(device)
                 times[name].append((time.perf_counter() - t0) * 1e3)
                 if device.type == "cuda" and rnd == 0:
-                    emit(name, *name.split(":"), "peak_mem_gb", torch.cuda.max_memory_allocated(device) / 2**30, "GB")
+                    emit(*name.split(":"), "peak_mem_gb", torch.cuda.max_memory_allocated(device) / 2**30)
     for name, ts in times.items():
         if not ts:
             continue
         q = statistics.quantiles(ts, n=10) if len(ts) >= 2 else [ts[0]] * 9
-        for metric, v in (("step_ms", statistics.median(ts)), ("step_p20_ms", q[1]), ("step_p80_ms", q[7])):
-            emit(name, *name.split(":"), metric, v, "ms", f"{len(ts)} interleaved rounds")
+        for metric, v in (("step_ms", statistics.median(ts)), ("step_p20_ms", q[1]), ("step_p80_ms", q[7]),
+                          ("rounds", len(ts))):
+            emit(*name.split(":"), metric, v)
     for name, note in notes.items():
-        emit(name, *name.split(":"), "note", math.nan, "", note)
+        emit(*name.split(":"), "note", note)
     fp32 = next((statistics.median(ts) for n, ts in times.items() if n.startswith("fp32:") and ts), math.nan)
     for name, ts in times.items():
         if ts and not math.isnan(fp32):
-            emit(name, *name.split(":"), "speedup_vs_fp32", fp32 / statistics.median(ts), "x")
+            emit(*name.split(":"), "speedup_vs_fp32", fp32 / statistics.median(ts))
     return rows
 
 
-def write_rows(rows: list[dict], path: str) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=COLUMNS)
-        w.writeheader()
-        w.writerows(rows)
+def print_table(path: str) -> None:
+    from tcemu._results import read_wide
 
-
-def print_table(rows: list[dict]) -> None:
-    table: dict[str, dict[str, object]] = {}
-    for r in rows:
-        table.setdefault(r["config"], {})[r["metric"]] = r["value"] if r["metric"] != "note" else r["note"]
     cols = ("step_ms", "speedup_vs_fp32", "force_max_err", "energy_err", "coverage", "fallback_share", "fp32_share")
     print(f"{'config':18s} " + " ".join(f"{c:>15s}" for c in cols) + "  note")
-    for name, vals in table.items():
-        cells = [f"{vals[c]:15.4g}" if isinstance(vals.get(c), float) else f"{'-':>15s}" for c in cols]
-        print(f"{name:18s} " + " ".join(cells) + f"  {vals.get('note', '')}")
+    for r in read_wide(path):
+        cells = []
+        for c in cols:
+            try:
+                cells.append(f"{float(r[c]):15.4g}")
+            except (KeyError, TypeError, ValueError):
+                cells.append(f"{'-':>15s}")
+        print(f"{r['method'] + ':' + r['mode']:18s} " + " ".join(cells) + f"  {r.get('note', '')}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,12 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=150.0,
                    help="no configuration starts after this many seconds, no timing round after 60 s more")
     p.add_argument("--coverage-table", type=int, default=0, help="print the coverage table's top N rows")
-    p.add_argument("--out", default=str(Path(os.environ.get("OUT", ".")) / "equivariant_step.csv"))
+    p.add_argument("--out", default=str(Path(os.environ.get("OUT", ".")) / "results.csv"))
     args = p.parse_args(argv)
     if args.device == "cpu":
         torch.set_num_threads(min(torch.get_num_threads(), 4))
-    rows = run(args)
-    print_table(rows)
+    run(args)
+    print_table(args.out)
     print(f"wrote {args.out}")
     return 0
 
