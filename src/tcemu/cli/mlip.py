@@ -8,13 +8,17 @@ Subcommands (each writes long-format CSV and a PNG plot under --out):
   relax   FIRE2 relaxation to a tight fmax: steps and lowest fmax, repeated
   report  the whole suite, with verdicts.csv and report.md
 
-Potentials: pet-tiny, pet-xs, pet-s, pet-s-nn32, pet-m, pet-l (random weights), ani1x, chgnet,
-or the path of a PET checkpoint (.ckpt). Systems: water_192, water_17280, water_cluster_<n_atoms> (e.g. water_cluster_24),
-pt111_co, cantor_539, or any file ASE can read.
+Potentials: pet-tiny, pet-xs, pet-s, pet-s-nn32, pet-m, pet-l (random weights), ani1x, chgnet, mace-random,
+the path of a PET checkpoint (.ckpt), or any ASE calculator through --calculator module:factory (a factory
+called as factory(dtype="float32"|"float64", device=...) that returns the calculator; see
+tcemu.mlip.calculators). Systems: water_192, water_17280, water_cluster_<n_atoms> (e.g. water_cluster_24),
+pt111_co, cantor_539, or any file ASE can read. Every method's run reports its coverage (the share of its
+float32 contraction FLOPs that was emulated).
 
 Examples:
   tcemu mlip sp --potential pet-xs --system water_192 --out out/
   tcemu mlip report --quick --out demo-out/mlip
+  tcemu mlip sp --calculator tcemu.mlip.calculators:mace_random --system water_cluster_24
 """
 
 from __future__ import annotations
@@ -47,12 +51,23 @@ def _common(p: argparse.ArgumentParser, potential: str, system: str | None) -> N
         "--methods", default=METHODS_DEFAULT, type=csv_list,
         help=f"comma-separated methods (default {METHODS_DEFAULT})"
     )
+    _calculator(p)
     p.add_argument("--device", default=None, type=device, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--out", default="mlip-out", type=output_dir,
                    help="output directory for CSV and PNG (default mlip-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--compile", action="store_true", help="PET only: run the model under torch.compile")
     _threads(p)
+
+
+def _calculator(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--calculator",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="any ASE calculator: a factory (package.module:name or file.py:name) called as "
+        "factory(dtype='float32'|'float64', device=...) (tcemu.mlip.calculators); replaces --potential",
+    )
 
 
 def _threads(p: argparse.ArgumentParser) -> None:
@@ -118,6 +133,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--checks", default="single_point,energy_curve,nve,relax", type=csv_list, help="comma-separated checks to run"
     )
+    _calculator(p)
     p.add_argument("--device", default=None, type=device, help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--nve-ps", type=positive_float, default=None, help="override the NVE length (ps)")
     p.add_argument("--relax-repeats", type=at_least(1), default=None, help="override the relaxation repeats")
@@ -207,6 +223,10 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
         cfg = SuiteConfig.quick() if size == "quick" else SuiteConfig.full()
         check_choices("--checks", args.checks, SuiteConfig.checks)
         over = {"methods": tuple(methods), "device": device, "checks": tuple(args.checks)}
+        if args.calculator:  # the calculator in every check, on the suite's systems
+            spec = args.calculator
+            over |= {"single_point": tuple((spec, sys_) for sys_ in dict.fromkeys(s for _, s in cfg.single_point)),
+                     "curve_potentials": (spec,), "nve_potential": spec, "relax_potential": spec}
         for attr, key in (
             ("nve_ps", "nve_ps"),
             ("relax_repeats", "relax_repeats"),
@@ -226,25 +246,26 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
         print(verdict_table(res))
         print(f"\nreport: {out / 'report.md'}   verdicts: {out / 'verdicts.csv'}")
         return 0
-    with bad_argument("--potential"):
+    name = args.calculator or args.potential
+    with bad_argument("--calculator" if args.calculator else "--potential"):
         try:
-            pot = models.get_potential(args.potential, compile=args.compile)
+            pot = models.get_potential(name, compile=args.compile)
         except (ImportError, BadArgument, ValueError, OSError):
             raise
         except Exception as exc:  # noqa: BLE001 - a file that is not a checkpoint fails in torch.load or metatrain
-            if not Path(args.potential).is_file():
+            if args.calculator or not Path(args.potential).is_file():
                 raise
             raise BadArgument(f"--potential {args.potential}: cannot load it as a PET checkpoint "
                               f"({type(exc).__name__}: {exc})") from exc
-    if args.compile and args.potential.lower() in models.POTENTIALS:
-        raise BadArgument(f"--compile runs PET models under torch.compile; {args.potential} is not one")
+    if args.compile and (args.calculator or args.potential.lower() in models.POTENTIALS):
+        raise BadArgument(f"--compile runs PET models under torch.compile; {name} is not one")
     if cmd == "curve":
         from tcemu.mlip.systems import co_on_pt111
 
         atoms = co_on_pt111()
     else:
         atoms = _system(args.system)
-    with bad_argument(f"--potential {args.potential} on --system {getattr(args, 'system', 'pt111_co')}"):
+    with bad_argument(f"--potential {name} on --system {getattr(args, 'system', 'pt111_co')}"):
         pot.check_atoms(atoms)  # before any computation
     if cmd == "sp":
         res = tasks.single_point(pot, atoms, methods, args.floor, device, show_progress=show)
@@ -301,6 +322,8 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
             )
     else:  # pragma: no cover
         raise ValueError(cmd)
+    print("coverage (% of float32 contraction FLOPs emulated): "
+          + ", ".join(f"{m} {100 * c:.2f}" for m, c in res.coverage.items() if m not in ("fp64", "fp32")))
     stem = stem.replace("/", "_").replace(":", "_")
     csv_path = write_csv(res.to_rows(), out / f"mlip_{stem}.csv")
     pngs = save_check_figures(res, out, stem)

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from .meter import guard_backend
 from .methods import MethodSpec
 from .reference import cuda_fp32_precision, mm_reference
 from .split import split
@@ -106,23 +107,32 @@ def backend_names() -> list[str]:
 
 @contextlib.contextmanager
 def every_gemm_emulated() -> Iterator[None]:
-    """Switch off the CUDA backend's small-shape SGEMM fallback for the duration.
+    """Switch off the CUDA backend's small-shape SGEMM fallback and the attention's small-batch fallback for
+    the duration.
 
-    The fallback keeps FP32 accuracy for GEMMs too small for emulation to pay, so with it a measurement of a
-    method on small shapes (``tcemu accuracy``, the MLIP suite's small systems) would judge cuBLAS SGEMM.
-    Where a method's own arithmetic is measured, every GEMM runs the method.
+    The fallbacks keep FP32 accuracy for products too small for emulation to pay, so with them a measurement of
+    a method on small shapes (``tcemu accuracy``, the MLIP suite's small systems) would judge cuBLAS SGEMM and
+    torch's attention (and the coverage meter would say so). Where a method's own arithmetic is measured, every
+    product runs the method.
     """
+    from . import attention  # noqa: PLC0415 - attention imports this module
+
+    old_attn = attention.SMALL_BATCH_FALLBACK
+    attention.SMALL_BATCH_FALLBACK = False
     try:
-        from . import gemm  # noqa: PLC0415 - optional, imports triton
-    except Exception:  # noqa: BLE001 - no Triton backend (CPU machine): nothing falls back
-        yield
-        return
-    old = getattr(gemm, "SMALL_SHAPE_FALLBACK", True)
-    gemm.SMALL_SHAPE_FALLBACK = False
-    try:
-        yield
+        try:
+            from . import gemm  # noqa: PLC0415 - optional, imports triton
+        except Exception:  # noqa: BLE001 - no Triton backend (CPU machine): no GEMM falls back
+            yield
+            return
+        old = getattr(gemm, "SMALL_SHAPE_FALLBACK", True)
+        gemm.SMALL_SHAPE_FALLBACK = False
+        try:
+            yield
+        finally:
+            gemm.SMALL_SHAPE_FALLBACK = old
     finally:
-        gemm.SMALL_SHAPE_FALLBACK = old
+        attention.SMALL_BATCH_FALLBACK = old_attn
 
 
 def get_backend(name: str) -> GemmBackend:
@@ -145,7 +155,13 @@ _INSTANCES: dict[str, GemmBackend] = {}
 
 
 def resolve_backend(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
-    """Pick the backend that runs ``spec`` on ``device``: ``"auto"`` prefers Triton on CUDA."""
+    """Pick the backend that runs ``spec`` on ``device``: ``"auto"`` prefers Triton on CUDA. While a
+    :func:`tcemu.coverage` meter or a torch-function mode is active (eager code), its calls are counted and run
+    with the modes off (:func:`~tcemu.emulation.meter.guard_backend`)."""
+    return guard_backend(_pick_backend(name, device, spec))
+
+
+def _pick_backend(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
     if device.type != "cuda":
         return _resolve(name, device, spec)
     if torch.compiler.is_compiling():
