@@ -173,15 +173,22 @@ def test_lazy_linear_is_emulated_from_its_first_forward():
     assert type(lazy) is nn.Linear
 
 
-def test_overriding_subclasses_are_reported_and_refused_by_the_direct_swap():
+def test_overriding_subclasses_are_reached_by_their_scope_and_refused_by_the_direct_swap():
+    """A Linear subclass with its own forward keeps its class; its products are emulated by the functional scope
+    (so it is not unreachable), and the Linear swap alone reports it."""
     model = nn.Sequential(OwnForward(4, 4), nn.Linear(4, 2))
     tcemu.emulate_(model, METHOD, warn_unreachable=False)
     assert type(model[0]) is OwnForward and isinstance(model[1], EmulatedLinear)
-    assert [(u.fqn, u.type_name) for u in tcemu.unreachable_layers(model)] == [("0", "OwnForward")]
+    assert tcemu.unreachable_layers(model) == []
+    assert [(u.fqn, u.type_name) for u in tcemu.unreachable_layers(model, functional=False)] == [("0", "OwnForward")]
+    with tcemu.coverage() as cov:
+        model(torch.randn(3, 4))
+    assert cov.fraction == 1.0
     with pytest.raises(TypeError, match="overrides nn.Linear.forward.*emulate_functional_"):
         emulate_module_(model[0], GemmConfig.make(METHOD))
+    tcemu.restore_(model)
     with pytest.warns(UserWarning, match="OwnForward"):
-        tcemu.emulate_(model, METHOD)
+        tcemu.emulate_(model, METHOD, functional=False)
 
 
 @pytest.mark.parametrize("func", [tcemu.emulate_, tcemu.restore_])
