@@ -153,6 +153,7 @@ class PotentialCalculator(Calculator):
             raise ValueError("stress needs a periodic system (pbc in all three directions)")
         if "forces" in props and "stress" not in props and self.atoms.pbc.all():
             props.append("stress")  # the same backward pass gives it; saves a second pass when asked next
+        self.inner.reset()  # results of an earlier structure must not survive (CHGNet's calculator merges them)
         self.inner.calculate(self.atoms.copy(), props, all_changes)
         self.results = {
             k: self.inner.results[k] for k in self.inner.results if k in self.implemented_properties
