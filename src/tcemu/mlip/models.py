@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import io
 import sys
 import types
@@ -588,12 +589,16 @@ POTENTIALS: dict[str, Callable[[], Potential]] = {
 
 
 def get_potential(name: str, compile: bool = False) -> Potential:
-    """A potential by name: ``pet-<shape>``, ``ani1x``, ``chgnet``, or a path to a PET checkpoint file."""
+    """A potential by name: ``pet-distilled`` (trained), ``pet-distilled-random``, ``pet-<shape>`` (random weights),
+    ``ani1x``, ``chgnet``, or a path to a PET checkpoint file."""
     key = name.lower()
+    if key.startswith("pet-distilled"):  # the shipped trained PET and its random twin (tcemu.mlip.distilled)
+        return importlib.import_module("tcemu.mlip.distilled").get(key, compile=compile)
     if key.startswith("pet-") and key[4:] in PET_SHAPES:
         return pet(key[4:], compile=compile)
     if key in POTENTIALS:
         return POTENTIALS[key]()
     if key.endswith((".ckpt", ".ckpt.gz")) or "/" in name:
         return pet_checkpoint(name, compile=compile)
-    raise ValueError(f"unknown potential {name!r}; choose one of {', '.join(POTENTIALS)} or a PET .ckpt path")
+    raise ValueError(f"unknown potential {name!r}; choose one of pet-distilled, pet-distilled-random, "
+                     f"{', '.join(POTENTIALS)} or a PET .ckpt path")
