@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--relax-steps", type=int, default=400, help="step limit of the CO relaxation in the evaluation")
     g = sub.add_parser("plot", help="redraw training_curves.png from a train output folder")
     g.add_argument("folder")
+    m = sub.add_parser("summary", help="print a pet_distilled.json as the markdown of docs/mlip.md")
+    m.add_argument("json", nargs="?", default=None, help="default: the package's pet_distilled.json")
     args = p.parse_args(argv)
     if args.cmd == "data":
         from tcemu.mlip.distill.dataset import DistillDataConfig, generate
@@ -50,6 +52,15 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(args.folder)
         summary = json.loads((folder / "pet_distilled.json").read_text())
         print(plot_training(folder / "train.csv", summary, folder / "training_curves.png"))
+    elif args.cmd == "summary":
+        import json
+        from pathlib import Path
+
+        from tcemu.mlip import distilled
+        from tcemu.mlip.distill.evaluate import summary_markdown
+
+        path = Path(args.json) if args.json else distilled._data_file(distilled.METADATA_FILE)
+        print(summary_markdown(json.loads(path.read_text())))
     return 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -49,10 +50,15 @@ def _stats(rows: list[tuple]) -> dict:
     }
 
 
-def errors(calc, frames: list) -> dict[str, dict]:
-    """Errors of ``calc`` against the labels of ``frames``, per ``info['group']`` and over all (``"all"``)."""
+def errors(calc, frames: list, deadline: float | None = None) -> dict[str, dict]:
+    """Errors of ``calc`` against the labels of ``frames``, per ``info['group']`` and over all (``"all"``).
+
+    With ``deadline`` (``time.monotonic()``) the frames left at that time are not evaluated (``n_structures`` says
+    how many were)."""
     by_group: dict[str, list] = {}
     for atoms in frames:
+        if deadline is not None and time.monotonic() > deadline:
+            break
         e, f, s = _predict(calc, atoms)
         ref = atoms.calc.results
         item = (len(atoms), e - ref["energy"], f - ref["forces"], np.asarray(ref["forces"]), s - ref["stress"])
@@ -127,30 +133,48 @@ def reference_energies(pot, device: str) -> dict:
 
 
 def evaluate_all(checkpoint: Path, work: Path, device: str, errors_csv: Path, limit: int | None = None,
-                 relax_steps: int = 400, log=print) -> dict:
-    """Errors on the validation and test splits (``errors.csv``), the CO curve, a CO relaxation, reference energies."""
+                 relax_steps: int = 400, log=print, deadline: float | None = None) -> dict:
+    """Reference energies, errors on the test and validation splits (``errors.csv``), the CO curve, a CO relaxation.
+
+    Each part that raises is recorded (``evaluation_errors``) and the others still run. ``deadline``
+    (``time.monotonic()``) cuts the error loops short and skips the relaxation when it has passed.
+    """
     import ase.io
 
     from tcemu.mlip import models
 
     pot = models.pet_checkpoint(checkpoint)
     calc = pot.calculator("fp32", device)
-    result: dict = {"errors": {}}
-    rows = []
-    for split in ("val", "test"):
-        frames = ase.io.read(work / f"{split}.extxyz", index=":", format="extxyz")[:limit]
-        result["errors"][split] = errors(calc, frames)
-        rows += [{"split": split, "group": g, **v} for g, v in result["errors"][split].items()]
-    with errors_csv.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=ERROR_COLUMNS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    train = ase.io.read(work / "train.extxyz", index=":", format="extxyz")
-    result["co_curve"] = co_curve(calc, train)
-    log("[distill train] errors and CO curve done; relaxing CO on Pt(111)")
-    result["relax_co"] = relax_co(pot, device, steps=relax_steps)
-    result["reference"] = reference_energies(pot, device)
+    result: dict = {"errors": {}, "evaluation_errors": {}}
+
+    def part(name: str, fn) -> None:
+        try:
+            result[name] = fn()
+        except Exception as exc:  # noqa: BLE001 - one failing part must not lose the others
+            result["evaluation_errors"][name] = f"{type(exc).__name__}: {exc}"
+            log(f"[distill train] {name} failed: {type(exc).__name__}: {exc}")
+
+    def split_errors() -> dict:
+        rows, out = [], {}
+        for split in ("test", "val"):
+            frames = ase.io.read(work / f"{split}.extxyz", index=":", format="extxyz")[:limit]
+            out[split] = errors(calc, frames, deadline)
+            rows += [{"split": split, "group": g, **v} for g, v in out[split].items()]
+        with errors_csv.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=ERROR_COLUMNS)
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+        return out
+
+    part("reference", lambda: reference_energies(pot, device))
+    part("errors", split_errors)
+    part("co_curve", lambda: co_curve(calc, ase.io.read(work / "train.extxyz", index=":", format="extxyz")))
+    if deadline is not None and time.monotonic() > deadline:
+        log("[distill train] no time left for the CO relaxation")
+    else:
+        log("[distill train] errors and CO curve done; relaxing CO on Pt(111)")
+        part("relax_co", lambda: relax_co(pot, device, steps=relax_steps))
     return result
 
 
@@ -212,3 +236,41 @@ def plot_training(train_csv: Path, summary: dict, png: Path) -> Path:
     fig.savefig(png, dpi=110)
     plt.close(fig)
     return png
+
+
+def summary_markdown(summary: dict) -> str:
+    """``pet_distilled.json`` as the markdown that docs/mlip.md shows: training, test errors per group, CO curve."""
+    t, m = summary["training"], summary["model"]
+    env = t.get("environment", {})
+    where = env.get("gpu") or f"CPU ({env.get('cpu_count', '?')} cores)"
+    lines = [
+        f"Status `{summary['status']}`. {m['n_parameters']:,} parameters ({m['weights_MB']} MB of float32 weights, "
+        f"{m['file_MB']} MB file). Trained on {where} with metatrain {env.get('metatrain', '-')}, torch "
+        f"{env.get('torch', '-')}, Python {env.get('python', '-')}: {t['epochs_done']} of {t['epochs_planned']} epochs "
+        f"in {t['train_wall_s']:.0f} s (start-up {t['startup_s']:.0f} s, {t['epoch_s']:.2f} s per epoch), the "
+        f"command {t.get('total_wall_s', float('nan')):.0f} s"
+        + (" (stopped at the deadline: the newest intermediate checkpoint)" if t.get("interrupted") else "") + ".",
+        "",
+        "| split | group | structures | atoms | energy MAE (meV/atom) | energy RMSE (meV/atom) | force RMSE (meV/A) "
+        "| force RMS of the labels (meV/A) | stress RMSE (meV/A^3) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for split in ("test", "val"):
+        for group, e in summary.get("errors", {}).get(split, {}).items():
+            lines.append(
+                f"| {split} | {group} | {e['n_structures']} | {e['n_atoms']} | {e['energy_mae_meV_per_atom']:.1f} | "
+                f"{e['energy_rmse_meV_per_atom']:.1f} | {e['force_rmse_meV_per_A']:.0f} | "
+                f"{e['force_rms_label_meV_per_A']:.0f} | {e['stress_rmse_meV_per_A3']:.2f} |"
+            )
+    curve = summary.get("co_curve") or {}
+    if curve:
+        tw, sw = curve["teacher_well"], curve["student_well"]
+        lines += ["", f"CO on Pt(111), rigid scan: CHGNet's well at {tw['height_A']:.2f} A, {tw['depth_eV']:.3f} eV "
+                      f"deep; pet-distilled's at {sw['height_A']:.2f} A, {sw['depth_eV']:.3f} eV deep."]
+    r = summary.get("relax_co") or {}
+    if r:
+        lines.append(f"FIRE2 from {r['start_height_A']} A (bottom two Pt layers fixed, fmax "
+                     f"{r['fmax_target_eV_per_A']} eV/A): {'converged' if r['converged'] else 'not converged'} in "
+                     f"{r['steps']} steps, C {r['c_height_above_top_pt_A']:.3f} A above the top Pt "
+                     f"({r['c_lateral_offset_A']:.3f} A off the site), C-O {r['co_bond_A']:.3f} A.")
+    return "\n".join(lines)

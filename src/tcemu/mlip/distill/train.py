@@ -284,18 +284,21 @@ def train(cfg: TrainConfig, log=print) -> dict:
         if cal.returncode != 0 or cal.epochs_done < 1:
             raise RuntimeError(f"the calibration run of mtt train failed (exit {cal.returncode}); see {out / 'train.log'}")
         epoch_s = cal.epoch_s()
-        remaining = deadline - time.monotonic() - cfg.reserve_s - cal.startup_s
+        startup = cal.startup_s if math.isfinite(cal.startup_s) else cal.epoch_end_s[0] - epoch_s
+        remaining = deadline - time.monotonic() - cfg.reserve_s - startup
         epochs = size_epochs(remaining, epoch_s, cfg.max_epochs)
         calibration = {"startup_s": round(cal.startup_s, 1), "epoch_s": round(epoch_s, 2),
                        "wall_s": round(cal.wall_s, 1), "epochs": cal.epochs_done}
-        say(f"[distill train] calibration: start-up {cal.startup_s:.0f} s, {epoch_s:.2f} s per epoch -> "
+        say(f"[distill train] calibration: start-up {startup:.0f} s, {epoch_s:.2f} s per epoch -> "
             f"{epochs} epochs in the {remaining:.0f} s left")
     opts = options_for(cfg, work, epochs, checkpoint_interval=max(1, epochs // 10))
     options_path = _write_options(opts, out / "options.yaml")
     run = run_mtt(options_path, work, deadline - cfg.reserve_s / 2, out / "train.log", say)
-    final = work / "model.ckpt"
-    if run.returncode == 0 and final.is_file():
+    final = work / "model.ckpt"  # written once the last epoch is done (before metatrain's TorchScript export)
+    if final.is_file():
         source = final
+        if run.returncode != 0:
+            say(f"[distill train] mtt train exited with {run.returncode} after writing its final checkpoint")
     else:
         ckpts = sorted(run.run_dir.glob("model_*.ckpt"), key=lambda p: int(p.stem.split("_")[1])) if run.run_dir else []
         if not ckpts:
@@ -334,16 +337,20 @@ def train(cfg: TrainConfig, log=print) -> dict:
             "options": opts["architecture"],
         },
     }
+    summary_path = out / "pet_distilled.json"
+    summary_path.write_text(json.dumps(summary, indent=1) + "\n")  # again below, with the evaluation
     say("[distill train] evaluating the shipped checkpoint against the labels")
     summary.update(evaluate.evaluate_all(out / "pet_distilled.ckpt", work, cfg.device, out / "errors.csv",
-                                         limit=cfg.eval_limit, relax_steps=cfg.relax_steps, log=say))
+                                         limit=cfg.eval_limit, relax_steps=cfg.relax_steps, log=say,
+                                         deadline=deadline - 10))
+    summary["training"]["total_wall_s"] = round(time.monotonic() - t_start, 1)
+    summary_path.write_text(json.dumps(summary, indent=1) + "\n")
     if (out / "train.csv").is_file():
         try:
             evaluate.plot_training(out / "train.csv", summary, out / "training_curves.png")
-        except ImportError as exc:  # matplotlib missing: the CSV is there, plot it elsewhere
-            say(f"[distill train] no plot ({exc}); make it with `python -m tcemu.mlip.distill plot {out}`")
-    summary["training"]["total_wall_s"] = round(time.monotonic() - t_start, 1)
-    (out / "pet_distilled.json").write_text(json.dumps(summary, indent=1) + "\n")
+        except Exception as exc:  # noqa: BLE001 - e.g. no matplotlib: the CSV is there, plot it elsewhere
+            say(f"[distill train] no plot ({type(exc).__name__}: {exc}); make it with "
+                f"`python -m tcemu.mlip.distill plot {out}`")
     shutil.rmtree(work, ignore_errors=True)
     say(f"[distill train] done in {time.monotonic() - t_start:.0f} s -> {out}")
     return summary
