@@ -322,7 +322,8 @@ def train(cfg: TrainConfig, log=print) -> dict:
         "description": description,
         "teacher": manifest.get("teacher", "-"),
         "model": model,
-        "data": {k: manifest.get(k) for k in ("n_structures", "n_atoms", "counts", "files", "settings")},
+        "data": {k: manifest[k] for k in ("subset_of", "n_structures", "n_atoms", "counts", "files", "settings")
+                 if k in manifest},
         "training": {
             "environment": _environment(cfg.device),
             "budget_s": cfg.budget_s,
