@@ -48,7 +48,7 @@ WMMA_SHAPES = {"fp16": ("m16n16k16", "m32n8k16", "m8n32k16"), "bf16": ("m16n16k1
 #: per architecture and input format: the K of the mma.sync instruction ``wmma::mma_sync`` compiles to, and the
 #: evidence. nvcc 13.0 (-gencode arch=compute_XX,code=sm_XX), cuobjdump -sass: a m16n16k16 fp16/bf16 WMMA is two
 #: HMMA.16816 (one m16n8k16 per 16 x 8 half), a m16n16k8 tf32 WMMA four HMMA.1684.F32.TF32 (two K = 4 steps per
-#: half), on sm_80, sm_86, sm_89, sm_90a, sm_100a and sm_120a alike (tests/hardware: the runner's WMMA kernels).
+#: half), on sm_80, sm_86, sm_89, sm_90a, sm_100a and sm_120a alike (tests/numerics/hardware: the runner's WMMA kernels).
 #: V100 (sm_70, no longer in nvcc 13): the literature's WMMA measurements (Fasi et al. 2021, the toolbox), whose
 #: model is the mma.m8n8k4 preset (HMMA.884, N = 4).
 WMMA_LOWERING = {

@@ -19,7 +19,7 @@ bias). :func:`tcemu.numerics.emulated.emulated_matmul` executes it, vectorised o
   correction level on its own accumulator over all of K, the L0 tile from zero per K-tile, the levels combined
   after the loop), 4 "hybrid" (level 2 running, level 1 per K-tile);
 - the instruction per architecture (:data:`KERNEL_INSTRUCTION`) and the FP32 contraction rule
-  (:func:`_scale_add`), both read from offline compiles (PTX and SASS; tests/numerics/test_numerics_schedule.py
+  (:func:`_scale_add`), both read from offline compiles (PTX and SASS; tests/numerics/test_schedule.py
   compiles the kernels for sm_80/sm_90/sm_100 and checks both).
 
 A kernel change that these rules do not see (another product order, another combine) shows up in the tests

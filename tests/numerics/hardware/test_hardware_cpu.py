@@ -19,7 +19,7 @@ from tcemu.numerics.hardware.probe_vectors import build_vectors, pack_diagonal
 from tcemu.numerics.hardware.replay import REPLAY_PATH, check_replay, load_replay, measured_table
 from tcemu.numerics.hardware.validate import ValidationConfig, model_bits, model_params, rows_from_tiles, run_validation
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RAW = ROOT / "src/tcemu/numerics/hardware/data/h200_probe_raw.npz"
 
 

@@ -22,7 +22,7 @@ from tcemu.mlip.distill.dataset import (
 
 SMALL = DistillDataConfig.tiny(water_md_steps=2, water_strained=1, co_curve_points=3, co_displaced=4, pt_clean=1,
                                cantor_small=3)
-COMMITTED = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "pet_distilled"
+COMMITTED = Path(__file__).resolve().parents[3] / "benchmarks" / "data" / "pet_distilled"
 
 
 @pytest.fixture(scope="module")

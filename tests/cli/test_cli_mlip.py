@@ -4,7 +4,10 @@ import csv
 
 import pytest
 
-from tcemu.cli.main import main
+for _mod in ("ase", "metatrain", "matplotlib"):
+    pytest.importorskip(_mod, reason=f"tcemu mlip needs the mlip extra ({_mod} missing)")
+
+from tcemu.cli.main import main  # noqa: E402
 
 
 def test_sp_subcommand(tmp_path, capsys):
