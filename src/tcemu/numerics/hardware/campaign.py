@@ -20,75 +20,9 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import replace
+from .measured import measured_params
 
 __all__ = ["measured_params", "main"]
-
-
-def _consistent_czero(rep_case: dict):
-    inf = rep_case["parameters"].get("czero_floor", {}).get("inferred")
-    if not isinstance(inf, list):
-        return None
-    return {d["czero_floor"] for d in inf}
-
-
-def _zero_plus(rc: dict) -> bool:
-    """Zero results are +0 unless a probe vector contradicts it (exact zero sums and underflows alike)."""
-    P = rc["parameters"]
-    for stage in ("czero_floor", "nan"):
-        inf = P.get(stage, {}).get("inferred")
-        if isinstance(inf, list) and inf and "underflow_sign" in inf[0]:
-            if not any(d.get("underflow_sign") == "plus" for d in inf):
-                return False
-    inf = P.get("nan", {}).get("inferred")
-    if isinstance(inf, list) and inf and not any(d.get("zero_sign") == "plus" for d in inf):
-        return False
-    return True
-
-
-def measured_params(report: dict) -> tuple[dict, dict]:
-    """case name -> (MMAParams, zero_plus): the preset with every field the probe decided otherwise replaced.
-
-    A field is changed only where the preset's value does not fit the probe vectors; it then takes the probe's
-    adopted value. Returns the table and a record of the changes."""
-    from tcemu.numerics.rounding import Rounding
-
-    from .cases import get_case
-    from .validate import model_params
-
-    table, changes = {}, {}
-    for rc in report["cases"]:
-        case = get_case(rc["case"])
-        p = model_params(case)
-        cmp = rc.get("preset_comparison", {})
-        h = rc["final"]["hypothesis"]
-        kw = {}
-        if "error" not in cmp:
-            for field in ("frac_bits", "c_exp_floor"):
-                row = cmp.get(field)
-                if row and not row["agree"]:
-                    kw[field] = row["inferred"]
-            row = cmp.get("output_rounding")
-            if row and not row["agree"]:
-                kw["output_rounding"] = Rounding(row["inferred"])
-            row = cmp.get("overflow")
-            if row and not row["agree"]:
-                kw["overflow"] = row["inferred"]
-            cz = _consistent_czero(rc)
-            if cz is not None and p.czero_floor not in cz:
-                kw["czero_floor"] = h["czero_floor"]  # the probe's adopted value (unique where the vectors decide)
-        zero_plus = _zero_plus(rc)
-        if kw:
-            what = ", ".join(f"{k}={v}" for k, v in kw.items())
-            kw["sources"] = f"{p.sources}; {what}: measured by tcemu probe (docs/hardware/h200-probe.json)"
-        try:
-            q = replace(p, **kw) if kw else p
-        except Exception as exc:  # noqa: BLE001
-            changes[case.name] = {"error": f"{type(exc).__name__}: {exc}", "wanted": {k: str(v) for k, v in kw.items()}}
-            q = p
-        table[case.name] = (q, zero_plus)
-        changes[case.name] = {**{k: str(v) for k, v in kw.items() if k != "sources"}, "zero_result_plus": zero_plus}
-    return table, changes
 
 
 def main(argv=None) -> int:
@@ -181,7 +115,7 @@ def main(argv=None) -> int:
             with open(os.path.join(args.out, "campaign.log"), "a") as fh:
                 fh.write(json.dumps({"measured_changes": mp[1]}) + "\n")
     if args.skip_probe:
-        from .replay import measured_table
+        from .measured import measured_table
 
         variants["measured"] = step("measured-params", measured_table) or {}
     if not args.skip_validation:

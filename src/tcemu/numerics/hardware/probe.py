@@ -479,9 +479,9 @@ def probe_mma(case: str | Case, runner=None):
     """Run the probe of one instruction on this GPU and return what it measured, as model parameters.
 
     ``probe_mma("mma.k8.tf32.fp32")`` -> :class:`tcemu.numerics.params.MMAParams`: the H200 preset with every
-    field the vectors decided otherwise replaced (``campaign.measured_params``). The full report (every stage,
+    field the vectors decided otherwise replaced (``measured.measured_params``). The full report (every stage,
     the deciding vectors, whether zero results are +0) is ``infer(collect(runner, [case])[name], case)``."""
-    from .campaign import measured_params
+    from .measured import measured_params
 
     case = get_case(case) if not isinstance(case, Case) else case
     if runner is None:

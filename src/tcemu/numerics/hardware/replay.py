@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from .cases import get_case
+from .measured import MEASURED_PATH, measured_table
 
-__all__ = ["REPLAY_PATH", "load_replay", "check_replay"]
+__all__ = ["REPLAY_PATH", "MEASURED_PATH", "load_replay", "measured_table", "check_replay"]
 
 REPLAY_PATH = Path(__file__).with_name("data") / "h200_replay.npz"
 
@@ -28,32 +29,6 @@ def load_replay(path: str | Path = REPLAY_PATH) -> dict[str, dict[str, np.ndarra
         group, field = key.rsplit("__", 1)
         groups.setdefault(group, {})[field] = z[key]
     return groups
-
-
-MEASURED_PATH = Path(__file__).with_name("data") / "h200_measured.json"
-
-
-def measured_table(path: str | Path = MEASURED_PATH) -> dict:
-    """case name -> (MMAParams, zero_plus): the preset corrected by the H200 probe (``data/h200_measured.json``,
-    written from docs/hardware/h200-probe.json). ``zero_plus``: every zero result is +0."""
-    import json
-    from dataclasses import replace
-
-    from .validate import model_params
-
-    raw = json.loads(Path(path).read_text())["cases"]
-    out = {}
-    for name, ch in raw.items():
-        case = get_case(name)
-        kw = {}
-        if "czero_floor" in ch:
-            kw["czero_floor"] = None if ch["czero_floor"] in ("None", None) else int(ch["czero_floor"])
-        for f in ("frac_bits", "c_exp_floor"):
-            if f in ch:
-                kw[f] = None if ch[f] in ("None", None) else int(ch[f])
-        p = model_params(case)
-        out[name] = (replace(p, **kw) if kw else p, bool(ch.get("zero_result_plus", False)))
-    return out
 
 
 def check_replay(path: str | Path = REPLAY_PATH, groups: list[str] | None = None, table: dict | None = None) -> dict:
