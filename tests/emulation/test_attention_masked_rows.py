@@ -7,7 +7,6 @@ attention with a tolerance far below the O(1) difference a wrong row makes).
 """
 
 import math
-import os
 
 import pytest
 import torch
@@ -16,8 +15,6 @@ import torch.nn.functional as F
 from tcemu.emulation import attention
 from tcemu.emulation.attention import scaled_dot_product_attention
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-interpret = pytest.mark.skipif(not INTERPRET, reason="runs only under TRITON_INTERPRET=1 (make test's second pass)")
 B, H, L, D = 2, 3, 7, 8
 DEAD = [(0, 2), (1, 5)]  # (batch entry, query row) with every key masked out, for every head
 TOL = {"rtol": 1e-5, "atol": 1e-5}  # FP32-accurate methods vs torch's FP32 attention on O(1) values
@@ -94,7 +91,6 @@ def test_double_backward_through_fully_masked_rows_has_no_nan():
 
 
 @pytest.mark.interpret
-@interpret
 @pytest.mark.parametrize("kind", ["bool", "float"])
 @pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
 def test_fused_kernels_match_torch_on_fully_masked_rows_interpret(method, kind):
@@ -102,7 +98,6 @@ def test_fused_kernels_match_torch_on_fully_masked_rows_interpret(method, kind):
 
 
 @pytest.mark.interpret
-@interpret
 def test_fused_kernels_follow_a_torch_that_gives_nan_interpret(monkeypatch):
     monkeypatch.setattr(attention, "_torch_zeroes_dead_rows", lambda: False)
     got = _run(lambda q, k, v, m: scaled_dot_product_attention(q, k, v, m, backend="triton"), _masks()["bool"])

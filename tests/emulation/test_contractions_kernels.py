@@ -2,7 +2,6 @@
 pass) against the reference, and on a CUDA device against FP64 with the small-shape fallback as for linear
 layers (the coverage meter tells which ran)."""
 
-import os
 
 import pytest
 import torch
@@ -13,7 +12,6 @@ import tcemu  # noqa: E402
 from tcemu.emulation.contractions import einsum, tensordot  # noqa: E402
 from tcemu.testing import elementwise_bound  # noqa: E402
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def _ops(shapes, device="cpu", seed=0):
@@ -28,7 +26,6 @@ def _bounded(got, equation, ops, method, k):
 
 
 @pytest.mark.interpret
-@pytest.mark.skipif(not INTERPRET, reason="runs only under TRITON_INTERPRET=1 (make test's second pass)")
 @pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
 def test_einsum_and_tensordot_on_the_triton_kernels_interpret(method):
     """The lowered GEMMs (batched with a broadcast operand, plain 2-D) run on the kernels: the reference's

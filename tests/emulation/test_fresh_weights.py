@@ -9,7 +9,6 @@ a stale weight is off by O(1), far outside it.
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import pytest
@@ -22,7 +21,6 @@ from tcemu import EmulatedLinear
 from tcemu.testing import assert_within_elementwise_bound
 
 METHOD = "tf32x3"
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 
 
 def layer(seed: int = 0, *, backend: str = "auto") -> EmulatedLinear:
@@ -171,11 +169,8 @@ def test_nothing_derived_from_the_weight_is_kept_on_the_module():
 
 # --------------------------------------------------------------------------- Triton backend (interpreter)
 
-interpret = pytest.mark.skipif(not INTERPRET, reason="runs only under TRITON_INTERPRET=1 (make test's second pass)")
-
 
 @pytest.mark.interpret
-@interpret
 def test_triton_layer_sees_edits_and_splits_only_the_layout_each_gemm_needs(monkeypatch):
     """Eager Triton layers: the forward splits W's forward layout once, the backward its input-gradient layout
     once (from the saved weight), and a GEMM that takes the small-shape fallback splits nothing."""

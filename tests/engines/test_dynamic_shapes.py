@@ -2,7 +2,6 @@
 graph nor re-tunes a kernel. CPU kernels under TRITON_INTERPRET=1 (``interpret``), PET on the GPU (``gpu``)."""
 
 import importlib
-import os
 
 import numpy as np
 import pytest
@@ -13,9 +12,7 @@ triton = pytest.importorskip("triton", reason="needs the 'triton' extra")
 import tcemu  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 
-INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 emu_mm_module = importlib.import_module("tcemu.emulation.gemm.emu_mm")
-interpret = pytest.mark.skipif(not INTERPRET, reason="runs only under TRITON_INTERPRET=1 (make test's second pass)")
 
 
 class _Counting:
@@ -41,7 +38,6 @@ def test_kernel_configuration_does_not_depend_on_m_within_a_bucket(method):
     assert len(configs) == 1
 
 
-@interpret
 @pytest.mark.interpret
 def test_emulated_linear_compiled_with_dynamic_shapes_interpret():
     torch.manual_seed(0)
@@ -59,7 +55,6 @@ def test_emulated_linear_compiled_with_dynamic_shapes_interpret():
     assert backend.graphs == 1
 
 
-@interpret
 @pytest.mark.interpret
 def test_emulated_attention_compiled_with_dynamic_shapes_interpret():
     from tcemu.emulation import attention

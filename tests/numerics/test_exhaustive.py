@@ -92,7 +92,7 @@ def test_fp16_products_cover(key):
     _fp16_products(FP16_COVER, key)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="all 2^32 FP16 products: about a minute of one core per shard, 32 shards")
 @pytest.mark.parametrize("shard", range(16), ids=lambda s: f"shard{s:02d}")
 @pytest.mark.parametrize("key", [("h100", "mma.sync", "fp16", "fp32"), ("v100", "mma.sync", "fp16", "fp16")],
                          ids=lambda k: "-".join(k))
@@ -101,7 +101,7 @@ def test_every_fp16_product(key, shard):
     _fp16_products(np.arange(shard << 12, (shard + 1) << 12, dtype=np.uint32).astype(np.uint16), key)
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="every FP8 pair (65,536 products) with C against the exact oracle, per FP8 preset")
 @pytest.mark.parametrize("key", [k for k in sorted(PRESETS) if k[2] in FP8], ids=lambda k: "-".join(k))
 def test_every_fp8_pair_with_c_vs_oracle(key):
     p = PRESETS[key]

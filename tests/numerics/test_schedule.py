@@ -137,7 +137,6 @@ def test_sm90_fp32_opcodes_per_element_equal_the_schedule(method, config, bias):
 
 
 @pytest.mark.interpret
-@pytest.mark.skipif(not INTERPRET, reason="runs only under TRITON_INTERPRET=1 (make test's second pass)")
 @pytest.mark.parametrize(("method", "config"), [
     ("tf32x3", "32x32x16w4s1m0"), ("tf32x3", "32x32x16w4s1m1"), ("tf32x3", "32x32x16w4s1m1po"),
     ("tf32x3", "32x32x16w4s1m1pg"), ("bf16x3", "32x32x32w4s1m0p"), ("bf16x3", "32x32x32w4s1m1"),

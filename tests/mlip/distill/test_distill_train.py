@@ -4,7 +4,6 @@ pipeline on the CPU: tiny data, one epoch of mtt train, the shipped checkpoint, 
 import json
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -53,7 +52,7 @@ def test_run_stops_at_the_deadline_and_keeps_epoch_times(tmp_path):
     assert "Epoch:    0" in (tmp_path / "log.txt").read_text()
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="the whole distillation on the CPU: CHGNet labels a data set, metatrain trains and evaluates")
 def test_cpu_pipeline_end_to_end(tmp_path):
     """The H200 command's path on the CPU: data, a calibration epoch, one training epoch, ship, evaluate, plot."""
     from tcemu.mlip import models

@@ -168,7 +168,7 @@ def test_relax_step_limit_is_reported(ani):
     assert not res.converged and res.steps == 5 and len(res.fmax_trace_eV_per_A) == 6
 
 
-@pytest.mark.slow
+@pytest.mark.slow(reason="Inductor compiles PET on the CPU")
 def test_compiled_floor(pet_tiny):
     """The noise floor from torch.compile (Inductor on the CPU: slow, so deselected by default)."""
     res = tasks.single_point(

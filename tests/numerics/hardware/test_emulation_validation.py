@@ -126,7 +126,6 @@ def test_validation_on_this_gpu(tmp_path):
 
 
 @pytest.mark.interpret
-@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs only under TRITON_INTERPRET=1")
 def test_pipeline_dry_run_with_the_kernels_under_the_interpreter(tmp_path):
     """The whole pipeline with the real launcher (emu_mm, split_t, explicit configurations) on the CPU
     interpreter, tl.dot by the Tensor Core model: what runs on the H200, minus the GPU. The Gluon configurations
