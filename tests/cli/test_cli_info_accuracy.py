@@ -26,7 +26,31 @@ def test_accuracy_writes_csv_with_measured_errors(tmp_path, capsys):
     for r in rows:
         if r["method"] != "tf32":
             assert float(r["err_norm"]) <= float(r["bound_norm"])
-    assert "| tf32x3 |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| tf32x3 |" in out
+    assert (tmp_path / "accuracy.png").stat().st_size > 10_000  # the plot next to the CSV
+    summary = out.strip().splitlines()[-1]
+    assert summary.startswith("summary (4 case(s);") and "above it: tf32 " in summary
+    within = summary.split("within FP32's error bound: ")[1].split(";")[0]
+    assert "tf32x3 " in within and "bf16x6 " in within  # their errors are FP32's (bound_norm checks above)
+
+
+def _row(method, err, k=64, dist="normal", bound=1e-6):
+    return {"method": method, "distribution": dist, "M": 8, "K": k, "N": 8, "err_norm": err, "bound_norm": bound}
+
+
+def test_accuracy_summary_names_the_methods_within_fp32s_bound_and_their_worst_multiple():
+    from tcemu.cli.accuracy import summary_line
+
+    rows = [_row("fp32", 2e-7), _row("tf32x3", 3e-7), _row("tf32", 4e-4),
+            _row("fp32", 0.0, dist="tiny"), _row("tf32x3", 0.0, dist="tiny"), _row("tf32", 1e-9, dist="tiny"),
+            _row("fp32", 1e-7, k=512), _row("tf32x3", 1.1e-6, k=512), _row("tf32", 1e-4, k=512)]
+    line = summary_line(rows)
+    # tf32x3 is above FP32's bound at K=512 (1.1e-6 > 1e-6): one case is enough to leave the "within" list
+    assert line == ("summary (3 case(s); worst normwise error as a multiple of FP32's): within FP32's error bound: "
+                    "none; above it: tf32x3 11x, tf32 (FP32 exact, tf32 not)")
+    line = summary_line(rows[:6])
+    assert line.endswith("within FP32's error bound: tf32x3 1.5x; above it: tf32 (FP32 exact, tf32 not)")
 
 
 def _one_error_line(capsys, start: str) -> str:

@@ -1,14 +1,17 @@
-"""Measure each method's error against FP64 for chosen shapes and input distributions (table + CSV).
+"""Measure each method's error against FP64 for chosen shapes and input distributions (table, CSV, plot).
 
 Errors are normwise (||C - C64||_F / ||C64||_F) and max (max|C - C64| / max|C64|), where C64 is
 the FP64 product of the same FP32 inputs; "bound" is the random-input error model of
-tcemu.testing.normwise_bound, and "x fp32" the error as a multiple of plain FP32's.
+tcemu.testing.normwise_bound, and "x fp32" the error as a multiple of plain FP32's. The run ends with a one-line
+summary: the methods whose normwise error stays within FP32's error bound in every case, and each method's worst
+error as a multiple of FP32's measured error.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import math
 import os
 import time
 
@@ -27,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default=None, type=device, help="cpu or cuda (default: cuda if present)")
     parser.add_argument("--backend", default="auto", choices=["auto", "torch", "triton"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=None, type=output_dir, help="directory for accuracy.csv")
+    parser.add_argument("--out", default=None, type=output_dir, help="directory for accuracy.csv and accuracy.png")
     parser.add_argument("--markdown", action="store_true", help="also print a markdown table (normal inputs)")
 
 
@@ -80,6 +83,69 @@ def measure(shapes, distributions, methods, device, backend="auto", seed=0) -> l
                     gpu=_hw.versions()["gpu"] or "", torch=_hw.versions()["torch"],
                 ))
     return rows
+
+
+def _worst_ratios(rows: list[dict], method: str) -> tuple[float, float]:
+    """``method``'s largest normwise error over the cases as a multiple of FP32's error bound
+    (``normwise_bound("fp32", K)``) and of FP32's measured error in the same case (0/0 counts as 1)."""
+    fp32 = {(r["M"], r["K"], r["N"], r["distribution"]): r for r in rows if r["method"] == "fp32"}
+    to_bound = to_measured = 0.0
+    for r in rows:
+        if r["method"] != method:
+            continue
+        base = fp32[(r["M"], r["K"], r["N"], r["distribution"])]
+        to_bound = max(to_bound, r["err_norm"] / base["bound_norm"])
+        measured = base["err_norm"]
+        to_measured = max(to_measured, r["err_norm"] / measured if measured > 0
+                          else (1.0 if r["err_norm"] == 0 else float("inf")))
+    return to_bound, to_measured
+
+
+def summary_line(rows: list[dict]) -> str:
+    """One line: the methods within FP32's error in every case measured (normwise error at most FP32's error
+    bound, tcemu.testing.normwise_bound), and each method's worst error as a multiple of FP32's measured one."""
+    methods = list(dict.fromkeys(r["method"] for r in rows if r["method"] != "fp32"))
+    cases = len({(r["M"], r["K"], r["N"], r["distribution"]) for r in rows})
+    worst = {m: _worst_ratios(rows, m) for m in methods}
+    within = [f"{m} {worst[m][1]:.2g}x" for m in methods if worst[m][0] <= 1.0]
+    above = [f"{m} {worst[m][1]:.3g}x" if math.isfinite(worst[m][1]) else f"{m} (FP32 exact, {m} not)"
+             for m in methods if worst[m][0] > 1.0]
+    text = (f"summary ({cases} case(s); worst normwise error as a multiple of FP32's): within FP32's error bound: "
+            f"{', '.join(within) or 'none'}")
+    return text + (f"; above it: {', '.join(above)}" if above else "")
+
+
+def write_plot(rows: list[dict], path: str) -> str:
+    """accuracy.png: the normwise error of each method per shape against FP32's error bound (the summary's
+criterion), one panel per input distribution, log scale."""
+    from ..mlip.plots import METHOD_COLORS, _plt  # noqa: PLC0415 - matplotlib is optional
+
+    plt = _plt()
+    dists = list(dict.fromkeys(r["distribution"] for r in rows))
+    shapes = list(dict.fromkeys((r["M"], r["K"], r["N"]) for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    fig, axes = plt.subplots(1, len(dists), figsize=(4.2 * len(dists), 3.6), squeeze=False, sharey=True)
+    for ax, dist in zip(axes[0], dists, strict=True):
+        for method in methods:
+            err = {(r["M"], r["K"], r["N"]): r["err_norm"] for r in rows
+                   if r["method"] == method and r["distribution"] == dist}
+            ys = [max(err.get(s, float("nan")), 1e-30) for s in shapes]
+            ax.plot(range(len(shapes)), ys, "o-", label=method, color=METHOD_COLORS.get(method, "grey"),
+                    lw=2.5 if method == "fp32" else 1.2)
+        bound = {(r["M"], r["K"], r["N"]): r["bound_norm"] for r in rows if r["method"] == "fp32"}
+        if bound:
+            ax.plot(range(len(shapes)), [bound.get(s, float("nan")) for s in shapes], "k--", lw=1,
+                    label="FP32's error bound")
+        ax.set_yscale("log")
+        ax.set_xticks(range(len(shapes)), [f"{m}x{k}x{n}" for m, k, n in shapes], rotation=30, fontsize=8)
+        ax.set_xlabel("M x K x N")
+        ax.set_title(f"{dist} inputs", fontsize=10)
+    axes[0][0].set_ylabel("normwise error vs FP64")
+    axes[0][-1].legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _method_backend(name: str, backend: str) -> str:
@@ -154,4 +220,9 @@ def run(args: argparse.Namespace) -> int:
             writer.writeheader()
             writer.writerows(rows)
         print(f"\nwrote {path}")
+        try:
+            print(f"wrote {write_plot(rows, os.path.join(args.out, 'accuracy.png'))}")
+        except ImportError:
+            print("no plot: matplotlib is not installed (pip install 'tcemu[plot]')")
+    print(summary_line(rows))
     return 0
