@@ -100,10 +100,22 @@ class StepInputs:
     nl_build_ms: float
 
 
+def _add_requested_neighbor_lists(system, atomistic_model) -> None:
+    """Compute the neighbour lists the model requests with vesin (no skin) and store them in ``system``."""
+    try:
+        from vesin.metatomic import neighbor_lists_for_model
+    except ImportError:  # vesin before neighbor_lists_for_model: its former one-call form
+        from vesin.metatomic import compute_requested_neighbors
+
+        compute_requested_neighbors([system], "angstrom", atomistic_model, skin=0.0)
+        return
+    for calculator in neighbor_lists_for_model("angstrom", atomistic_model, skin=0.0):
+        calculator.add_neighbor_list([system])
+
+
 def prepare_inputs(atoms, atomistic_model, device: torch.device, dtype: torch.dtype) -> StepInputs:
     """Build the neighbour lists the model asks for (vesin, no skin) once, and keep their pairs on the device."""
     from metatomic.torch import System
-    from vesin.metatomic import compute_requested_neighbors
 
     types = torch.tensor(atoms.numbers, dtype=torch.int32)
     positions = torch.tensor(atoms.positions, dtype=dtype)
@@ -111,7 +123,7 @@ def prepare_inputs(atoms, atomistic_model, device: torch.device, dtype: torch.dt
     pbc = torch.tensor(atoms.pbc)
     system = System(types, positions, cell, pbc)
     t0 = time.perf_counter()
-    compute_requested_neighbors([system], "angstrom", atomistic_model, skin=0.0)
+    _add_requested_neighbor_lists(system, atomistic_model)
     nl_ms = (time.perf_counter() - t0) * 1e3
     lists = []
     for options in atomistic_model.requested_neighbor_lists():

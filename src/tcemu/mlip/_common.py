@@ -43,14 +43,28 @@ def with_reference(methods: Sequence[str]) -> list[str]:
 
 
 def progress(iterable: Iterable, desc: str, enabled: bool, total: int | None = None):
-    """A tqdm progress bar on stderr, or the bare iterable when disabled or tqdm is missing."""
+    """A tqdm progress bar on stderr, or the bare iterable when disabled, tqdm is missing or stderr is no terminal
+    (a log file or CI output gets no bar)."""
     if not enabled:
         return iterable
     try:
         from tqdm.auto import tqdm
     except ImportError:  # pragma: no cover
         return iterable
-    return tqdm(iterable, desc=desc, total=total, leave=False, dynamic_ncols=True)
+    return tqdm(iterable, desc=desc, total=total, leave=False, dynamic_ncols=True, disable=None)
+
+
+def maxwell_boltzmann_momenta(atoms, temperature_K: float, rng) -> None:
+    """Set ``atoms``' momenta from a Maxwell-Boltzmann distribution at ``temperature_K`` drawn with ``rng``:
+    ASE's ``thermalize_momenta`` (3.29 and later) or, on older ASE, the same draw by its former name."""
+    try:
+        from ase.md.velocitydistribution import thermalize_momenta
+    except ImportError:  # ase < 3.29
+        from ase.md.velocitydistribution import MaxwellBoltzmannDistribution as _older
+
+        _older(atoms, temperature_K=temperature_K, rng=rng)
+        return
+    thermalize_momenta(atoms, temperature_K, rng=rng)
 
 
 def write_csv(rows: Iterable[dict], path: str | Path) -> Path:

@@ -68,8 +68,9 @@ def equilibrate_water_box(steps: int = 2000, temperature_K: float = 300.0, seed:
     """
     from ase import units
     from ase.md.langevin import Langevin
-    from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
     from ase.optimize import FIRE
+
+    from tcemu.mlip._common import maxwell_boltzmann_momenta
 
     atoms = water_box_unequilibrated(seed)
     if calc is None:
@@ -78,7 +79,7 @@ def equilibrate_water_box(steps: int = 2000, temperature_K: float = 300.0, seed:
         calc = ani1x().calculator("fp32")
     atoms.calc = calc
     FIRE(atoms, logfile=None).run(fmax=0.5, steps=200)
-    MaxwellBoltzmannDistribution(atoms, temperature_K=temperature_K, rng=np.random.default_rng(seed))
+    maxwell_boltzmann_momenta(atoms, temperature_K, np.random.default_rng(seed))
     dyn = Langevin(
         atoms,
         0.5 * units.fs,

@@ -170,9 +170,9 @@ def _water_md(cfg: DistillDataConfig, calc) -> list[list]:
     """One labelled trajectory per temperature, from the shipped water box; each a list of frames."""
     from ase import units
     from ase.md.langevin import Langevin
-    from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
 
     from tcemu.mlip import systems
+    from tcemu.mlip._common import maxwell_boltzmann_momenta
 
     trajectories = []
     for t, temperature in enumerate(cfg.water_md_temperatures_K):
@@ -180,7 +180,7 @@ def _water_md(cfg: DistillDataConfig, calc) -> list[list]:
         atoms = systems.water_box()
         atoms.info = {}
         atoms.calc = calc
-        MaxwellBoltzmannDistribution(atoms, temperature_K=temperature, rng=rng)
+        maxwell_boltzmann_momenta(atoms, temperature, rng)
         dyn = Langevin(atoms, cfg.water_md_timestep_fs * units.fs, temperature_K=temperature,
                        friction=cfg.water_md_friction_per_fs / units.fs, rng=rng, fixcm=False)
         frames = []

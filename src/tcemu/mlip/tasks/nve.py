@@ -15,7 +15,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tcemu.mlip._common import coverage_of, coverage_rows, progress, row, system_name, with_reference
+from tcemu.mlip._common import (
+    coverage_of,
+    coverage_rows,
+    maxwell_boltzmann_momenta,
+    progress,
+    row,
+    system_name,
+    with_reference,
+)
 
 __all__ = ["NVEResult", "NVECheckResult", "run_nve", "nve_check", "fit_drift"]
 
@@ -96,12 +104,12 @@ def run_nve(
     then the number of steps done (a multiple of ``interval``).
     """
     from ase import units
-    from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary, ZeroRotation
+    from ase.md.velocitydistribution import Stationary, ZeroRotation
     from ase.md.verlet import VelocityVerlet
 
     a = atoms.copy()
     a.calc = calc
-    MaxwellBoltzmannDistribution(a, temperature_K=temperature_K, rng=np.random.default_rng(seed))
+    maxwell_boltzmann_momenta(a, temperature_K, np.random.default_rng(seed))
     Stationary(a)
     if not a.pbc.any():
         ZeroRotation(a)
