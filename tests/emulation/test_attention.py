@@ -20,6 +20,7 @@ from tcemu.emulation.methods import get_method
 
 FP32_FAITHFUL = 4.0
 BF16X3_NEAR_FP32 = 8.0
+interpret = pytest.mark.interpret
 
 
 def _pet_like(B=3, L=37, H=4, D=32, mask="shared", seed=0, device="cpu"):
@@ -88,7 +89,7 @@ def test_reference_is_fp32_faithful(method):
     _check_accuracy(method, lambda q, k, v, m: sdpa_reference(q, k, v, m, method=method), "shared")
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", ["tf32x3", "bf16x3", "bf16x6"])
 @pytest.mark.parametrize("mask", ["shared", "per_head", "batch_shared", "bool", None])
 def test_fused_kernels_are_fp32_faithful_interpret(method, mask):
@@ -141,7 +142,7 @@ def test_fused_kernels_under_torch_compile_gpu():
     assert torch.equal(eager[2], compiled[2])  # the mask's head sum, in head order
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("heads_per_program", [2, 4, 3, None])
 @pytest.mark.parametrize("mask", ["shared", "per_head", None])
 def test_heads_per_program_give_the_same_results_interpret(monkeypatch, heads_per_program, mask):
@@ -163,7 +164,7 @@ def test_heads_per_program_give_the_same_results_interpret(monkeypatch, heads_pe
         assert torch.equal(one[2], several[2])
 
 
-@pytest.mark.interpret
+@interpret
 def test_shared_mask_gradient_is_the_head_sum_in_head_order_interpret():
     """A mask shared by the heads gets the sum of the heads' dS in head order (no atomics): bit for bit the
     per-head mask gradient of the same mask expanded to every head, summed head after head in FP32; and the
@@ -189,7 +190,7 @@ def test_shared_mask_gradient_is_the_head_sum_in_head_order_interpret():
     assert torch.equal(mask_grad(shared), got)
 
 
-@pytest.mark.interpret
+@interpret
 def test_fused_output_is_a_view_of_the_next_layout_interpret():
     """O is stored as (B, L, H, D), so O.transpose(1, 2).reshape(B, L, H * D) (PET's next step) is a view."""
     x, m = _pet_like(B=2, L=20, H=2, D=16)
@@ -288,7 +289,7 @@ def test_small_batch_fallback_is_cuda_only_and_switchable(monkeypatch):
     assert attention.FUSED_MIN_HEADS > 2 * 3 and attention.SMALL_BATCH_FALLBACK
 
 
-@pytest.mark.interpret
+@interpret
 def test_small_batch_runs_torchs_fp32_attention_interpret(monkeypatch):
     """Where the decision says small batch, backend="auto" returns torch's own FP32 attention (output and
     gradients, bit for bit); backend="triton" still runs the fused kernels."""
@@ -307,7 +308,7 @@ def test_small_batch_runs_torchs_fp32_attention_interpret(monkeypatch):
     assert not torch.equal(fused[0], want[0])
 
 
-@pytest.mark.interpret
+@interpret
 def test_small_batch_fallback_under_emulation_mode_and_compile_interpret(monkeypatch):
     """As the MD step runs it: F.scaled_dot_product_attention inside emulation_mode(attention=True), compiled
     (fullgraph). A small batch gives one graph with torch's attention and no fused op (no recursion through the
@@ -355,7 +356,7 @@ def test_small_batch_fallback_gpu(monkeypatch):
     assert torch.equal(scaled_dot_product_attention(q, k, v, mask), fused)
 
 
-@pytest.mark.interpret
+@interpret
 def test_fused_op_registration_interpret():
     """torch.library.opcheck of the fused ops (schema, fake tensors for torch.compile, autograd registration)."""
     x, m = _pet_like(B=2, L=11, H=2, D=16)
@@ -366,6 +367,7 @@ def test_fused_op_registration_interpret():
     torch.library.opcheck(torch.ops.tcemu.attention_bwd.default,
                           (q.detach(), k.detach(), v.detach(), mask.detach(), o, lse, torch.randn_like(o), 0.25,
                            "tf32x3", True))
+
 
 
 def _attention_bench():
@@ -418,7 +420,7 @@ def test_wide_offsets_are_found():
     assert attention._needs_wide_offsets(64, 32, t, huge)
 
 
-@pytest.mark.interpret
+@interpret
 def test_wide_offsets_give_the_same_bits_interpret(monkeypatch):
     """The backward's int64 offsets (taken when a stride needs them) read and write the same elements."""
     x, m = _pet_like(B=2, L=19, H=2, D=16, mask="shared")
@@ -432,7 +434,7 @@ def test_wide_offsets_give_the_same_bits_interpret(monkeypatch):
     assert all(torch.equal(a, b) for a, b in zip(narrow, wide))
 
 
-@pytest.mark.interpret
+@interpret
 def test_double_backward_runs_through_the_reference_interpret():
     """create_graph=True through the fused kernels (training on forces): the first-order gradients come from the
     reference, so the second derivative is the reference's, bit for bit."""

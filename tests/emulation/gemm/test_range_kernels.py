@@ -41,6 +41,12 @@ TC_TRUNCATION = 4 * 2.0**-22
 pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered", "ignore:invalid value encountered")
 
 
+interpret = pytest.mark.interpret  # skipped outside TRITON_INTERPRET=1 (tests/conftest.py)
+
+
+gpu = pytest.mark.gpu  # skipped without a CUDA device of sm80+ or under TRITON_INTERPRET=1 (tests/conftest.py)
+
+
 def _gluon_available() -> bool:
     try:
         from tcemu.emulation.gemm.emu_mm import _wgmma_module
@@ -92,7 +98,7 @@ def range_case(M: int, K: int, N: int, seed: int, *, inf_in_b: bool = False) -> 
 # ---------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("cfg", INTERPRET_CONFIGS, ids=lambda c: f"m{c.mode}")
 def test_issue_examples_interpret(method, cfg):
@@ -103,7 +109,7 @@ def test_issue_examples_interpret(method, cfg):
             assert_fp32_faithful(emu_mm(a, pieces, method, config=cfg, b=b_arg), a, b, method)
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 @settings(max_examples=10, deadline=None, derandomize=True, database=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -115,7 +121,7 @@ def test_kernel_is_fp32_faithful_over_the_whole_range_interpret(method, ops, mod
     assert_fp32_faithful(out, a, b, method)
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 def test_flagged_rows_batched_with_bias_interpret(method):
     """A batch (B shared, then batched), bias, several row tiles and K-tiles, a persistent grid: flagged rows
@@ -150,7 +156,7 @@ def test_flagged_rows_batched_with_bias_interpret(method):
         assert_fp32_faithful(out2[z], a[z], b2[z], method, bias=bias)
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 def test_fixup_kernel_matches_its_reference_interpret(method):
     """The fix-up kernel and its reference twin on the same flags (every third row, B from FP32 and from the
@@ -177,7 +183,7 @@ def test_fixup_kernel_matches_its_reference_interpret(method):
             assert_fp32_faithful(c[0, rows][:, keep], a[rows], b[:, keep], method)
 
 
-@pytest.mark.interpret
+@interpret
 def test_linear_layer_with_huge_weights_interpret():
     """The public path (tcemu.linear, backend triton): a weight at the top of the range, forward and input
     gradient, with the weight as the fix-up's FP32 operand."""
@@ -200,7 +206,7 @@ def test_linear_layer_with_huge_weights_interpret():
         assert_fp32_faithful(x.grad, dy, w, method)
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 def test_zero_results_are_positive_interpret(method):
     """Sums of -0 products and of underflowing products: +0, as torch's CPU matmul (docs/emulation.md)."""
@@ -322,7 +328,7 @@ def _groups(method: str) -> dict[tuple, list[str]]:
     return groups
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 def test_every_dispatcher_config_is_fp32_faithful_gpu(method):
     """Every configuration the static table holds (Gluon ones on sm_90; elsewhere they run the Triton kernel):
@@ -346,7 +352,7 @@ def test_every_dispatcher_config_is_fp32_faithful_gpu(method):
     assert not _WGMMA_FAILED, f"a Gluon kernel failed and the Triton kernel ran instead: {_WGMMA_FAILED}"
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 def test_every_row_flagged_and_batched_gpu(method):
     """An Inf in B flags every row (the whole product is recomputed); a batch with B batched and broadcast; B
@@ -364,7 +370,7 @@ def test_every_row_flagged_and_batched_gpu(method):
             assert_fp32_faithful(out3[z], a3[z], b3[z], method, extra_rel=TC_TRUNCATION)
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
 def test_public_path_and_cuda_graph_gpu(monkeypatch, method):
     """tcemu.linear on CUDA (the small-shape fallback off): forward and input gradient with a weight at the top
@@ -402,7 +408,7 @@ def test_public_path_and_cuda_graph_gpu(monkeypatch, method):
     del eager
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 def test_zero_results_against_cublas_gpu(method, record_property):
     """Sums of -0 products and of underflowing products: every kernel family gives +0. What cuBLAS SGEMM (torch.matmul,
@@ -424,7 +430,7 @@ def test_zero_results_against_cublas_gpu(method, record_property):
             assert (c == 0).all() and not torch.signbit(c).any(), f"{method} {text} {name}"
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 def test_fixup_kernel_matches_its_reference_gpu(method):
     """The fix-up kernel on the GPU (every row flagged, B as FP32 and from the pieces, ragged shapes): within the

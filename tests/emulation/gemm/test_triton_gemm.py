@@ -36,11 +36,17 @@ from tcemu.emulation.gemm import (  # noqa: E402
 )
 from tcemu.emulation.linear import EmulatedLinear  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
-from tcemu.emulation.reference import ieee_fp32_matmul  # noqa: E402
+from tcemu.emulation.reference import ieee_fp32_matmul, mm_reference  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 HAS_CUDA = torch.cuda.is_available() and torch.cuda.get_device_capability() >= (8, 0)
 
+
+
+interpret = pytest.mark.interpret  # skipped outside TRITON_INTERPRET=1 (tests/conftest.py)
+
+
+gpu = pytest.mark.gpu  # skipped without a CUDA device of sm80+ or under TRITON_INTERPRET=1 (tests/conftest.py)
 
 pytestmark = pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")
 DEVICE = "cuda" if (HAS_CUDA and not INTERPRET) else "cpu"
@@ -118,19 +124,19 @@ def _check_split(method: str, device: str) -> None:
             assert torch.equal(_bits(g)[~nan], _bits(w)[~nan]), f"{method} piece {i}: bits differ from split()"
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 def test_split_bits_interpret(method):
     _check_split(method, "cpu")
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 def test_split_bits_gpu(method):
     _check_split(method, DEVICE)
 
 
-@pytest.mark.gpu
+@gpu
 def test_hw_split_gpu():
     """The BF16 hardware-conversion split is used only where it gives split()'s bits; check it here too."""
     exact = hw_split_exact(DEVICE)
@@ -144,6 +150,7 @@ def test_hw_split_gpu():
             nan = torch.isnan(w.float())
             assert torch.equal(torch.isnan(g.float()), nan)
             assert torch.equal(_bits(g)[~nan], _bits(w)[~nan])
+
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -168,7 +175,7 @@ def _run_mm_case(method: str, shape, *, noncontig: bool, with_bias: bool, device
     return a_in, b, bias, out
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("shape", INTERPRET_SHAPES, ids=str)
 def test_emu_mm_matches_reference_interpret(method, shape):
@@ -181,6 +188,7 @@ def test_emu_mm_matches_reference_interpret(method, shape):
     assert_close_to_fp64(out, a, b, method, bias)
 
 
+
 def _long_batch_case(method, Z, M, K, N, device, batched_b):
     """emu_mm of a (Z, M, K) batch, and the same product entry by entry (the bits must agree)."""
     gen = torch.Generator().manual_seed(5)
@@ -191,7 +199,7 @@ def _long_batch_case(method, Z, M, K, N, device, batched_b):
     return a, pieces, emu_mm(a, pieces, method)
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("batched_b", [True, False])
 def test_long_batches_and_splits_run_in_slices_interpret(monkeypatch, batched_b):
     """A batch longer than CUDA's grid y limit (65,535) runs in slices, and so does a split of more columns than
@@ -207,7 +215,7 @@ def test_long_batches_and_splits_run_in_slices_interpret(monkeypatch, batched_b)
     assert all(torch.equal(p, q) for p, q in zip(split_t(wide, method), split_t_reference(wide, method)))
 
 
-@pytest.mark.gpu
+@gpu
 def test_long_batches_and_splits_gpu():
     """Batches of 138,240 small products (PET S's attention at 17,280 atoms: 8 heads) and a split of 4.5 M
     columns exceed CUDA's grid y limit; they run in slices and match entry-by-entry products."""
@@ -219,7 +227,7 @@ def test_long_batches_and_splits_gpu():
     assert all(torch.equal(p, q.to(p.device)) for p, q in zip(got, want))
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("mode", [0, 1, 4])
 def test_accumulation_modes_interpret(method, mode):
@@ -234,7 +242,7 @@ def test_accumulation_modes_interpret(method, mode):
     assert_close_to_fp64(out[fin], a[fin], b, method, bias)
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("mode", [0, 1])
 def test_presplit_a_same_bits_interpret(method, mode):
@@ -259,7 +267,7 @@ def test_presplit_a_same_bits_interpret(method, mode):
     assert KernelConfig.parse(str(replace(base, presplit=True, wgmma=True))).wgmma
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 def test_persistent_loops_over_tiles_interpret(method):
     """With more tiles than programs (15 tiles per batch entry, 2 programs each), every tile is
@@ -279,7 +287,7 @@ def test_persistent_loops_over_tiles_interpret(method):
     assert torch.isnan(want[0, 140]).all() and not torch.isnan(want[0, :140]).any()
     assert_close_to_fp64(want[1], a[1], b, method, bias)
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("bucket_m", [2000, 300], ids=["large", "small"])
 def test_every_candidate_config_gpu(method, bucket_m):
@@ -294,7 +302,7 @@ def test_every_candidate_config_gpu(method, bucket_m):
         assert_close_to_fp64(out, a, b, method, bias)
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 def test_presplit_a_same_bits_gpu(method):
     """On the Tensor Core too, splitting A beforehand (and issuing L0 first) changes no bit."""
@@ -309,7 +317,7 @@ def test_presplit_a_same_bits_gpu(method):
         assert torch.equal(emu_mm(a, pieces, method, config=cfg), want), str(cfg)
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 def test_persistent_same_bits_gpu(method):
     """The persistent tile loop computes each tile as the one-tile-per-program grid does: same bits,
@@ -335,7 +343,7 @@ WGMMA_CONFIGS = {"tf32x3": ["128x128x32w8s3m1pg", "128x128x16w8s5m1pg", "128x128
 SM90 = HAS_CUDA and not INTERPRET and torch.cuda.get_device_capability()[0] == 9
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
 @pytest.mark.parametrize("method", list(WGMMA_CONFIGS))
 def test_wgmma_kernel_same_bits_gpu(method):
@@ -383,7 +391,7 @@ WGMMA_WS_CONFIGS = {"tf32x3": ["128x128x32w8s3m1gw", "128x128x32w8s3m1tgw", "64x
                     "bf16x6": ["128x64x64w8s3m1gw", "128x64x32w8s4m1gw", "128x64x64w8s3m1ptgw"]}
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
 @pytest.mark.parametrize("method", list(WGMMA_WS_CONFIGS))
 def test_wgmma_ws_kernel_same_bits_gpu(method):
@@ -481,7 +489,7 @@ def _check_ws_extremes(method, extremes, configs, seed, **launch):
                 assert torch.isinf(got[11, 3])
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
 @pytest.mark.parametrize(("checked", "two_consumers"), [(True, False), (False, False), (False, True), (True, True)])
 def test_ws_checked_split_extremes_gpu(checked, two_consumers):
@@ -494,7 +502,7 @@ def test_ws_checked_split_extremes_gpu(checked, two_consumers):
                        two_consumers=two_consumers)
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
 @pytest.mark.parametrize("method", ["bf16x3", "bf16x6"])
 @pytest.mark.parametrize("checked", [True, False])
@@ -682,7 +690,7 @@ def test_kernel_config_warp_specialized_suffix():
         KernelConfig(128, 128, 32, 8, 3, 1, warp_specialized=True)
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
 def test_wgmma_ws_config_runs_triton_kernel_off_hopper_interpret(method):
     """Off Hopper (here the interpreter) a "gw" configuration runs the Triton kernel: the same bits."""
@@ -699,7 +707,7 @@ def test_wgmma_ws_config_runs_triton_kernel_off_hopper_interpret(method):
     assert torch.equal(got[~torch.isnan(want)], want[~torch.isnan(want)])
 
 
-@pytest.mark.interpret
+@interpret
 def test_wgmma_failure_falls_back_to_triton_interpret(monkeypatch, caplog):
     """A Gluon kernel that fails (e.g. another Triton's experimental API) is reported once and the same
     configuration runs the Triton kernel: the result is still the method's, bit for bit."""
@@ -726,7 +734,7 @@ def test_wgmma_failure_falls_back_to_triton_interpret(monkeypatch, caplog):
     assert "Gluon wgmma kernel failed" in caplog.text
 
 
-@pytest.mark.gpu
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("shape", GPU_SHAPES, ids=str)
 @pytest.mark.parametrize("noncontig", [False, True], ids=["contig", "strided"])
@@ -735,7 +743,8 @@ def test_emu_mm_vs_fp64_gpu(method, shape, noncontig):
     assert_close_to_fp64(out, a, b, method, bias)
 
 
-@pytest.mark.gpu
+
+@gpu
 @pytest.mark.parametrize("method", ["tf32x3", "bf16x6", "bf16x9"])
 @pytest.mark.parametrize("k", [256, 4096])
 def test_normwise_error_not_above_sgemm_gpu(method, k):
@@ -751,6 +760,7 @@ def test_normwise_error_not_above_sgemm_gpu(method, k):
     e_sgemm = ((sgemm.double() - ref).norm() / ref.norm()).item()
     assert e_ours <= e_sgemm, f"{method} K={k}: {e_ours:.3g} > SGEMM {e_sgemm:.3g}"
     del be
+
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -779,16 +789,18 @@ def _check_special(method: str, device: str) -> None:
     assert torch.isfinite(out[fin]).all()
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 def test_special_values_interpret(method):
     _check_special(method, "cpu")
 
 
-@pytest.mark.gpu
+
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 def test_special_values_gpu(method):
     _check_special(method, DEVICE)
+
 
 
 def _check_wide_range(method: str, device: str) -> None:
@@ -805,16 +817,18 @@ def _check_wide_range(method: str, device: str) -> None:
     assert_close_to_fp64(out, a, b, method)
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 def test_wide_exponent_range_interpret(method):
     _check_wide_range(method, "cpu")
 
 
-@pytest.mark.gpu
+
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 def test_wide_exponent_range_gpu(method):
     _check_wide_range(method, DEVICE)
+
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -860,16 +874,18 @@ def _check_backend(method: str, device: str, sizes: tuple[int, int, int]) -> Non
         gemm.SMALL_SHAPE_FALLBACK = old
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("method", METHODS)
 def test_backend_interpret(method):
     _check_backend(method, "cpu", (19, 23, 13))
 
 
-@pytest.mark.gpu
+
+@gpu
 @pytest.mark.parametrize("method", METHODS)
 def test_backend_gpu(method):
     _check_backend(method, DEVICE, (300, 260, 130))
+
 
 
 def test_unavailable_reasons():
@@ -885,7 +901,7 @@ def test_unavailable_reasons():
 # ---------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.gpu
+@gpu
 def test_small_shape_fallback_gpu():
     import tcemu.emulation.gemm as gemm
 
@@ -907,7 +923,8 @@ def test_small_shape_fallback_gpu():
         gemm.SMALL_SHAPE_FALLBACK = old
 
 
-@pytest.mark.gpu
+
+@gpu
 def test_torch_compile_and_cuda_graph_gpu():
     be, spec = TritonBackend(), get_method("tf32x3")
     w = torch.randn(256, 512, device=DEVICE)
@@ -935,13 +952,14 @@ def test_torch_compile_and_cuda_graph_gpu():
     torch.testing.assert_close(static_y, f(x2), rtol=0, atol=0)
 
 
+
 def test_bound_is_meaningful():
     """The named bound is far below single-pass TF32's error, so the tests can tell the methods apart."""
     assert gemm_bound("tf32x3", 256) < 1e-4
     assert gemm_bound("bf16x6", 4096) < 5e-3 and math.isfinite(gemm_bound("bf16x9", 1))
 
 
-@pytest.mark.interpret
+@interpret
 def test_library_api_through_triton_backend_interpret():
     """tcemu.matmul / tcemu.linear (autograd) with backend="triton" reach these kernels and agree with FP64."""
     from tcemu.emulation.ops import linear, matmul
@@ -962,7 +980,7 @@ def test_library_api_through_triton_backend_interpret():
     assert_close_to_fp64(x.grad, dy, w.detach(), "tf32x3")
 
 
-@pytest.mark.interpret
+@interpret
 def test_outputs_can_be_modified_in_place_interpret():
     """Models add into a layer's output in place (CHGNet: ``new_atom_feas += atom_feas``); autograd forbids
     that on a view made inside an autograd Function, so the backend hands out the GEMM result itself."""
@@ -983,7 +1001,7 @@ def test_outputs_can_be_modified_in_place_interpret():
     assert torch.allclose(y, y_ref, atol=1e-5) and torch.allclose(g, g_ref, atol=1e-5)
 
 
-@pytest.mark.interpret
+@interpret
 @pytest.mark.parametrize("precision", ["ieee", "tf32", "none"])  # "none" is torch's default: IEEE
 def test_compiled_fallback_is_a_plain_gemm_only_in_ieee_mode_interpret(monkeypatch, precision):
     """Under torch.compile a fallback GEMM is a plain aten GEMM (Inductor fuses and schedules it) when FP32
@@ -1022,7 +1040,7 @@ def test_compiled_fallback_is_a_plain_gemm_only_in_ieee_mode_interpret(monkeypat
     assert ("tcemu.sgemm" in code) == (precision == "tf32"), code[-2000:]
 
 
-@pytest.mark.interpret
+@interpret
 def test_compiled_fallback_graph_has_fp32s_kernels_interpret(monkeypatch):
     """Where every GEMM falls back (small systems: PET S at 192 atoms), the compiled forward and backward
     graphs of an emulated model hold the FP32 model's GEMMs and pointwise ops, no split and no tcemu op: the
@@ -1074,7 +1092,7 @@ def test_compiled_fallback_graph_has_fp32s_kernels_interpret(monkeypatch):
         assert not any("tcemu" in k for k in got[tag]), got[tag]
 
 
-@pytest.mark.interpret
+@interpret
 def test_ops_pass_opcheck_interpret():
     """The three torch ops (schema, fake implementations, AOT dispatch) pass torch.library.opcheck."""
     import tcemu.emulation.gemm.backend as gb
@@ -1089,7 +1107,7 @@ def test_ops_pass_opcheck_interpret():
     torch.library.opcheck(torch.ops.tcemu.sgemm.default, (a, b, bias))
 
 
-@pytest.mark.interpret
+@interpret
 def test_compiled_emulated_linear_matches_eager_interpret():
     """Under torch.compile (fullgraph) an emulated linear layer runs the same kernels through the torch ops:
     bit-identical output and input gradient to eager, which calls the kernels directly."""
@@ -1135,7 +1153,7 @@ def test_backend_resolution_is_a_graph_constant(monkeypatch):
     assert backends._INSTANCES[eager.name] is eager
 
 
-@pytest.mark.interpret
+@interpret
 def test_results_are_not_kept_alive_interpret():
     """Nothing in the backend holds on to a GEMM result (a cache there once kept every output alive)."""
     import gc
