@@ -1,7 +1,8 @@
-# The two commands a newcomer needs:
-#   make demo   set up a virtual environment and run the main job (CPU when there is no GPU)
-#   make test   set up the same environment and run the test suite
-.PHONY: demo test wheel-test
+# The commands a newcomer needs:
+#   make demo        set up a virtual environment with the demo extra and run the main job (CPU without a GPU)
+#   make test        set up the test environment and run the test suite (two passes, one worker per core)
+#   make test-slow   the tests marked slow (each says why), run before each release
+.PHONY: demo test test-slow wheel-test
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -9,34 +10,47 @@ PY := $(VENV)/bin/python
 # torch is installed first and pinned, so that pip takes the local CPU build where one is provided
 # and does not pull a multi-GB CUDA build on a CPU-only machine.
 TORCH_SPEC ?= torch==2.13.0
-EXTRAS ?= dev,mlip,triton,torchsim
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml setup.py Makefile | cksum | cut -d' ' -f1)
+# The demo needs the demo extra only; the tests need every extra their code paths touch.
+DEMO_EXTRAS ?= demo
+TEST_EXTRAS ?= dev,mlip,triton,torchsim
+# pytest-xdist workers (auto: one per core)
+WORKERS ?= auto
+PYTEST := $(PY) -m pytest -q -n $(WORKERS) --dist worksteal
+CKSUM := $(shell cat pyproject.toml setup.py Makefile | cksum | cut -d' ' -f1)
 
-$(STAMP):
+# One stamp per extras set and project files: `make demo` then `make test` adds the test extras to the same venv.
+$(VENV)/.installed-%-$(CKSUM):
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q -e ".[$(EXTRAS)]" "$(TORCH_SPEC)"
-	@rm -f $(VENV)/.installed-*
-	@touch $(STAMP)
+	$(PY) -m pip install -q -e ".[$(subst +,$(comma),$*)]" "$(TORCH_SPEC)"
+	@rm -f $(VENV)/.installed-$*-*
+	@touch $@
 
-demo: $(STAMP)
+comma := ,
+DEMO_STAMP := $(VENV)/.installed-$(subst $(comma),+,$(DEMO_EXTRAS))-$(CKSUM)
+TEST_STAMP := $(VENV)/.installed-$(subst $(comma),+,$(TEST_EXTRAS))-$(CKSUM)
+
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/tcemu info
 	$(VENV)/bin/tcemu accuracy --out demo-out
 	# MLIP validation suite: CPU-sized without a GPU (a few minutes), full sizes on a CUDA device
 	$(VENV)/bin/tcemu mlip report --size auto --out demo-out/mlip
 
-test: $(STAMP)
-	$(PY) -m pytest -q
+test: $(TEST_STAMP)
+	$(PYTEST)
 	# Triton kernels on the CPU (TRITON_INTERPRET is read when @triton.jit decorates, so a run of its own).
-	TRITON_INTERPRET=1 $(PY) -m pytest -q -m interpret || test $$? -eq 5
+	TRITON_INTERPRET=1 $(PYTEST) -m interpret || test $$? -eq 5
+
+test-slow: $(TEST_STAMP)
+	$(PYTEST) -m slow
 
 # The wheel as a user gets it: built from the repository (not editable), installed with the mlip extra into a fresh
 # virtual environment (pip's cache and the local torch file keep it to minutes), run from outside the source tree:
 # `tcemu info`, a single point on the packaged water box, and TCEMU_FP32_PRECISION through the installed .pth.
 WHEEL_VENV ?= .wheel-venv
 WHEEL_OUT ?= .wheel-test
-wheel-test: $(STAMP)
+wheel-test: $(TEST_STAMP)
 	@rm -rf $(WHEEL_VENV) $(WHEEL_OUT) && mkdir -p $(WHEEL_OUT)/dist
 	$(PY) -m pip wheel -q --no-deps -w $(WHEEL_OUT)/dist .
 	$(PYTHON) -m venv $(WHEEL_VENV)

@@ -53,3 +53,17 @@ def test_autoload_hook_is_in_the_wheel():
     assert "tcemu-autoload.pth" in (ROOT / "setup.py").read_text()
     line = (ROOT / "src" / "tcemu-autoload.pth").read_text().strip()
     assert line.startswith("import ") and "\n" not in line  # site.py runs one-line imports only
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=!;\[\s]", r)[0].lower() for r in requirements}
+
+
+def test_the_demo_extra_is_the_mlip_extra_without_the_test_only_packages():
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    demo, mlip = extras["demo"], extras["mlip"]
+    assert set(demo) <= set(mlip)  # the same pins
+    assert _names(mlip) - _names(demo) == {"mace-torch", "e3nn"}
+    assert not _names(demo) & {"triton", "warp-lang", "nvalchemi-toolkit-ops", "torch-sim-atomistic"}
+    assert "pytest-xdist" in _names(extras["dev"])
+
