@@ -27,14 +27,20 @@ def system():
     return torch.tensor(rs.rand(12, 3) * 5, dtype=torch.float64), [1, 8] * 6
 
 
+@pytest.fixture(scope="module")
+def built():
+    """One scripted network for the module (scripting is most of a build); each test takes a deep copy."""
+    return net.build()
+
+
 def _scripted(model):
     return [n for n, m in model.named_modules() if isinstance(m, torch.jit.ScriptModule) and codegen._computes(m)]
 
 
-def test_e3nn_code_is_torchscript_and_a_plain_mode_misses_it(system):
+def test_e3nn_code_is_torchscript_and_a_plain_mode_misses_it(system, built):
     """The issue's finding: with e3nn's defaults its code is scripted, and emulation_mode around the model
     leaves those products in FP32 (the meter sees them at the aten level)."""
-    model = net.build()
+    model = copy.deepcopy(built)
     assert set(_scripted(model)) >= {"embed._compiled_main", "tp._compiled_main_left_right",
                                      "mix._compiled_main", "square._compiled_main_left_right"}
     with tcemu.coverage() as cov, tcemu.emulation_mode("tf32"):
@@ -43,8 +49,8 @@ def test_e3nn_code_is_torchscript_and_a_plain_mode_misses_it(system):
     assert {"E3Net.tp", "E3Net.square", "E3Net.mix"} <= plain and cov.fraction < 0.99
 
 
-def test_emulate_reaches_every_product_and_tf32_shows(system):
-    model = net.build()
+def test_emulate_reaches_every_product_and_tf32_shows(system, built):
+    model = copy.deepcopy(built)
     e64, f64 = net.energy_and_forces(copy.deepcopy(model).double(), *system)
     e32, f32 = net.energy_and_forces(model, *system)
     errs = {}
@@ -60,8 +66,8 @@ def test_emulate_reaches_every_product_and_tf32_shows(system):
     assert errs["tf32x3"] < 3 * ref and errs["bf16x6"] < 3 * ref
 
 
-def test_rebuilt_code_equals_the_scripted_code_and_stays_eager_in_copies(system):
-    model = net.build()
+def test_rebuilt_code_equals_the_scripted_code_and_stays_eager_in_copies(system, built):
+    model = copy.deepcopy(built)
     x = torch.randn(5, model.tp.irreps_in1.dim)
     y = torch.randn(5, model.tp.irreps_in2.dim)
     w = torch.randn(5, model.tp.weight_numel)
@@ -81,27 +87,27 @@ def test_rebuilt_code_equals_the_scripted_code_and_stays_eager_in_copies(system)
     assert cov.fraction == 1.0
 
 
-def test_code_that_cannot_be_rebuilt_is_named_with_the_reason(monkeypatch, system):
+def test_code_that_cannot_be_rebuilt_is_named_with_the_reason(monkeypatch, system, built):
     def broken(mod):
         raise RuntimeError("an e3nn version with other internals")
 
     monkeypatch.setattr(codegen, "_linear_code", broken)
-    model = tcemu.emulate_(net.build(), "tf32x3", warn_unreachable=False)
+    model = tcemu.emulate_(copy.deepcopy(built), "tf32x3", warn_unreachable=False)
     unreached = {u.fqn: u.reason for u in tcemu.unreachable_layers(model)}
     assert set(unreached) == {"embed._compiled_main", "mix._compiled_main", "out._compiled_main"}
     assert all("could not rebuild" in r and "jit_script_fx=False" in r for r in unreached.values())
     with pytest.warns(UserWarning, match="could not rebuild"):
-        tcemu.emulate_(net.build(), "tf32x3")
+        tcemu.emulate_(copy.deepcopy(built), "tf32x3")
     with tcemu.coverage() as cov:
         net.energy_and_forces(model, *system)
     assert 0 < cov.fraction < 1.0  # the o3.Linear products stayed FP32, and the meter says so
 
 
-def test_training_on_forces_double_backward_through_the_emulated_network(system):
+def test_training_on_forces_double_backward_through_the_emulated_network(system, built):
     """The gradient of a force loss with respect to the weights goes through the emulated einsum and tensordot
     twice (double backward); it matches FP64's."""
-    model = tcemu.emulate_(net.build(), "tf32x3")
-    ref = copy.deepcopy(net.build()).double()
+    model = tcemu.emulate_(copy.deepcopy(built), "tf32x3")
+    ref = copy.deepcopy(built).double()
     grads = []
     for m, dtype in ((model, torch.float32), (ref, torch.float64)):
         pos = system[0].to(dtype).requires_grad_(True)
@@ -112,11 +118,11 @@ def test_training_on_forces_double_backward_through_the_emulated_network(system)
     assert ((grads[0] - grads[1]).norm() / grads[1].norm()).item() < 1e-4
 
 
-def test_the_emulated_run_does_the_fp32_runs_products(system):
+def test_the_emulated_run_does_the_fp32_runs_products(system, built):
     """Module by module, the emulated step's products have the FLOPs of the FP32 step's (frozen weights, as an MD
     potential's): the lowering adds no product and drops none (a sum over a label of size 1 on one side is a
     sum, as in torch, not a GEMM)."""
-    model = net.build()
+    model = copy.deepcopy(built)
     for p in model.parameters():
         p.requires_grad_(False)
 
