@@ -47,7 +47,7 @@ def test_relax_subcommand_with_ase_fire2(tmp_path, capsys):
             "mlip",
             "relax",
             "--potential",
-            "ani1x",
+            "pet-tiny",
             "--system",
             str(path),
             "--methods",
