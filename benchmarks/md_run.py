@@ -137,15 +137,17 @@ def drift_and_fluct(steps: list[int], e_total: list[float], n_atoms: int, dt_fs:
 def run_ase(pet, atoms, args, device, rows: Callable[..., None]) -> None:
     """ASE VelocityVerlet with metatomic's calculator; records the metrics through ``rows``."""
     from ase import units
-    from ase.md.velocitydistribution import MaxwellBoltzmannDistribution, Stationary
+    from ase.md.velocitydistribution import Stationary
     from ase.md.verlet import VelocityVerlet
     from metatomic_ase import MetatomicCalculator
+
+    from tcemu.mlip._common import maxwell_boltzmann_momenta
 
     calc = MetatomicCalculator(pet.export(), device=str(device), do_gradients_with_energy=False,
                                neighbor_skin=args.skin)
     atoms = atoms.copy()
     atoms.calc = calc
-    MaxwellBoltzmannDistribution(atoms, temperature_K=args.temperature, rng=np.random.default_rng(args.seed))
+    maxwell_boltzmann_momenta(atoms, args.temperature, np.random.default_rng(args.seed))
     Stationary(atoms)
     dyn = VelocityVerlet(atoms, args.dt * units.fs)
     t0 = time.perf_counter()

@@ -61,6 +61,8 @@ def test_scripts_own_emulation_float64_models_and_plain_code_are_left_alone(hook
     assert torch.equal(a @ b, torch.mm(a, b))  # no torch-function mode outside the models
 
 
+# the hook is a global forward pre-hook until the first call: torch warns that it fires once more under compile
+@pytest.mark.filterwarnings("ignore:Using `torch.compile.module.` when there are global hooks on modules:UserWarning")
 def test_compiled_model_is_emulated_before_dynamo_traces_it(hook):
     from torch._dynamo.utils import counters
 
