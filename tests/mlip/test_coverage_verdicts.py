@@ -103,7 +103,7 @@ def _scripted_calculator(dtype="float32"):
             pos = torch.tensor(self.atoms.positions, dtype=getattr(torch, dtype), requires_grad=True)
             e = self.model(pos)
             (g,) = torch.autograd.grad(e, pos)
-            self.results = {"energy": float(e), "free_energy": float(e), "forces": -g.double().numpy()}
+            self.results = {"energy": float(e.detach()), "free_energy": float(e.detach()), "forces": -g.double().numpy()}
 
     return C()
 
