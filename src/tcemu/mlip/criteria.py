@@ -195,9 +195,9 @@ def nve_thresholds(n) -> dict:
         f"not discriminating at this size: FP32's total energy departs from FP64's by {dev32:.3g} meV/atom, "
         f"at least half of FP64's fluctuation ({r64.fluct_meV_per_atom:.3g} meV/atom): the trajectories have "
         "decorrelated, so chaos, not arithmetic, sets the difference; the drift criterion judges such a run")
-    return dict(drift=thr_d, fluctuation=k["nve_fluct_factor"] * max(r64.fluct_meV_per_atom, r32.fluct_meV_per_atom),
-                energy_dev=thr_e, drift_reason=drift_reason, energy_dev_reason=energy_reason,
-                duration_ps=duration, resolvable=resolvable)
+    return {"drift": thr_d, "fluctuation": k["nve_fluct_factor"] * max(r64.fluct_meV_per_atom, r32.fluct_meV_per_atom),
+            "energy_dev": thr_e, "drift_reason": drift_reason, "energy_dev_reason": energy_reason,
+            "duration_ps": duration, "resolvable": resolvable}
 
 
 def relax_step_threshold(rc) -> float:

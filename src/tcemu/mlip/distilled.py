@@ -84,7 +84,6 @@ def pet_distilled(compile: bool = False):
 def _random_twin(seed: int):
     """The checkpoint's architecture (hypers, elements, energy target) with seeded random weights."""
     import torch
-
     from metatrain.pet import PET
 
     ckpt = torch.load(checkpoint_path(), weights_only=False, map_location="cpu")

@@ -14,12 +14,9 @@ Criteria, coverage rule and verdicts: :mod:`tcemu.mlip.criteria`; the text: :mod
 
 from __future__ import annotations
 
-
-import csv
-import math
 import platform
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tcemu.emulation.backends import every_gemm_emulated
@@ -34,9 +31,21 @@ from tcemu.mlip.criteria import (
 )
 from tcemu.mlip.report_text import coverage_table, verdict_table, write_report, write_verdicts
 
-__all__ = ["SuiteConfig", "SuiteResult", "THRESHOLDS", "Verdict", "coverage_table", "coverage_verdicts",
-           "method_status", "method_verdicts", "run_suite", "verdict_table", "verdicts", "write_report",
-           "write_verdicts"]
+__all__ = [
+    "THRESHOLDS",
+    "SuiteConfig",
+    "SuiteResult",
+    "Verdict",
+    "coverage_table",
+    "coverage_verdicts",
+    "method_status",
+    "method_verdicts",
+    "run_suite",
+    "verdict_table",
+    "verdicts",
+    "write_report",
+    "write_verdicts",
+]
 
 @dataclass(frozen=True)
 class SuiteConfig:

@@ -124,17 +124,17 @@ def criteria_notes() -> str:
     k = THRESHOLDS
     return "\n".join([
         "Criteria (each method against what FP32 itself achieves; `tcemu.mlip.criteria`):",
-        f"- single point: error vs FP64 <= {k['single_point_factor']:g} x max(FP32's error vs FP64, FP32 noise "
-        "floor) for the mean force, the energy (at least one FP32 ulp of it) and the mean stress;",
+        (f"- single point: error vs FP64 <= {k['single_point_factor']:g} x max(FP32's error vs FP64, FP32 noise "
+         "floor) for the mean force, the energy (at least one FP32 ulp of it) and the mean stress;"),
         f"- energy curve: RMS second difference of E - E_FP64 <= {k['curve_factor']:g} x FP32's;",
-        f"- NVE: |drift| <= {k['nve_drift_factor']:g} x max(|FP64 drift|, |FP32 drift|, FP64 fluctuation / length); "
-        f"fluctuation <= {k['nve_fluct_factor']:g} x max(FP64's, FP32's); the total energy's change against "
-        f"FP64's along the same start <= {k['nve_energy_dev_factor']:g} x FP32's;",
+        (f"- NVE: |drift| <= {k['nve_drift_factor']:g} x max(|FP64 drift|, |FP32 drift|, FP64 fluctuation / length); "
+         f"fluctuation <= {k['nve_fluct_factor']:g} x max(FP64's, FP32's); the total energy's change against "
+         f"FP64's along the same start <= {k['nve_energy_dev_factor']:g} x FP32's;"),
         f"- relaxation: every repeat reaches the target fmax; median steps <= {k['relax_steps_factor']:g} x FP32's;",
         f"- coverage: at least {100 * k['min_coverage']:.0f} % of the float32 contraction FLOPs emulated;",
         f"- **marginal**: within {100 * k['marginal_band']:.0f} % of the threshold, either side;",
-        "- **not discriminating**: the criterion cannot separate the methods at this size (the reason gives the "
-        "measured numbers); it counts neither for nor against a method.",
+        ("- **not discriminating**: the criterion cannot separate the methods at this size (the reason gives the "
+         "measured numbers); it counts neither for nor against a method."),
     ]) + "\n"
 
 
@@ -165,7 +165,7 @@ def _single_point_section(res: SuiteResult, cfg, L: list[str]) -> None:
             vs32 = sp.error(m, "fp32").force_mean_err_eV_per_A if m != "fp32" else 0.0
             vs32_x = sp.floor_multiple(m, "force_mean_err", "fp32") if m != "fp32" else 0.0
 
-            def cell(value: float, metric: str) -> str:
+            def cell(value: float, metric: str, m: str = m, tag: str = tag) -> str:
                 word = _mark(res.verdicts, m, f"single_point:{metric}{tag}")
                 return _fmt(value) + (f" ({word})" if word and word != "pass" else "")
 
