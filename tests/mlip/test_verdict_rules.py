@@ -93,6 +93,9 @@ def test_relaxation_steps_are_judged_when_the_references_agree():
     got = {(v.method, v.check.split("[")[0]): v for v in verdicts(res)}
     assert got[("tf32", "relax:steps_median")].verdict == "marginal fail"  # 86 > 85.5, within 10 %
     assert got[("bf16x3", "relax:steps_median")].verdict == "pass"
+    # the optimiser stops just below the target, so the lowest fmax always sits near it: reached is not marginal
+    assert got[("bf16x3", "relax:fmax_min")].value == pytest.approx(9.9e-4)
+    assert got[("bf16x3", "relax:fmax_min")].verdict == "pass"
     assert method_verdicts(list(got.values()), ["bf16x3"])["bf16x3"][0]
 
 

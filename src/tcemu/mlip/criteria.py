@@ -76,7 +76,8 @@ class Verdict:
     """One criterion for one method: ``value`` (``unit``) against ``threshold``; ``passed`` is value <= threshold.
 
     ``discriminating`` is False when the criterion cannot separate the methods at this size (``reason`` says
-    why, with the numbers): it then counts neither for nor against the method."""
+    why, with the numbers): it then counts neither for nor against the method. ``graded`` is False for a
+    reached / not reached test whose value stops at the threshold (a relaxation's lowest fmax): never marginal."""
 
     method: str
     check: str
@@ -87,12 +88,13 @@ class Verdict:
     note: str = ""
     discriminating: bool = True
     reason: str = ""
+    graded: bool = True
 
     @property
     def marginal(self) -> bool:
-        """Within ``marginal_band`` (10 %) of a positive threshold, on either side."""
+        """Within ``marginal_band`` (10 %) of a positive threshold, on either side (graded criteria only)."""
         t, v = self.threshold, self.value
-        return (self.discriminating and math.isfinite(t) and t > 0 and not math.isnan(v)
+        return (self.discriminating and self.graded and math.isfinite(t) and t > 0 and not math.isnan(v)
                 and abs(v - t) <= THRESHOLDS["marginal_band"] * t)
 
     @property
@@ -279,7 +281,7 @@ def _relax_verdicts(rc) -> list[Verdict]:
         worst = max(r.fmax_min_eV_per_A for r in rc.runs[m])
         out.append(Verdict(m, f"relax:fmax_min[{tag}]", worst, target, "eV/A", _le(worst, target),
                            f"{sum(r.converged for r in rc.runs[m])}/{len(rc.runs[m])} converged",
-                           not target_reason, target_reason))
+                           not target_reason, target_reason, graded=False))
         out.append(Verdict(m, f"relax:steps_median[{tag}]", rc.steps_median(m), thr_s, "steps",
                            rc.all_converged(m) and _le(rc.steps_median(m), thr_s), "", not steps_reason,
                            steps_reason))

@@ -79,6 +79,14 @@ def _legend(ax, **kw) -> None:
         ax.legend(**kw)
 
 
+def _room_for_legend(ax, values) -> None:
+    """On a log axis, raise the top so that a legend in the upper corner covers no bar."""
+    pos = [v for v in values if v == v and v > 0]  # noqa: PLR0124 - NaN test
+    if pos:
+        lo, hi = min(pos), max(pos)
+        ax.set_ylim(top=hi * max(30.0, (hi / lo) ** 0.4))
+
+
 def _has_suptitle(fig) -> bool:
     return getattr(fig, "_suptitle", None) is not None
 
@@ -108,8 +116,9 @@ def plot_single_point(res, metric: str = "force_mean_err", ax=None):
     if thr == thr and thr > 0:  # noqa: PLR0124 - NaN test
         ax.axhline(thr, ls="-", color="tab:red", lw=1.2,
                    label=f"pass threshold {thr:.2g}: {THRESHOLDS['single_point_factor']:g} x max(FP32 err, floor)")
-    _legend(ax, loc="upper right", fontsize=7)
     ax.set_yscale("log")
+    _room_for_legend(ax, [*vals, floor, thr])
+    _legend(ax, loc="upper right", fontsize=7)
     ax.set_ylabel(f"{_METRIC_TITLES.get(metric, metric)} vs FP64 ({unit})")
     ax.tick_params(axis="x", labelsize=8)
     _title(ax, _METRIC_TITLES.get(metric, metric) if _has_suptitle(ax.figure)
@@ -159,8 +168,9 @@ def plot_curve_jitter(res, ax=None):
     if thr == thr and thr > 0:  # noqa: PLR0124 - NaN test
         ax.axhline(thr, color="tab:red", lw=1.2,
                    label=f"pass threshold {thr:.2g} meV: {THRESHOLDS['curve_factor']:g} x FP32's")
-        _legend(ax, loc="upper right", fontsize=7)
     ax.set_yscale("log")
+    _room_for_legend(ax, [*(res.jitter_rms_meV(m) for m in methods), thr])
+    _legend(ax, loc="upper right", fontsize=7)
     ax.set_ylabel("d2 RMS of E - E_FP64 (meV)")
     ax.tick_params(axis="x", labelsize=8)
     _title(ax, "jitter (the criterion)")
@@ -204,8 +214,8 @@ def plot_nve_deviation(res, ax=None):
         r = res.runs[m]
         k = min(len(r.etot_eV), len(r64.etot_eV))
         e, e64 = np.asarray(r.etot_eV[:k]), np.asarray(r64.etot_eV[:k])
-        ax.plot(r.time_ps[:k], 1e3 * np.abs((e - e[0]) - (e64 - e64[0])) / r.n_atoms, color=METHOD_COLORS.get(m),
-                lw=1, marker=".", ms=3, label=m)
+        dev = 1e3 * np.abs((e - e[0]) - (e64 - e64[0])) / r.n_atoms
+        ax.plot(r.time_ps[1:k], dev[1:], color=METHOD_COLORS.get(m), lw=1, marker=".", ms=3, label=m)  # 0 at t=0
     thr = t["energy_dev"]
     if thr == thr and thr > 0:  # noqa: PLR0124 - NaN test
         ax.axhline(thr, color="tab:red", lw=1.2, label=f"pass threshold {thr:.2g} meV/atom: 3 x FP32's"
@@ -253,18 +263,18 @@ def save_check_figures(result, out: str | Path, stem: str) -> list[Path]:
 
     if isinstance(result, SinglePointResult):
         fig, axs = plt.subplots(1, 3, figsize=(13, 4.2))
-        _suptitle(fig, f"Single point: {case_label(result.potential, result.system, result.n_atoms)}")
+        _suptitle(fig, f"Single point: {case_label(result.potential, result.system, result.n_atoms, short=True)}")
         for ax, metric in zip(axs, ("force_mean_err", "energy_abs_err", "stress_mean_err")):
             plot_single_point(result, metric, ax)
     elif isinstance(result, EnergyCurveResult):
         fig, axs = plt.subplots(1, 3, figsize=(14, 4.4))
-        _suptitle(fig, f"CO pulled off Pt(111) ({system_label(result.system)}): {potential_label(result.potential)}")
+        _suptitle(fig, f"{system_label(result.system)}, CO pulled off: {potential_label(result.potential, short=True)}")
         plot_energy_curve(result, axs[0])
         plot_curve_deviation(result, axs[1])
         plot_curve_jitter(result, axs[2])
     elif isinstance(result, NVECheckResult):
         fig, axs = plt.subplots(1, 2, figsize=(12, 4.4))
-        _suptitle(fig, f"NVE: {case_label(result.potential, result.system, result.n_atoms)}")
+        _suptitle(fig, f"NVE: {case_label(result.potential, result.system, result.n_atoms, short=True)}")
         plot_nve(result, axs[0])
         plot_nve_deviation(result, axs[1])
     elif isinstance(result, RelaxCheckResult):
