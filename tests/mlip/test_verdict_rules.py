@@ -107,3 +107,27 @@ def test_relaxation_that_fp32_cannot_finish_gives_no_verdict():
     assert "FP32 itself does not reach fmax 0.001 eV/A within 300 steps" in vs[0].reason
     assert method_status(vs, "tf32") == "not safe"  # no criterion judged: never "safe" by default
     assert not math.isnan(vs[0].value)
+
+
+def test_energy_whose_threshold_is_set_by_the_ulp_far_above_fp32s_error_is_not_discriminating():
+    """ANI-1x on the 192-atom box in the quick suite: FP32's energy error 3.75e-7 eV, floor 3.24e-6 eV, but one
+    FP32 ulp of -133,000 eV is 0.0156 eV: TF32's 0.0146 eV (4,500 floors) would pass. No verdict then; a
+    threshold set by a ulp of at most 10 x what FP32 achieved (CHGNet on the H200: 6.6 x) is still judged."""
+    from tcemu.mlip.tasks.single_point import SinglePointError, SinglePointResult
+
+    def case(e64, fp32_err, floor, tf32_err):
+        def err(m, ref, de):
+            return SinglePointError(m, ref, de, de / 192e-3, 1e-5, 2e-5, 1e-8, 2e-8)
+
+        shifts = {"fp32": fp32_err, "tf32": tf32_err}
+        sp = SinglePointResult("ani1x", "water_192", 192, "permute", err("fp32", "fp32", floor),
+                               tuple(err(m, "fp64", d) for m, d in shifts.items()),
+                               {"fp64": e64, **{m: e64 + d for m, d in shifts.items()}}, {})
+        res = SuiteResult(SuiteConfig.quick(), single_point=[sp])
+        return next(v for v in verdicts(res) if v.method == "tf32" and v.check.startswith("single_point:energy"))
+
+    v = case(-133_000.0, 3.75e-7, 3.24e-6, 0.0146)
+    assert v.passed and v.verdict == "not discriminating" and not v.failed
+    assert "one FP32 ulp of the total energy (0.0156 eV)" in v.reason
+    judged = case(-979.33, 9.3e-6, 0.0, 6 * 6.103515625e-05)
+    assert judged.discriminating and judged.verdict == "fail"

@@ -32,7 +32,10 @@ Not discriminating: a criterion that cannot separate the methods at the size it 
   the run's length, not by the arithmetic;
 - NVE energy change against FP64: FP32's trajectory has decorrelated from FP64's (its deviation reaches half
   of FP64's fluctuation): chaos, not arithmetic, sets the difference;
-- relaxation: FP32 itself does not reach the target (the target or the step limit is out of reach here).
+- relaxation: FP32 itself does not reach the target (the target or the step limit is out of reach here);
+- single-point energy: one FP32 ulp of the energy sets the threshold at more than 10 x what FP32 achieved
+  (``energy_ulp_dominance``; a model that sums its energy in float64, such as ANI-1x with its float64
+  self energies): the criterion then asks only for the energy's FP32 resolution.
 
 No verdict without coverage: every case records the share of its float32 contraction FLOPs (forward and
 backward) that each method's run emulated (:func:`tcemu.coverage`, on the run's first calculation). A method
@@ -68,6 +71,7 @@ THRESHOLDS = {
     "marginal_band": 0.10,
     "nve_drift_resolved_factor": 2.0,
     "nve_decorrelated_fraction": 0.5,
+    "energy_ulp_dominance": 10.0,
 }
 
 
@@ -155,6 +159,18 @@ def single_point_threshold(sp, metric: str) -> float:
     return THRESHOLDS["single_point_factor"] * ref
 
 
+def _energy_ulp_reason(sp) -> str:
+    """Why the energy criterion cannot separate the methods when one FP32 ulp of the energy sets its threshold at
+    more than ``energy_ulp_dominance`` x what FP32 achieved (a model that sums its energy in float64); else ""."""
+    measured = max(sp.error("fp32", "fp64").get("energy_abs_err"), sp.floor.get("energy_abs_err"))
+    ulp = _fp32_ulp(sp.energies_eV.get("fp64", sp.energies_eV["fp32"]))
+    if not ulp > THRESHOLDS["energy_ulp_dominance"] * measured:
+        return ""
+    return (f"not discriminating at this size: one FP32 ulp of the total energy ({ulp:.3g} eV) sets the threshold, "
+            f"{ulp / measured:.3g} x what FP32 achieved here ({measured:.3g} eV, its error vs FP64 or its noise "
+            "floor): the criterion asks only for the energy's FP32 resolution; the forces and stress judge")
+
+
 def curve_threshold(c) -> float:
     """The pass threshold of the curve's jitter: 3 x FP32's RMS second difference (meV)."""
     return THRESHOLDS["curve_factor"] * c.jitter_rms_meV("fp32")
@@ -217,10 +233,11 @@ def verdicts(result: SuiteResult) -> list[Verdict]:
             thr = single_point_threshold(sp, metric)
             if math.isnan(thr):
                 continue
+            reason = _energy_ulp_reason(sp) if metric == "energy_abs_err" else ""
             for m in sp.methods:
                 v = sp.error(m, "fp64").get(metric)
                 out.append(Verdict(m, f"single_point:{metric}[{tag}]", v, thr, unit, _le(v, thr),
-                                   f"{sp.floor_multiple(m, metric):.3g}x floor"))
+                                   f"{sp.floor_multiple(m, metric):.3g}x floor", not reason, reason))
     for c in result.energy_curve:
         tag = f"{c.potential}/{c.system}"
         thr = curve_threshold(c)
