@@ -103,7 +103,7 @@ def test_suite_runs_on_it_and_compares_trained_with_random(tmp_path):
     assert all(math.isfinite(sp.error("tf32x3", "fp64").force_mean_err_eV_per_A) for sp in res.single_point)
     report = (tmp_path / "report.md").read_text()
     assert "## Trained and random weights" in report
-    assert "### pet-distilled-random (random weights) on water_cluster_6" in report
+    assert "### PET, pet-distilled's architecture (random weights) on water cluster, 6 atoms" in report
     assert "| tf32x3 |" in report.split("## Trained and random weights")[1]
     curve = res.energy_curve[0]
     assert np.all(np.isfinite(curve.energies_eV["fp32"]))

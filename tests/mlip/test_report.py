@@ -59,7 +59,7 @@ def test_verdicts_csv(suite):
     assert {r["method"] for r in cov} == {"tf32", "tf32x3"} and len(cov) == 2 * 4
     assert all(r["verdict"] == "pass" and float(r["value"]) < 0.01 for r in cov), cov
     text = (out / "report.md").read_text()
-    assert "**Coverage**" in text and "| single point | pet-tiny / water_cluster_6 |" in text
+    assert "**Coverage**" in text and "| single point | PET-tiny (random weights) on water cluster, 6 atoms |" in text
 
 
 def test_tf32_is_not_safe_and_tf32x3_passes_single_point(suite):

@@ -75,6 +75,13 @@ def verdict_table(res: SuiteResult) -> str:
         lines.append(f"| {m} | **{method_status(res.verdicts, m)}** | {len(judged) - len(failed)}/{len(judged)} | "
                      f"{why} | {marginal} |")
     text = "\n".join(lines)
+    cases = {}
+    for check, rs in (("single point", res.single_point), ("energy curve", res.energy_curve), ("nve", res.nve),
+                      ("relax", res.relax)):
+        for r in rs:
+            cases.setdefault(f"{r.potential}/{r.system}", case_label(r.potential, r.system, r.n_atoms))
+    if cases:
+        text += "\n\nCases in brackets: " + "; ".join(f"`{k}` is {v}" for k, v in cases.items()) + "."
     undecided = {}
     for v in res.verdicts:
         if not v.discriminating:
@@ -93,10 +100,11 @@ def coverage_table(res: SuiteResult) -> str:
                                  if m not in REFERENCE_METHODS))
     if not cases or not methods:
         return "No coverage was measured."
-    lines = ["| check | potential / system | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
+    lines = ["| check | case | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
     for check, r in cases:
         cells = [_fmt(100 * r.coverage[m]) + " %" if m in r.coverage else "-" for m in methods]
-        lines.append(f"| {check} | {r.potential} / {r.system} | " + " | ".join(cells) + " |")
+        lines.append(f"| {check} | {case_label(r.potential, r.system, r.n_atoms, short=True)} | "
+                     + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
