@@ -88,7 +88,8 @@ def verdict_table(res: SuiteResult) -> str:
             undecided.setdefault(v.check, v.reason)
     if undecided:
         text += ("\n\n**Not discriminating at this size** (no pass or fail; these criteria count for no method):\n\n"
-                 + "\n".join(f"- `{check}`: {reason}" for check, reason in undecided.items()))
+                 + "\n".join(f"- `{check}`: {reason.removeprefix('not discriminating at this size: ')}"
+                             for check, reason in undecided.items()))
     return text
 
 
