@@ -23,8 +23,8 @@ these implementations (``impl``, ``method``):
 * ``tcemu``: ``tf32x3``, ``bf16x3``, ``bf16x6``, ``bf16x9`` through ``TritonBackend.linear`` /
   ``linear_input_grad`` (the torch custom op, small-shape fallback OFF: the kernel is what is timed), with
   autotuning on (``--no-autotune``: the static table); the ``config`` column gives the configuration and
-  the first call's time (compile from the cache plus autotuning). The weight is split once beforehand, as
-  ``EmulatedLinear`` caches it; that split's time is printed.
+  the first call's time (compile from the cache plus autotuning). The weight is split once beforehand (an eager
+  ``EmulatedLinear`` splits it at each call: ``benchmarks/linear_eager.py``); that split's time is printed.
 
 Timing: torch and Triton with ``triton.testing.do_bench`` (CUDA events, L2 flushed between repeats), median
 and the 20th/80th percentiles; XLA with a host clock around batches of calls ended by

@@ -370,8 +370,8 @@ def build_step(args: argparse.Namespace, base, inp: StepInputs, method: str, mod
 
     method, attn_scope = split_config_method(method, args.emulate_attention)
     pet = copy.deepcopy(base)
-    if method not in ("fp32", "tf32"):
-        tcemu.emulate_(pet, method, warn_unreachable=False)
+    if method not in ("fp32", "tf32"):  # the nn.Linear swap; PET's attention only as the suffix says
+        tcemu.emulate_(pet, method, warn_unreachable=False, functional=False)
     if attn_scope == "blocks":  # PET's F.scaled_dot_product_attention calls, and nothing else of the step
         from tcemu.mlip.models import is_pet_attention_block
 

@@ -2,18 +2,22 @@
 
 Three parts:
 
-* :mod:`tcemu.emulation`: emulated FP32 products (``matmul``, ``linear``, ``EmulatedLinear``,
-  ``emulate_``) from TF32/BF16 Tensor Core pieces, with a PyTorch reference and Triton kernels;
+* :mod:`tcemu.emulation`: emulated FP32 products (``matmul``, ``linear``, ``einsum``, ``tensordot``,
+  ``EmulatedLinear``, ``emulate_``) from TF32/BF16 Tensor Core pieces, with a PyTorch reference and Triton
+  kernels, and a coverage meter (``coverage``);
 * :mod:`tcemu.numerics`: a bit-accurate model of Tensor Core MMA arithmetic, with a hardware probe;
 * :mod:`tcemu.mlip`: physics validation of emulated interatomic potentials.
 """
 
 from .emulation import (
     METHODS,
+    Coverage,
     EmulatedLinear,
     GemmConfig,
     Method,
     MethodSpec,
+    coverage,
+    einsum,
     emulate_,
     emulate_functional_,
     emulation_mode,
@@ -23,13 +27,14 @@ from .emulation import (
     method_names,
     restore_,
     scaled_dot_product_attention,
+    tensordot,
     unreachable_layers,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulate_functional_",
-    "emulation_mode", "get_method", "linear", "matmul", "method_names", "restore_", "scaled_dot_product_attention",
-    "unreachable_layers", "__version__",
+    "Coverage", "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "coverage", "einsum", "emulate_",
+    "emulate_functional_", "emulation_mode", "get_method", "linear", "matmul", "method_names", "restore_",
+    "scaled_dot_product_attention", "tensordot", "unreachable_layers", "__version__",
 ]

@@ -1,5 +1,7 @@
 """Bad input gets a clear error or the correct result: dtypes, devices, shapes, strides, names."""
 
+import os
+
 import pytest
 import torch
 
@@ -73,3 +75,78 @@ def test_non_contiguous_transposed_sliced_and_broadcast_strides_give_correct_res
         assert out.shape == ref.shape
         assert relative_errors(out, ref)[0] <= normwise_bound(name, a.shape[-1]) * 4
         assert not out.isnan().any()
+
+
+# --------------------------------------------------------------------------- zero sizes: exactly torch's results
+
+ZERO_MATMULS = [((0, 4), (4, 3)), ((5, 0), (0, 3)), ((5, 4), (4, 0)), ((0, 5, 4), (4, 3)), ((2, 0, 4), (2, 4, 3)),
+                ((0,), (0, 3)), ((0,), (0,)), ((3, 2, 0), (0, 4)), ((0, 2, 3), (0, 3, 4)), ((4,), (4, 0))]
+ZERO_LINEARS = [((5, 0), (3, 0), True), ((0, 4), (3, 4), True), ((5, 4), (0, 4), True), ((2, 0, 4), (3, 4), False),
+                ((0,), (3, 0), True), ((2, 3, 0), (4, 0), True)]
+
+
+def _grads(fn, *shapes):
+    """fn's output and the gradients of its inputs (made from ``shapes``, None for an absent one)."""
+    gen = torch.Generator().manual_seed(0)
+    ts = [None if s is None else torch.randn(s, generator=gen).requires_grad_(True) for s in shapes]
+    out = fn(*ts)
+    out.backward(torch.ones_like(out))
+    return [out.detach()] + [t.grad for t in ts if t is not None]
+
+
+def _check_zero_sizes(backend):
+    """An empty product is exact (nothing is rounded), so every method gives torch's values: empty results, or
+    the bias alone for K = 0, and empty or zero gradients. Each once raised a reshape error."""
+    for method in ("tf32x3", "bf16x6"):
+        for sa, sb in ZERO_MATMULS:
+            got = _grads(lambda a, b: tcemu.matmul(a, b, method, backend=backend), sa, sb)
+            for g, w in zip(got, _grads(torch.matmul, sa, sb)):
+                assert g.shape == w.shape and torch.equal(g, w), (sa, sb)
+        for sx, sw, has_bias in ZERO_LINEARS:
+            bias = (sw[0],) if has_bias else None
+            got = _grads(lambda x, w, b: tcemu.linear(x, w, b, method, backend=backend), sx, sw, bias)
+            for g, w in zip(got, _grads(torch.nn.functional.linear, sx, sw, bias)):
+                assert g.shape == w.shape and torch.equal(g, w), (sx, sw)
+    for n_in, n_out in ((0, 3), (4, 0), (0, 0)):
+        layer = tcemu.EmulatedLinear(n_in, n_out, backend=backend)
+        x = torch.randn(5, n_in)
+        assert torch.equal(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
+    with tcemu.emulation_mode("tf32x3", backend=backend):
+        assert torch.equal(torch.randn(3, 0) @ torch.randn(0, 2), torch.zeros(3, 2))
+        assert torch.equal(torch.nn.functional.linear(torch.randn(3, 0), torch.randn(2, 0), torch.ones(2)),
+                           torch.ones(3, 2))
+
+
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors is a no-op")
+def test_zero_sizes_give_torchs_results():
+    _check_zero_sizes("torch")
+
+
+@pytest.mark.interpret
+@pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") != "1", reason="runs only under TRITON_INTERPRET=1")
+@pytest.mark.filterwarnings("ignore:Initializing zero-element tensors is a no-op")
+def test_zero_sizes_give_torchs_results_triton_interpret():
+    _check_zero_sizes("triton")
+
+
+@pytest.mark.parametrize(("q_shape", "kv_shape", "dv"), [
+    ((0, 2, 3, 4), (0, 2, 3, 4), 4), ((1, 0, 3, 4), (1, 0, 3, 4), 4), ((1, 2, 0, 4), (1, 2, 0, 4), 4),
+    ((1, 2, 3, 4), (1, 2, 0, 4), 4), ((1, 2, 3, 0), (1, 2, 3, 0), 4), ((1, 2, 3, 4), (1, 2, 3, 4), 0)])
+def test_attention_zero_sizes_give_torchs_results(q_shape, kv_shape, dv):
+    """Batch, heads, queries, keys, head or value width of zero: torch's results and gradients. D = 0 once
+    raised ZeroDivisionError (the default scale 1/sqrt(D)); torch's scores are then 0, its output the mean of V."""
+    def run(fn):
+        gen = torch.Generator().manual_seed(0)
+        q = torch.randn(q_shape, generator=gen, requires_grad=True)
+        k = torch.randn(kv_shape, generator=gen, requires_grad=True)
+        v = torch.randn(kv_shape[:-1] + (dv,), generator=gen, requires_grad=True)
+        out = fn(q, k, v)
+        out.backward(torch.ones_like(out))
+        return out.detach(), q.grad, k.grad, v.grad
+
+    want = run(torch.nn.functional.scaled_dot_product_attention)
+    for backend in ("torch", "auto"):
+        got = run(lambda q, k, v: tcemu.scaled_dot_product_attention(q, k, v, backend=backend))
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)

@@ -2,6 +2,8 @@
 
 import csv
 
+import pytest
+
 from tcemu.cli.main import main
 
 
@@ -87,7 +89,70 @@ def test_bad_inputs_are_clear(tmp_path, capsys):
 
 def test_help_lists_subcommands(capsys):
     rc = main(["mlip"])
-    assert rc == 1
-    out = capsys.readouterr().out
+    assert rc == 2  # no subcommand: a bad argument
+    err = capsys.readouterr().err
     for sub in ("sp", "curve", "nve", "relax", "report"):
-        assert f"  {sub}" in out
+        assert f"  {sub}" in err
+    assert err.strip().endswith("give a subcommand: sp, curve, nve, relax or report")
+
+
+def _one_error_line(capsys, command: str) -> str:
+    """Exactly one line on stderr, the error; nothing computed (nothing on stdout)."""
+    out, err = capsys.readouterr()
+    lines = [line for line in err.strip().splitlines() if "Warning" not in line and "warnings.warn" not in line]
+    assert out == "" and len(lines) == 1 and lines[0].startswith(f"tcemu mlip {command}: error: "), (out, err)
+    return lines[0]
+
+
+SP = ["mlip", "sp", "--potential", "pet-tiny", "--system", "water_cluster_6", "--methods", "tf32x3", "--no-progress"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (SP + ["--methods", ""], "argument --methods: is empty"),  # ran FP32 alone and exited 0
+    (SP + ["--threads", "0"], "argument --threads: must be at least 1"),
+    (SP + ["--device", "xpu"], "tcemu runs on cpu or cuda"),
+    (["mlip", "curve", "--points", "2"], "argument --points: must be at least 3"),  # IndexError at 0
+    (["mlip", "nve", "--ps", "0"], "argument --ps: must be positive"),  # ran nothing and exited 0
+    (["mlip", "nve", "--timestep-fs", "0"], "argument --timestep-fs: must be positive"),  # ZeroDivisionError
+    (["mlip", "nve", "--temperature", "-5"], "argument --temperature: must not be negative"),  # NaN velocities
+    (["mlip", "relax", "--repeats", "0"], "argument --repeats: must be at least 1"),  # min() of nothing
+    (["mlip", "relax", "--fmax", "0"], "argument --fmax: must be positive"),
+    (["mlip", "relax", "--max-steps", "0"], "argument --max-steps: must be at least 1"),
+    (["mlip", "report", "--checks", ""], "argument --checks: is empty"),
+    (["mlip", "report", "--checks", "nosuch"], "--checks: unknown 'nosuch'; choose from single_point"),  # ran nothing, exit 0
+    (["mlip", "report", "--curve-points", "1"], "argument --curve-points: must be at least 3"),
+    (SP[:-3] + ["--compile", "--potential", "ani1x"], "--compile runs PET models under torch.compile"),
+    (SP[:2] + ["--system", "water_cluster_0"], "--system water_cluster_0: the system has no atoms"),
+])
+def test_bad_arguments_exit_2_before_any_computation(tmp_path, capsys, argv, message):
+    assert main(argv + ["--out", str(tmp_path / "out")]) == 2
+    assert message in _one_error_line(capsys, argv[1])
+    assert not (tmp_path / "out").exists()
+
+
+def test_structure_files_that_cannot_be_read_are_bad_arguments(tmp_path, capsys):
+    """An unknown element gave 'error: KeyError: 'Xx'', a binary file a UnicodeDecodeError."""
+    unknown = tmp_path / "xx.xyz"
+    unknown.write_text("2\n\nH 0 0 0\nXx 1 0 0\n")
+    binary = tmp_path / "bin.xyz"
+    binary.write_bytes(bytes(range(128, 256)) * 3)
+    for path, message in ((unknown, "unknown chemical element 'Xx' in the file"),
+                          (binary, "not a text structure file")):
+        assert main(SP + ["--system", str(path), "--out", str(tmp_path)]) == 2
+        assert f"--system {path}: {message}" in _one_error_line(capsys, "sp")
+    assert main(SP + ["--potential", str(binary), "--out", str(tmp_path)]) == 2
+    assert "cannot load it as a PET checkpoint" in _one_error_line(capsys, "sp")
+
+
+def test_unwritable_out_is_refused_before_the_computation(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(SP + ["--out", str(blocker / "out")]) == 2
+    assert "argument --out: cannot write to the folder" in _one_error_line(capsys, "sp")
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a CUDA device is present")
+def test_cuda_without_a_device_is_a_bad_argument(tmp_path, capsys):
+    """--device cuda without CUDA raised AssertionError ('Torch not compiled with CUDA enabled')."""
+    assert main(SP + ["--device", "cuda", "--out", str(tmp_path)]) == 2
+    assert "argument --device: device 'cuda': no CUDA device here" in _one_error_line(capsys, "sp")

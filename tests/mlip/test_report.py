@@ -54,6 +54,12 @@ def test_verdicts_csv(suite):
         passed = float(r["value"]) <= float(r["threshold"])
         if r["verdict"] == "pass":
             assert passed
+    # every case's coverage, per emulation method: all of PET's and ANI-1x's products emulated
+    cov = [r for r in rows if ":not_emulated[" in r["check"]]
+    assert {r["method"] for r in cov} == {"tf32", "tf32x3"} and len(cov) == 2 * 4
+    assert all(r["verdict"] == "pass" and float(r["value"]) < 0.01 for r in cov), cov
+    text = (out / "report.md").read_text()
+    assert "**Coverage**" in text and "| single point | pet-tiny / water_cluster_6 |" in text
 
 
 def test_tf32_is_not_safe_and_tf32x3_passes_single_point(suite):

@@ -111,6 +111,33 @@ def test_refusals_shapes_and_values():
             arch="h100", output_format="fp16")
 
 
+def test_operands_of_two_formats_are_refused():
+    """fp16 A with bf16 B was accepted silently (B's values were read as fp16)."""
+    c = np.zeros((2, 2), np.float32)
+    a16, b16 = np.ones((2, 16), np.float16), np.ones((16, 2), np.float16)
+    with pytest.raises(ValueError, match=r"a is fp16 \(float16\) but b is bf16 \(bfloat16\).*one input format"):
+        mma(a16, b16.astype(ml_dtypes.bfloat16), c, arch="h100")
+    with pytest.raises(ValueError, match="a is e4m3 .* but b is e5m2"):
+        mma(np.ones((2, 32), ml_dtypes.float8_e4m3fn), np.ones((32, 2), ml_dtypes.float8_e5m2), c, arch="h100")
+    with pytest.raises(ValueError, match=r"a has dtype float16 \(fp16\) but the input format is bf16"):
+        mma(a16, b16, c, arch="h100", input_format="bf16")
+    # float32 values of the format stay accepted (the documented way to pass tf32, and fp16 values too)
+    assert np.array_equal(mma(a16, b16.astype(np.float32), c, arch="h100"), mma(a16, b16, c, arch="h100"))
+
+
+@pytest.mark.parametrize("arch, fmt, dtype, out", [("h100", "fp16", np.float16, "fp32"), ("a100", "bf16", None, "fp32"),
+                                                   ("h100", "fp16", np.float16, "fp16"), ("h200", "tf32", np.float32, "fp32")])
+def test_k_zero_runs_no_instruction_so_d_is_c(arch, fmt, dtype, out):
+    """K = 0 raised numpy's reshape error; no instruction runs, so D = C bit for bit (batch broadcast too)."""
+    dtype = dtype or ml_dtypes.bfloat16
+    c_dtype = np.float16 if out == "fp16" else np.float32
+    c = np.array([[1.5, -0.0], [np.inf, 2.0**-20]], c_dtype)
+    d = mma(np.zeros((3, 2, 0), dtype), np.zeros((0, 2), dtype), c, arch=arch, input_format=fmt, output_format=out)
+    assert d.shape == (3, 2, 2) and d.dtype == c_dtype
+    assert all(np.array_equal(d[i].view(np.uint16 if out == "fp16" else np.uint32),
+                              c.view(np.uint16 if out == "fp16" else np.uint32)) for i in range(3))
+
+
 def test_params_validation():
     with pytest.raises(ValueError, match="frac_bits"):
         MMAParams("fp16", "fp32", 16, 16, 40)

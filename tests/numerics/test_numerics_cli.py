@@ -1,5 +1,7 @@
 """`tcemu numerics`: explain, presets, data."""
 
+import pytest
+
 from tcemu.cli.main import main
 
 
@@ -32,3 +34,72 @@ def test_presets_and_data(capsys):
     assert "h200  wgmma" in out and "-126/-133" in out and "measured" in out
     assert main(["numerics", "data", "--gpu", "V100"]) == 0
     assert "worst match over the consistent cases: 100.00%" in capsys.readouterr().out
+
+
+def _one_error_line(capsys) -> str:
+    out, err = capsys.readouterr()
+    lines = err.strip().splitlines()
+    assert out == "" and len(lines) == 1 and lines[0].startswith("tcemu numerics "), (out, err)
+    return lines[0]
+
+
+def test_data_for_an_unknown_gpu_is_refused(capsys):
+    """--gpu XYZ checked nothing, printed 'worst match 100.00%' and exited 0."""
+    assert main(["numerics", "data", "--gpu", "XYZ"]) == 2
+    assert "--gpu XYZ: the bundled data has no such GPU; choose one of A100, A2" in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--a", "1", "--b", "1", "--n-fma", "0"], "argument --n-fma: must be at least 1, got 0"),  # ZeroDivisionError
+    (["--a", "1", "--b", "1", "--frac-bits", "-1"], "argument --frac-bits: must be at least 0"),
+    (["--a", "1", "--b", "1", "--czero-floor", "abc"], "argument --czero-floor: expected an exponent"),
+    (["--a", "2^99999", "--b", "1"], "exponent 99999 is beyond every format's range"),  # OverflowError
+    (["--a", "2^-99999", "--b", "1"], "exponent -99999 is beyond every format's range"),  # read as 0
+    (["--a", "1e400", "--b", "1"], "1e400 is not exactly representable in fp16"),  # read as inf
+    (["--a", "1e-400", "--b", "1"], "1e-400 is not exactly representable in fp16"),  # read as 0
+    (["--a", "1.0000000000000000001", "--b", "1", "--input-format", "bf16"], "not exactly representable in bf16"),
+    (["--a", "0.1", "--b", "1", "--input-format", "tf32"], "0.1 is not exactly representable in tf32"),
+    (["--a", "bits:0xFFFFF", "--b", "1"], "do not fit fp16's 16-bit container"),  # numpy OverflowError
+    (["--a", "", "--b", ""], "--a is empty"),  # explained an empty dot product, exit 0
+    (["--a", "abc", "--b", "1"], "cannot read 'abc' as a value"),
+    (["--a", "1", "--b", "1", "--arch", "xx"], "unknown arch 'xx'"),
+])
+def test_explain_refuses_bad_values_in_one_line(capsys, extra, message):
+    argv = ["numerics", "explain", "--arch", "a100"] + extra
+    assert main(argv) == 2
+    assert message in _one_error_line(capsys)
+
+
+def test_explain_reads_exact_values_and_signed_zeros(capsys):
+    from tcemu.numerics.explain import parse_values
+
+    assert parse_values("1.5,-2^-24,1.5*2^-3,0x1.8p-3,65504,0x3C00,bits:0x7E00", "fp16") == [
+        0x3E00, 0x8001, 0x3200, 0x3200, 0x7BFF, 0x3C00, 0x7E00]
+    assert parse_values("-0,-0x0p0,-0*2^3,0", "fp16") == [0x8000, 0x8000, 0x8000, 0]
+    assert parse_values("inf,-inf", "fp32") == [0x7F800000, 0xFF800000]
+    assert parse_values("2^-149,0.5", "tf32") == [0x1, 0x3F000000]
+
+
+def test_a_missing_subcommand_is_a_bad_argument(capsys):
+    assert main(["numerics"]) == 2
+    assert capsys.readouterr().err.strip().endswith("give a subcommand: explain, emulation, presets or data")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["emulation", "--method", "bogus"], "--method: unknown 'bogus'; choose from tf32x3"),
+    (["emulation", "--k", "0"], "argument --k: must be at least 1"),
+    (["emulation", "--k", "abc"], "argument --k: expected an integer"),
+    (["emulation", "--families", "bogus"], "--families: unknown 'bogus'"),
+    (["emulation", "--size", "0"], "argument --size: must be at least 1"),
+    (["emulation", "--arch", "bogus", "--method", "tf32x3"], "unknown arch 'bogus'"),
+    (["emulation", "--json", "/proc/no/x.json"], "argument --json: cannot write to the folder"),
+    (["explain", "--method", "bogus", "--arch", "h200", "--a", "1", "--b", "1"], "--method: unknown 'bogus'"),
+    (["explain", "--method", "tf32x3", "--arch", "h200", "--a", "1", "--b", "1", "--shape", "0x5"],
+     "--shape '0x5': write M x N"),
+    (["explain", "--method", "tf32x3", "--arch", "h200", "--a", "2^99999", "--b", "1"],
+     "--a: a value is beyond every float's range"),  # OverflowError (34, 'Numerical result out of range')
+    (["explain", "--method", "tf32x3", "--arch", "h200", "--a", "", "--b", ""], "--a is empty"),  # exit 0
+])
+def test_emulation_and_explain_method_refuse_bad_arguments(capsys, argv, message):
+    assert main(["numerics"] + argv) == 2
+    assert message in _one_error_line(capsys)

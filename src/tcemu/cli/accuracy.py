@@ -12,19 +12,22 @@ import csv
 import os
 import time
 
+from .args import BadArgument, csv_list, device, output_dir
+
 DEFAULT_SHAPES = "256x16x256,256x256x256,256x4096x256,256x16384x256"
 DEFAULT_DISTRIBUTIONS = "normal,uniform,wide,tiny"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--shapes", default=DEFAULT_SHAPES, help=f"comma-separated MxKxN (default {DEFAULT_SHAPES})")
-    parser.add_argument("--distributions", default=DEFAULT_DISTRIBUTIONS,
+    parser.add_argument("--shapes", default=DEFAULT_SHAPES, type=_shapes,
+                        help=f"comma-separated MxKxN (default {DEFAULT_SHAPES})")
+    parser.add_argument("--distributions", default=DEFAULT_DISTRIBUTIONS, type=csv_list,
                         help=f"comma-separated, from normal, uniform, wide, tiny, huge (default {DEFAULT_DISTRIBUTIONS})")
-    parser.add_argument("--methods", default=None, help="comma-separated (default: all)")
-    parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if present)")
+    parser.add_argument("--methods", default=None, type=csv_list, help="comma-separated (default: all)")
+    parser.add_argument("--device", default=None, type=device, help="cpu or cuda (default: cuda if present)")
     parser.add_argument("--backend", default="auto", choices=["auto", "torch", "triton"])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default=None, help="directory for accuracy.csv")
+    parser.add_argument("--out", default=None, type=output_dir, help="directory for accuracy.csv")
     parser.add_argument("--markdown", action="store_true", help="also print a markdown table (normal inputs)")
 
 
@@ -32,10 +35,17 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     shapes = []
     for item in text.split(","):
         parts = item.strip().lower().split("x")
-        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise ValueError(f"bad shape {item!r}: write MxKxN, e.g. 256x4096x256")
+        if len(parts) != 3 or not all(p.isdigit() and 0 < int(p) < 2**31 for p in parts):
+            raise ValueError(f"bad shape {item!r}: write MxKxN, each from 1 to 2^31 - 1, e.g. 256x4096x256")
         shapes.append(tuple(int(p) for p in parts))
     return shapes
+
+
+def _shapes(text: str) -> list[tuple[int, int, int]]:
+    try:
+        return parse_shapes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def measure(shapes, distributions, methods, device, backend="auto", seed=0) -> list[dict]:
@@ -53,8 +63,9 @@ def measure(shapes, distributions, methods, device, backend="auto", seed=0) -> l
             c64 = a.double() @ b.double()
             fp32_norm = None
             for name in methods:
+                be = _method_backend(name, backend)
                 t0 = time.perf_counter()
-                c = matmul(a, b, name, backend=backend)
+                c = matmul(a, b, name, backend=be)
                 if c.is_cuda:
                     torch.cuda.synchronize()
                 seconds = time.perf_counter() - t0
@@ -65,28 +76,58 @@ def measure(shapes, distributions, methods, device, backend="auto", seed=0) -> l
                     method=name, distribution=dist, M=m, K=k, N=n,
                     err_norm=err_norm, err_max=err_max, bound_norm=normwise_bound(name, k),
                     x_fp32=(err_norm / fp32_norm) if fp32_norm else float("nan"),
-                    seconds=seconds, device=str(device), backend=backend,
+                    seconds=seconds, device=str(device), backend=be,
                     gpu=_hw.versions()["gpu"] or "", torch=_hw.versions()["torch"],
                 ))
     return rows
 
 
+def _method_backend(name: str, backend: str) -> str:
+    """The backend that measures ``name``: fp32 and tf32 have no Triton kernel (they are cuBLAS SGEMM and TF32),
+    so under ``--backend triton`` they run as ``auto`` (the CSV's backend column says so)."""
+    if backend != "triton":
+        return backend
+    from ..emulation.gemm import KERNEL_METHODS  # noqa: PLC0415 - importable: _check resolved the backend
+
+    return backend if name in KERNEL_METHODS else "auto"
+
+
+def _check(methods: list[str], dists: list[str], device, backend: str) -> None:
+    """Refuse unknown names, and a backend that cannot run a method here, before anything is measured."""
+    from ..emulation.backends import get_backend, resolve_backend  # noqa: PLC0415
+    from ..emulation.methods import METHODS  # noqa: PLC0415
+    from ..testing import DISTRIBUTIONS  # noqa: PLC0415
+
+    for name in methods:
+        if name not in METHODS:
+            raise BadArgument(f"--methods: unknown method {name!r}; choose from {', '.join(METHODS)}")
+    for dist in dists:
+        if dist not in DISTRIBUTIONS:
+            raise BadArgument(f"--distributions: unknown distribution {dist!r}; choose from {', '.join(DISTRIBUTIONS)}")
+    try:
+        if backend == "triton":
+            get_backend("triton")  # importable (else the reason)
+        for name in methods:
+            resolve_backend(_method_backend(name, backend), device, METHODS[name])
+    except (RuntimeError, ImportError) as exc:
+        raise BadArgument(f"--backend {backend}: {exc}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     import torch  # noqa: PLC0415
 
+    from ..emulation.backends import every_gemm_emulated  # noqa: PLC0415
     from ..emulation.methods import METHODS  # noqa: PLC0415
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    methods = args.methods.split(",") if args.methods else list(METHODS)
+    methods = args.methods or list(METHODS)
     # fp32 always, and first: the other rows are reported as multiples of it
     methods = ["fp32"] + [m for m in methods if m != "fp32"]
-    for name in methods:
-        if name not in METHODS:
-            raise ValueError(f"unknown method {name!r}; choose from {', '.join(METHODS)}")
-    shapes = parse_shapes(args.shapes)
-    dists = [d.strip() for d in args.distributions.split(",")]
+    shapes, dists = args.shapes, args.distributions
+    _check(methods, dists, device, args.backend)
     print(f"accuracy vs FP64 on {device} (backend {args.backend}, seed {args.seed})")
-    rows = measure(shapes, dists, methods, device, args.backend, args.seed)
+    with every_gemm_emulated():  # the methods themselves, not the small-shape SGEMM fallback
+        rows = measure(shapes, dists, methods, device, args.backend, args.seed)
     header = f"{'M x K x N':<18} {'dist':<8} {'method':<8} {'err_norm':>10} {'err_max':>10} {'bound':>10} {'x fp32':>7}"
     print(header)
     print("-" * len(header))
@@ -106,7 +147,7 @@ def run(args: argparse.Namespace) -> int:
                 cells.append(f"{match[0]['err_norm']:.2e}" if match else "")
             print(f"| {name} | " + " | ".join(cells) + " |")
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
+        os.makedirs(args.out, exist_ok=True)  # writable: checked when the arguments were read
         path = os.path.join(args.out, "accuracy.csv")
         with open(path, "w", newline="") as fh:
             writer = csv.DictWriter(fh, fieldnames=list(rows[0]))

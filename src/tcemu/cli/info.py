@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 
+from .args import device as _device
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default=None, help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
+    parser.add_argument("--device", default=None, type=_device,
+                        help="cpu, cuda or cuda:N (default: cuda if present, else cpu)")
 
 
 def run(args: argparse.Namespace) -> int:

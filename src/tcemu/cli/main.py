@@ -4,6 +4,11 @@ Each subcommand lives in its own module under :mod:`tcemu.cli` and provides
 ``add_arguments(parser)`` and ``run(args) -> int | None``; its module docstring
 is its help. Modules must import heavy dependencies inside ``run`` so that
 ``tcemu --help`` stays fast.
+
+Errors are one line on stderr, ``tcemu <command>: error: <what, and what to do>``. Exit status: 0 when the
+command did what was asked, 2 for a bad argument (argparse's convention: a rejected option value, or a
+:class:`~tcemu.cli.args.BadArgument` raised by the command before it computes), 1 for a failure while
+running; ``-T`` / ``--traceback`` prints the traceback as well.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import argparse
 import importlib
 import sys
 import traceback
+
+from .args import BadArgument, CommandFailed
 
 # name -> module implementing it. Order is the order shown in --help.
 COMMANDS: dict[str, str] = {
@@ -25,8 +32,15 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors on one line (no usage block): ``<prog>: error: <message>``, exit status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tcemu",
         description="FP32 emulation on Tensor Cores: info, accuracy, numerics model, MLIP validation.",
     )
@@ -46,23 +60,47 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc.args[0] if isinstance(exc, KeyError) and exc.args else exc).split())
+    return text or type(exc).__name__
+
+
+def _prog(args: argparse.Namespace) -> str:
+    """``tcemu <command> [<subcommand>]`` of the parsed command line."""
+    words = ["tcemu", args.command]
+    words += [v for k, v in vars(args).items() if k.endswith("_command") and isinstance(v, str)]
+    return " ".join(words)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a rejected argument (2), already reported by argparse
+        return exc.code if isinstance(exc.code, int) else 2
     if not getattr(args, "_run", None):
-        parser.print_help()
-        return 1
+        parser.print_help(sys.stderr)
+        return 2
+    prog = _prog(args)
     try:
         rc = args._run(args)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # noqa: BLE001 - a CLI reports errors as one line unless -T
+    except BadArgument as exc:
         if args.traceback:
             traceback.print_exc()
-        else:
-            print(f"tcemu {args.command}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
-            print("(run with -T for the traceback)", file=sys.stderr)
+        print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
         return 2
+    except CommandFailed as exc:
+        if args.traceback:
+            traceback.print_exc()
+        print(f"{prog}: error: {_one_line(exc)}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # noqa: BLE001 - a CLI reports a failure as one line unless -T
+        if args.traceback:
+            traceback.print_exc()
+        print(f"{prog}: error: {type(exc).__name__}: {_one_line(exc)} (-T shows the traceback)", file=sys.stderr)
+        return 1
     return int(rc or 0)
 
 

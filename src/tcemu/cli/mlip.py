@@ -8,19 +8,35 @@ Subcommands (each writes long-format CSV and a PNG plot under --out):
   relax   FIRE2 relaxation to a tight fmax: steps and lowest fmax, repeated
   report  the whole suite, with verdicts.csv and report.md
 
-Potentials: pet-tiny, pet-xs, pet-s, pet-s-nn32, pet-m, pet-l (random weights), ani1x, chgnet,
-or the path of a PET checkpoint (.ckpt). Systems: water_192, water_17280, water_cluster_<n_atoms> (e.g. water_cluster_24),
-pt111_co, cantor_539, or any file ASE can read.
+Potentials: pet-tiny, pet-xs, pet-s, pet-s-nn32, pet-m, pet-l (random weights), ani1x, chgnet, mace-random,
+the path of a PET checkpoint (.ckpt), or any ASE calculator through --calculator module:factory (a factory
+called as factory(dtype="float32"|"float64", device=...) that returns the calculator; see
+tcemu.mlip.calculators). Systems: water_192, water_17280, water_cluster_<n_atoms> (e.g. water_cluster_24),
+pt111_co, cantor_539, or any file ASE can read. Every method's run reports its coverage (the share of its
+float32 contraction FLOPs that was emulated).
 
 Examples:
   tcemu mlip sp --potential pet-xs --system water_192 --out out/
   tcemu mlip report --quick --out demo-out/mlip
+  tcemu mlip sp --calculator tcemu.mlip.calculators:mace_random --system water_cluster_24
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+
+from .args import (
+    BadArgument,
+    at_least,
+    bad_argument,
+    check_choices,
+    csv_list,
+    device,
+    nonnegative_float,
+    output_dir,
+    positive_float,
+)
 
 METHODS_DEFAULT = "tf32,tf32x3,bf16x3,bf16x6,bf16x9"
 
@@ -32,19 +48,32 @@ def _common(p: argparse.ArgumentParser, potential: str, system: str | None) -> N
     if system is not None:
         p.add_argument("--system", default=system, help=f"system name or structure file (default {system})")
     p.add_argument(
-        "--methods", default=METHODS_DEFAULT, help=f"comma-separated methods (default {METHODS_DEFAULT})"
+        "--methods", default=METHODS_DEFAULT, type=csv_list,
+        help=f"comma-separated methods (default {METHODS_DEFAULT})"
     )
-    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--out", default="mlip-out", help="output directory for CSV and PNG (default mlip-out)")
+    _calculator(p)
+    p.add_argument("--device", default=None, type=device, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--out", default="mlip-out", type=output_dir,
+                   help="output directory for CSV and PNG (default mlip-out)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--compile", action="store_true", help="PET only: run the model under torch.compile")
     _threads(p)
 
 
+def _calculator(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--calculator",
+        default=None,
+        metavar="MODULE:FACTORY",
+        help="any ASE calculator: a factory (package.module:name or file.py:name) called as "
+        "factory(dtype='float32'|'float64', device=...) (tcemu.mlip.calculators); replaces --potential",
+    )
+
+
 def _threads(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--threads",
-        type=int,
+        type=at_least(1),
         default=None,
         help="torch CPU threads (default 1 on the CPU: these models are small, and with more threads "
         "OpenMP overhead on a shared machine made ANI-1x up to 100x slower)",
@@ -64,18 +93,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("curve", help="CO pulled off Pt(111): smoothness of E_method - E_FP64")
     _common(p, "pet-xs", None)
     p.add_argument(
-        "--points", type=int, default=60, help="number of heights from 1.2 to 6.0 Angstrom (default 60)"
+        "--points", type=at_least(3), default=60,
+        help="number of heights from 1.2 to 6.0 Angstrom, at least 3 (default 60)"
     )
     p = sub.add_parser("nve", help="NVE velocity Verlet: drift and fluctuation of the total energy")
     _common(p, "ani1x", "water_192")
-    p.add_argument("--ps", type=float, default=0.5, help="picoseconds per run (default 0.5)")
-    p.add_argument("--timestep-fs", type=float, default=0.5, help="time step in fs (default 0.5)")
-    p.add_argument("--temperature", type=float, default=300.0, help="initial temperature in K (default 300)")
+    p.add_argument("--ps", type=positive_float, default=0.5, help="picoseconds per run (default 0.5)")
+    p.add_argument("--timestep-fs", type=positive_float, default=0.5, help="time step in fs (default 0.5)")
+    p.add_argument("--temperature", type=nonnegative_float, default=300.0,
+                   help="initial temperature in K (default 300)")
     p = sub.add_parser("relax", help="FIRE2 relaxation: steps to converge and lowest fmax")
     _common(p, "chgnet", "cantor_539")
-    p.add_argument("--repeats", type=int, default=3, help="relaxations per method (default 3)")
-    p.add_argument("--fmax", type=float, default=1e-3, help="target fmax in eV/Angstrom (default 1e-3)")
-    p.add_argument("--max-steps", type=int, default=500, help="step limit (default 500)")
+    p.add_argument("--repeats", type=at_least(1), default=3, help="relaxations per method (default 3)")
+    p.add_argument("--fmax", type=positive_float, default=1e-3, help="target fmax in eV/Angstrom (default 1e-3)")
+    p.add_argument("--max-steps", type=at_least(1), default=500, help="step limit (default 500)")
     p.add_argument(
         "--optimizer",
         default="fire2",
@@ -83,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fire2: ours, ALCHEMI update and defaults; ase-fire2: ase.optimize.FIRE2",
     )
     p = sub.add_parser("report", help="run the suite; write CSVs, plots, verdicts.csv and report.md")
-    p.add_argument("--out", default="mlip-report", help="output directory (default mlip-report)")
+    p.add_argument("--out", default="mlip-report", type=output_dir, help="output directory (default mlip-report)")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--quick", action="store_const", dest="size", const="quick", help="the CPU-sized suite")
     size.add_argument(
@@ -96,16 +127,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="auto (default): full on a CUDA device, quick otherwise",
     )
     p.add_argument(
-        "--methods", default=METHODS_DEFAULT, help=f"comma-separated methods (default {METHODS_DEFAULT})"
+        "--methods", default=METHODS_DEFAULT, type=csv_list,
+        help=f"comma-separated methods (default {METHODS_DEFAULT})"
     )
     p.add_argument(
-        "--checks", default="single_point,energy_curve,nve,relax", help="comma-separated checks to run"
+        "--checks", default="single_point,energy_curve,nve,relax", type=csv_list, help="comma-separated checks to run"
     )
-    p.add_argument("--device", default=None, help="torch device (default: cuda if available, else cpu)")
-    p.add_argument("--nve-ps", type=float, default=None, help="override the NVE length (ps)")
-    p.add_argument("--relax-repeats", type=int, default=None, help="override the relaxation repeats")
-    p.add_argument("--relax-max-steps", type=int, default=None, help="override the relaxation step limit")
-    p.add_argument("--curve-points", type=int, default=None, help="override the number of curve heights")
+    _calculator(p)
+    p.add_argument("--device", default=None, type=device, help="torch device (default: cuda if available, else cpu)")
+    p.add_argument("--nve-ps", type=positive_float, default=None, help="override the NVE length (ps)")
+    p.add_argument("--relax-repeats", type=at_least(1), default=None, help="override the relaxation repeats")
+    p.add_argument("--relax-max-steps", type=at_least(1), default=None, help="override the relaxation step limit")
+    p.add_argument("--curve-points", type=at_least(3), default=None,
+                   help="override the number of curve heights (at least 3)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     _threads(p)
 
@@ -118,13 +152,15 @@ def _device(arg: str | None) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _methods(arg: str) -> list[str]:
+def _methods(names: list[str]) -> list[str]:
     from tcemu.mlip.models import check_method
 
-    return [check_method(m.strip()) for m in arg.split(",") if m.strip()]
+    with bad_argument("--methods"):
+        return [check_method(m) for m in names]
 
 
 def _system(name: str):
+    """The structure of ``--system``: a name, or a file ASE can read (refused with the reason otherwise)."""
     from pathlib import Path
 
     from tcemu.mlip import systems
@@ -132,17 +168,31 @@ def _system(name: str):
     if Path(name).is_file():
         from ase.io import read
 
-        atoms = read(name)
+        try:
+            atoms = read(name)
+        except KeyError as exc:  # ASE's symbol lookup
+            raise BadArgument(f"--system {name}: unknown chemical element {exc.args[0]!r} in the file") from exc
+        except UnicodeDecodeError as exc:
+            raise BadArgument(f"--system {name}: not a text structure file (a binary file?); give a file ASE can "
+                              "read, e.g. .xyz, .extxyz, .cif, POSCAR") from exc
+        except Exception as exc:  # noqa: BLE001 - whatever ASE's readers raise for a file they cannot parse
+            raise BadArgument(f"--system {name}: ASE cannot read it ({type(exc).__name__}: {exc})") from exc
+        if len(atoms) == 0:
+            raise BadArgument(f"--system {name}: the file holds no atoms")
         atoms.info.setdefault("name", Path(name).stem)
         return atoms
-    return systems.build(name)
+    with bad_argument("--system"):
+        atoms = systems.build(name)
+    if len(atoms) == 0:
+        raise BadArgument(f"--system {name}: the system has no atoms")
+    return atoms
 
 
 def run(args: argparse.Namespace) -> int | None:
     cmd = getattr(args, "mlip_command", None)
     if cmd is None:
-        print(__doc__)
-        return 1
+        print(__doc__, file=sys.stderr)
+        raise BadArgument("give a subcommand: sp, curve, nve, relax or report")
     from tcemu.mlip.report import every_gemm_emulated
 
     with every_gemm_emulated():  # validate the method itself, not the small-shape SGEMM fallback
@@ -171,11 +221,12 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
         if size == "auto":
             size = "full" if device.startswith("cuda") else "quick"
         cfg = SuiteConfig.quick() if size == "quick" else SuiteConfig.full()
-        over = {
-            "methods": tuple(methods),
-            "device": device,
-            "checks": tuple(c.strip() for c in args.checks.split(",") if c.strip()),
-        }
+        check_choices("--checks", args.checks, SuiteConfig.checks)
+        over = {"methods": tuple(methods), "device": device, "checks": tuple(args.checks)}
+        if args.calculator:  # the calculator in every check, on the suite's systems
+            spec = args.calculator
+            over |= {"single_point": tuple((spec, sys_) for sys_ in dict.fromkeys(s for _, s in cfg.single_point)),
+                     "curve_potentials": (spec,), "nve_potential": spec, "relax_potential": spec}
         for attr, key in (
             ("nve_ps", "nve_ps"),
             ("relax_repeats", "relax_repeats"),
@@ -195,9 +246,28 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
         print(verdict_table(res))
         print(f"\nreport: {out / 'report.md'}   verdicts: {out / 'verdicts.csv'}")
         return 0
-    pot = models.get_potential(args.potential, compile=args.compile)
-    if cmd == "sp":
+    name = args.calculator or args.potential
+    with bad_argument("--calculator" if args.calculator else "--potential"):
+        try:
+            pot = models.get_potential(name, compile=args.compile)
+        except (ImportError, BadArgument, ValueError, OSError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - a file that is not a checkpoint fails in torch.load or metatrain
+            if args.calculator or not Path(args.potential).is_file():
+                raise
+            raise BadArgument(f"--potential {args.potential}: cannot load it as a PET checkpoint "
+                              f"({type(exc).__name__}: {exc})") from exc
+    if args.compile and (args.calculator or args.potential.lower() in models.POTENTIALS):
+        raise BadArgument(f"--compile runs PET models under torch.compile; {name} is not one")
+    if cmd == "curve":
+        from tcemu.mlip.systems import co_on_pt111
+
+        atoms = co_on_pt111()
+    else:
         atoms = _system(args.system)
+    with bad_argument(f"--potential {name} on --system {getattr(args, 'system', 'pt111_co')}"):
+        pot.check_atoms(atoms)  # before any computation
+    if cmd == "sp":
         res = tasks.single_point(pot, atoms, methods, args.floor, device, show_progress=show)
         stem = f"single_point_{pot.name}_{res.system}"
         w = max(8, *(len(m) for m in res.methods))
@@ -219,7 +289,7 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
     elif cmd == "nve":
         res = tasks.nve_check(
             pot,
-            _system(args.system),
+            atoms,
             methods,
             args.ps,
             args.timestep_fs,
@@ -235,7 +305,7 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
     elif cmd == "relax":
         res = tasks.relax_check(
             pot,
-            _system(args.system),
+            atoms,
             methods,
             args.repeats,
             args.optimizer,
@@ -252,6 +322,8 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
             )
     else:  # pragma: no cover
         raise ValueError(cmd)
+    print("coverage (% of float32 contraction FLOPs emulated): "
+          + ", ".join(f"{m} {100 * c:.2f}" for m, c in res.coverage.items() if m not in ("fp64", "fp32")))
     stem = stem.replace("/", "_").replace(":", "_")
     csv_path = write_csv(res.to_rows(), out / f"mlip_{stem}.csv")
     pngs = save_check_figures(res, out, stem)

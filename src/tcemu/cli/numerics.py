@@ -19,6 +19,19 @@ What-if: --frac-bits, --n-fma, --czero-floor (none or an exponent), --variant mm
 from __future__ import annotations
 
 import argparse
+import sys
+
+from .args import BadArgument, at_least, bad_argument
+
+
+def _floor(text: str) -> int | None:
+    """--czero-floor: an exponent, or 'none'."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an exponent (an integer) or 'none', got {text!r}") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -33,9 +46,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--c", default="0", help="c (default 0)")
     ex.add_argument("--variant", default="measured",
                     help="measured (default: what the H200 answered), mmasim or toolbox: c=0 / c exponent floors")
-    ex.add_argument("--frac-bits", type=int, help="what-if: F")
-    ex.add_argument("--n-fma", type=int, help="what-if: N (block size)")
-    ex.add_argument("--czero-floor", help="what-if: c = 0 floor exponent, or 'none'")
+    ex.add_argument("--frac-bits", type=at_least(0), help="what-if: F")
+    ex.add_argument("--n-fma", type=at_least(1), help="what-if: N (block size)")
+    ex.add_argument("--czero-floor", type=_floor, default=False, help="what-if: c = 0 floor exponent, or 'none'")
     ex.add_argument("--pad", action="store_true", help="pad a and b with zeros to the instruction's K")
     from .numerics_emulation import add_emulation_parser, add_explain_arguments
 
@@ -47,15 +60,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    with bad_argument():  # every argument is interpreted here: a value error is a bad argument
+        if args.method:  # one output element of an emulated GEMM
+            from .numerics_emulation import explain_method
+
+            return explain_method(args)
+        text = _explanation(args)
+    print(text)
+    return 0
+
+
+def _explanation(args: argparse.Namespace) -> str:
     from dataclasses import replace
 
     from tcemu.numerics import get_preset
     from tcemu.numerics.explain import explain, parse_values
 
-    if args.method:  # one output element of an emulated GEMM
-        from .numerics_emulation import explain_method
-
-        return explain_method(args)
     p = get_preset(args.arch, args.instruction, args.input_format, args.output_format, variant=args.variant)
     changes: dict = {}
     if args.frac_bits is not None:
@@ -63,13 +83,15 @@ def _explain(args: argparse.Namespace) -> int:
     if args.n_fma is not None:
         changes["n_fma"] = args.n_fma
         changes["k_instr"] = max(p.k_instr, args.n_fma) if p.k_instr % args.n_fma == 0 else args.n_fma
-    if args.czero_floor is not None:
-        changes["czero_floor"] = None if args.czero_floor.lower() == "none" else int(args.czero_floor)
+    if args.czero_floor is not False:
+        changes["czero_floor"] = args.czero_floor
     if changes:
         p = replace(p, label=p.label + " (what-if: " + ", ".join(f"{k}={v}" for k, v in changes.items()) + ")",
                     **changes)
     a = parse_values(args.a, p.input_format)
     b = parse_values(args.b, p.input_format)
+    if not a:
+        raise BadArgument("--a is empty: give the comma-separated values of a (as many as --b)")
     if len(a) != len(b):
         raise ValueError(f"--a has {len(a)} values, --b has {len(b)}")
     c = parse_values(args.c, p.c_format)
@@ -78,8 +100,7 @@ def _explain(args: argparse.Namespace) -> int:
     if args.pad and len(a) % p.k_instr:
         extra = p.k_instr - len(a) % p.k_instr
         a, b = a + [0] * extra, b + [0] * extra
-    print(explain(a, b, c[0], p))
-    return 0
+    return explain(a, b, c[0], p)
 
 
 def _presets() -> int:
@@ -109,10 +130,14 @@ def _data(args: argparse.Namespace) -> int:
     from tcemu.numerics import block_fma_bits, get_preset
     from tcemu.numerics.public_data import load_cases
 
-    worst = 1.0
-    for case in load_cases():
-        if args.gpu and case.gpu.lower() != args.gpu.lower():
-            continue
+    cases = load_cases()
+    if args.gpu:
+        gpus = sorted({case.gpu for case in cases})
+        cases = [case for case in cases if case.gpu.lower() == args.gpu.lower()]
+        if not cases:
+            raise BadArgument(f"--gpu {args.gpu}: the bundled data has no such GPU; choose one of {', '.join(gpus)}")
+    worst, checked = 1.0, 0
+    for case in cases:
         p = get_preset(case.arch, "mma.sync", case.input_format, case.output_format)
         pad = -case.a.shape[1] % p.k_instr
         a = np.pad(case.a, ((0, 0), (0, pad)))
@@ -125,8 +150,12 @@ def _data(args: argparse.Namespace) -> int:
             line += f"   d lacks c (data caveat): as wgmma with c = 0: {m0:.2%}"
         else:
             worst = min(worst, match)
+            checked += 1
         print(line)
-    print(f"\nworst match over the consistent cases: {worst:.2%}")
+    if not checked:
+        print("\nno consistent case among these (every one is a data caveat): nothing to match")
+        return 1
+    print(f"\nworst match over the consistent cases: {worst:.2%} ({checked} cases)")
     return 0 if worst == 1.0 else 1
 
 
@@ -142,5 +171,5 @@ def run(args: argparse.Namespace) -> int | None:
         from .numerics_emulation import run_emulation
 
         return run_emulation(args)
-    print(__doc__)
-    return 1
+    print(__doc__, file=sys.stderr)
+    raise BadArgument("give a subcommand: explain, emulation, presets or data")

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import argparse
 
+from .args import BadArgument, at_least, bad_argument, check_choices, csv_list, output_file
+
 METHODS = ("tf32x3", "bf16x3", "bf16x6", "bf16x9")
+
+
+def _ks(text: str) -> tuple[int, ...]:
+    """--k: comma-separated positive integers."""
+    return tuple(at_least(1)(item) for item in csv_list(text))
 
 
 def add_emulation_parser(sub) -> None:
@@ -16,11 +23,12 @@ def add_emulation_parser(sub) -> None:
     em.add_argument("--arch", default="h200", help="a100, ada, h100, h200 (default), b200")
     em.add_argument("--method", default=None, help="tf32x3, bf16x3, bf16x6, bf16x9 (default: all four)")
     em.add_argument("--instruction", default=None, help="the preset's instruction (default: what tl.dot compiles to)")
-    em.add_argument("--k", default="256,4096", help="comma-separated K (default 256,4096)")
-    em.add_argument("--families", default="normal,wide,cancel,tiny", help="input families (default: all four)")
-    em.add_argument("--size", type=int, default=96, help="M = N of the products (a third of it for K > 1024)")
+    em.add_argument("--k", default="256,4096", type=_ks, help="comma-separated K (default 256,4096)")
+    em.add_argument("--families", default="normal,wide,cancel,tiny", type=csv_list,
+                    help="input families (default: all four)")
+    em.add_argument("--size", type=at_least(1), default=96, help="M = N of the products (a third of it for K > 1024)")
     em.add_argument("--no-search", action="store_true", help="skip the adversarial search")
-    em.add_argument("--json", default=None, metavar="PATH", help="also write the tables as JSON")
+    em.add_argument("--json", default=None, metavar="PATH", type=output_file, help="also write the tables as JSON")
 
 
 def add_explain_arguments(ex: argparse.ArgumentParser) -> None:
@@ -36,11 +44,15 @@ def add_explain_arguments(ex: argparse.ArgumentParser) -> None:
 def run_emulation(args: argparse.Namespace) -> int:
     import json
 
-    from tcemu.numerics.emulation_errors import error_table, format_table
+    from tcemu.numerics.emulation_errors import FAMILIES, error_table, format_table
+    from tcemu.numerics.schedule import derive_schedule
 
     methods = [args.method] if args.method else list(METHODS)
-    ks = tuple(int(x) for x in args.k.split(",") if x.strip())
-    fams = tuple(x.strip() for x in args.families.split(",") if x.strip())
+    ks, fams = args.k, tuple(args.families)
+    check_choices("--method", methods, METHODS)
+    check_choices("--families", fams, FAMILIES)
+    with bad_argument("--arch/--instruction"):  # before anything is computed
+        derive_schedule(methods[0], arch=args.arch, instruction=args.instruction, M=4096, N=1024, K=ks[0])
     tables = []
     for m in methods:
         t = error_table(m, args.arch, args.instruction, ks=ks, families=fams, size=args.size,
@@ -53,13 +65,31 @@ def run_emulation(args: argparse.Namespace) -> int:
     return 0
 
 
-def explain_method(args: argparse.Namespace) -> int:
-    from tcemu.numerics.explain_emulated import explain_emulated, parse_fp32_values
+def _fp32_values(option: str, text: str):
+    """--a / --b of ``explain --method``: FP32 values (rounded to FP32, as the GEMM's inputs are)."""
+    from tcemu.numerics.explain_emulated import parse_fp32_values
 
-    m, n = (int(x) for x in args.shape.lower().split("x"))
+    try:
+        values = parse_fp32_values(text)
+    except OverflowError:
+        raise BadArgument(f"{option}: a value is beyond every float's range (FP32 holds up to about 3.4e38; "
+                          "write inf for infinity)") from None
+    if not len(values):
+        raise BadArgument(f"{option} is empty: give the comma-separated FP32 values")
+    return values
+
+
+def explain_method(args: argparse.Namespace) -> int:
+    from tcemu.numerics.explain_emulated import explain_emulated
+
+    check_choices("--method", [args.method], METHODS)
+    try:
+        m, n = (at_least(1)(x) for x in args.shape.lower().split("x"))
+    except (ValueError, argparse.ArgumentTypeError):
+        raise ValueError(f"--shape {args.shape!r}: write M x N, e.g. 4096x1024") from None
     # --instruction's default (mma.sync) stands for "what the kernel compiles to" here (wgmma on sm_90, tcgen05 on
     # sm_100; numerically the same as mma.sync for TF32 and BF16 there)
     instruction = None if args.instruction == "mma.sync" else args.instruction
-    print(explain_emulated(parse_fp32_values(args.a), parse_fp32_values(args.b), args.method, arch=args.arch,
+    print(explain_emulated(_fp32_values("--a", args.a), _fp32_values("--b", args.b), args.method, arch=args.arch,
                            instruction=instruction, config=args.config, shape=(m, n), brief=args.brief))
     return 0

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import argparse
 
+from .args import BadArgument, bad_argument, npz_file, output_dir, require_cuda_device
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="probe-out", help="output folder (default: probe-out)")
+    parser.add_argument("--out", default="probe-out", type=output_dir, help="output folder (default: probe-out)")
     parser.add_argument("--cases", nargs="*", default=None, help="case names (default: all); see --list")
     parser.add_argument("--from-raw", default=None, metavar="NPZ", help="infer from stored hardware bits, no GPU")
     parser.add_argument("--collect-only", action="store_true", help="only run the vectors on the GPU and save them")
@@ -43,15 +45,21 @@ def run(args: argparse.Namespace) -> int:
         for c in ALL_CASES:
             print(f"{c.name:<22} {c.ptx}")
         return 0
-    os.makedirs(args.out, exist_ok=True)
+    if args.collect_only and args.from_raw:
+        raise BadArgument("--collect-only runs the vectors on the GPU, --from-raw reads stored ones: give one")
+    with bad_argument("--cases"):
+        cases = [get_case(n) for n in args.cases] if args.cases else (WMMA_CASES if args.wmma else CASES)
     if args.from_raw:
-        raw, device = load_raw(args.from_raw)
+        with npz_file("--from-raw", args.from_raw, "the .npz of hardware bits that tcemu probe writes"):
+            raw, device = load_raw(args.from_raw)
     else:
+        require_cuda_device("probe", "--from-raw NPZ infers from stored hardware bits on any machine")
+    os.makedirs(args.out, exist_ok=True)
+    if not args.from_raw:
         from tcemu.numerics.hardware.runner import Runner
 
         runner = Runner(verbose=True)
         device = runner.device
-        cases = [get_case(n) for n in args.cases] if args.cases else (WMMA_CASES if args.wmma else CASES)
         raw = collect(runner, cases)
         save_raw(os.path.join(args.out, "h200_probe_raw.npz"), raw, device)
         if args.collect_only:

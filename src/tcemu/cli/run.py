@@ -18,6 +18,8 @@ import runpy
 import sys
 import traceback
 
+from .args import BadArgument, bad_argument
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", default="tf32x3",
@@ -34,12 +36,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int | None:
     from tcemu import autoload
 
-    cfg = autoload.install(args.method, attention=args.attention, backend=args.backend, report=args.report)
+    if not args.module and not os.path.isfile(args.target):
+        raise BadArgument(f"no such script: {args.target!r} (use -m for a module)")
+    if args.module:
+        import importlib.util
+
+        try:
+            found = importlib.util.find_spec(args.target) is not None
+        except (ImportError, ValueError):  # a parent package that is missing, or an empty name
+            found = False
+        if not found:
+            raise BadArgument(f"-m {args.target}: no such module on sys.path")
+    with bad_argument("--method"):
+        cfg = autoload.install(args.method, attention=args.attention, backend=args.backend, report=args.report)
     os.environ[autoload.ENV_VAR] = cfg.method + ("+attn" if cfg.attention else "")
     if args.report:
         os.environ[autoload.REPORT_VAR] = "1"
-    if not args.module and not os.path.isfile(args.target):
-        raise FileNotFoundError(f"no such script: {args.target!r} (use -m for a module)")
     sys.argv = [args.target, *args.args]
     try:
         if args.module:

@@ -29,15 +29,28 @@ from __future__ import annotations
 
 import argparse
 
+from .args import BadArgument, at_least, bad_argument, check_choices, npz_file, output_dir, require_cuda_device
+
+
+def _samples(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of samples, got {text!r}") from None
+    if not value >= 1 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {text}")
+    return value
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", default="validate-out", help="output folder (default: validate-out)")
+    parser.add_argument("--out", default="validate-out", type=output_dir, help="output folder (default: validate-out)")
     parser.add_argument("--cases", nargs="*", default=None, help="case names (default: the validation set)")
-    parser.add_argument("--samples", type=float, default=1e7, help="samples per case (default 1e7)")
+    parser.add_argument("--samples", type=_samples, default=1e7, help="samples per case (default 1e7)")
     parser.add_argument("--families", nargs="*", default=None, help="input families (default: all)")
-    parser.add_argument("--workers", type=int, default=0, help="model processes (default: CPU count - 1)")
+    parser.add_argument("--workers", type=at_least(0), default=0, help="model processes (default 0: CPU count - 1)")
     parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument("--gpus", type=int, default=1, help="shard the cases over this many GPUs (one process each)")
+    parser.add_argument("--gpus", type=at_least(1), default=1,
+                        help="shard the cases over this many GPUs (one process each)")
     parser.add_argument("--smoke", action="store_true", help="only check SASS and fragment layouts")
     parser.add_argument("--replay", default=None, metavar="NPZ", help="check the model against a replay set (CPU)")
     parser.add_argument("--measured", action="store_true",
@@ -46,10 +59,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wmma", action="store_true", help="validate CUDA's WMMA API (fp16, bf16, tf32) instead")
     emu = parser.add_argument_group("emulated GEMMs (--emulation)")
     emu.add_argument("--emulation", action="store_true", help="validate the twin of the emulated GEMMs")
-    emu.add_argument("--outputs", type=float, default=1e7, help="outputs per method and kernel family (default 1e7)")
+    emu.add_argument("--outputs", type=_samples, default=1e7, help="outputs per method and kernel family (default 1e7)")
     emu.add_argument("--methods", nargs="*", default=None, help="tf32x3 bf16x3 bf16x6 bf16x9 (default: all)")
     emu.add_argument("--kernels", nargs="*", default=None, help="triton g pg gw pgw (default: all)")
-    emu.add_argument("--k-max", type=int, default=192, help="largest K of the random shapes (default 192)")
+    emu.add_argument("--k-max", type=at_least(1), default=192, help="largest K of the random shapes (default 192)")
     emu.add_argument("--replay-emulation", default=None, metavar="NPZ",
                      help="check the twin against stored GPU outputs (CPU)")
 
@@ -58,12 +71,15 @@ def run(args: argparse.Namespace) -> int:
     import json
     import os
 
+    if args.measured and not args.replay:
+        raise BadArgument("--measured applies to --replay NPZ (the stored samples); add --replay or drop it")
     if args.emulation or args.replay_emulation:
         return _emulation(args)
     if args.replay:
         from tcemu.numerics.hardware.replay import check_replay, measured_table
 
-        res = check_replay(args.replay, table=measured_table() if args.measured else None)
+        with npz_file("--replay", args.replay, "a replay set of hardware samples (.npz)"):
+            res = check_replay(args.replay, table=measured_table() if args.measured else None)
         for key, r in res["groups"].items():
             if r["mismatches"]:
                 print(f"{key:<40} {r['samples']:6d} samples {r['mismatches']:6d} mismatches")
@@ -74,13 +90,20 @@ def run(args: argparse.Namespace) -> int:
     from tcemu.numerics.hardware.families import FAMILIES
     from tcemu.numerics.hardware.runner import Runner
 
-    os.makedirs(args.out, exist_ok=True)
     if args.cases:
         cases = tuple(args.cases)
     else:
         from tcemu.numerics.hardware.cases import WMMA_CASES
 
         cases = tuple(c.name for c in (WMMA_CASES if args.wmma else VALIDATION_CASES))
+    with bad_argument("--cases"):
+        for name in cases:
+            get_case(name)
+    check_choices("--families", args.families or (), FAMILIES)
+    if args.smoke and args.gpus > 1:
+        raise BadArgument("--smoke checks one GPU; drop --gpus")
+    require_cuda_device("validate", "--replay NPZ checks stored hardware samples on any machine")
+    os.makedirs(args.out, exist_ok=True)
     if args.gpus > 1:
         from tcemu.numerics.hardware.shard import run_sharded
 
@@ -110,7 +133,8 @@ def _emulation(args) -> int:
     from tcemu.numerics.hardware import emulation_validate as ev
 
     if args.replay_emulation:
-        res = ev.check_replay(args.replay_emulation)
+        with npz_file("--replay-emulation", args.replay_emulation, "a stored set of emulated-GEMM GPU outputs"):
+            res = ev.check_replay(args.replay_emulation)
         for group, r in res["groups"].items():
             if r["mismatches"]:
                 print(f"{group:<36} {r['outputs']:6d} outputs {r['mismatches']:6d} mismatches (K = {r['k']})")
@@ -118,6 +142,10 @@ def _emulation(args) -> int:
         return 1 if res["mismatches"] else 0
     from tcemu.numerics.hardware.gemm_families import GEMM_FAMILIES
     from tcemu.numerics.schedule import KERNEL_FAMILIES
+
+    check_choices("--methods", args.methods or (), ev.METHODS)
+    check_choices("--kernels", args.kernels or (), KERNEL_FAMILIES)
+    check_choices("--families", args.families or (), GEMM_FAMILIES)
 
     cfg = ev.EmulationValidationConfig(
         methods=tuple(args.methods or ev.METHODS), kernels=tuple(args.kernels or KERNEL_FAMILIES),

@@ -1,6 +1,8 @@
 """Part 1: FP32 emulation for PyTorch (methods, reference and fast GEMMs, autograd, module swap)."""
 
 from .attention import scaled_dot_product_attention
+from .contractions import einsum, tensordot
+from .meter import Coverage, coverage
 from .linear import EmulatedLinear
 from .methods import METHODS, Method, MethodSpec, get_method, method_names
 from .mode import emulation_mode
@@ -9,7 +11,7 @@ from .split import split
 from .swap import emulate_, emulate_functional_, restore_, unreachable_layers
 
 __all__ = [
-    "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "emulate_", "emulate_functional_",
-    "emulation_mode", "get_method", "linear", "matmul", "method_names", "restore_", "scaled_dot_product_attention",
-    "split", "unreachable_layers",
+    "Coverage", "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "coverage", "einsum", "emulate_",
+    "emulate_functional_", "emulation_mode", "get_method", "linear", "matmul", "method_names", "restore_",
+    "scaled_dot_product_attention", "split", "tensordot", "unreachable_layers",
 ]

@@ -25,6 +25,7 @@ where they apply (``TCEMU_FUSED_ATTENTION=0``: the reference).
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import math
 import os
@@ -85,6 +86,11 @@ def _check(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None) -> None:
         raise ValueError("tcemu.scaled_dot_product_attention: all tensors must be on one device")
 
 
+def _default_scale(q: Tensor) -> float:
+    """1 / sqrt(D), as torch; for D = 0 the scores are empty sums, 0 whatever the scale (torch's too): 1."""
+    return 1.0 / math.sqrt(q.shape[-1]) if q.shape[-1] else 1.0
+
+
 def _additive(attn_mask: Tensor | None) -> Tensor | None:
     if attn_mask is None or attn_mask.dtype != torch.bool:
         return attn_mask
@@ -92,16 +98,43 @@ def _additive(attn_mask: Tensor | None) -> Tensor | None:
         ~attn_mask, float("-inf"))
 
 
+@functools.cache
+def _torch_zeroes_dead_rows() -> bool:
+    """Whether torch's own SDPA gives 0 (not NaN) for a query row whose scores are all -inf (every key masked
+    out). Read from the installed torch once, on the CPU (torch 2.5+ zeroes such rows, older versions give NaN),
+    so that the reference and the fused kernels follow it."""
+    with torch._C.DisableTorchFunction(), torch.no_grad():  # not through an active emulation_mode
+        one = torch.ones(1, 1, 1)
+        out = torch.nn.functional.scaled_dot_product_attention(one, one, one,
+                                                               attn_mask=torch.zeros(1, 1, dtype=torch.bool))
+    return bool(out.item() == 0)
+
+
+@torch.compiler.assume_constant_result
+def zeroes_dead_rows() -> bool:
+    """:func:`_torch_zeroes_dead_rows`, a constant of the graph under torch.compile."""
+    return _torch_zeroes_dead_rows()
+
+
+def _softmax(s: Tensor) -> Tensor:
+    """softmax over the keys; a row of scores that are all -inf gives what torch's SDPA gives (0, with zero
+    gradients, where torch zeroes it; else softmax's NaN)."""
+    if not zeroes_dead_rows():
+        return torch.softmax(s, dim=-1)
+    dead = (s == float("-inf")).all(-1, keepdim=True)
+    return torch.softmax(s.masked_fill(dead, 0.0), dim=-1).masked_fill(dead, 0.0)
+
+
 def sdpa_reference(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None = None, *, scale: float | None = None,
                    method: str | MethodSpec = "tf32x3", backend: str = "torch") -> Tensor:
     """softmax(Q K^T * scale + mask) V with both products by :func:`tcemu.matmul` (autograd through both)."""
     spec = get_method(method)
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = _default_scale(q) if scale is None else scale
     s = matmul(q, k.transpose(-2, -1), spec, backend=backend) * scale
     mask = _additive(attn_mask)
     if mask is not None:
         s = s + mask
-    return matmul(torch.softmax(s, dim=-1), v, spec, backend=backend)
+    return matmul(_softmax(s), v, spec, backend=backend)
 
 
 def fused_smem_bytes(method: str, lp: int, dp: int, heads_per_program: int = 1) -> int:
@@ -190,7 +223,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
     spec = get_method(method)
     if backend not in ("auto", "torch", "triton"):
         raise ValueError(f"unknown backend {backend!r}; choose auto, torch or triton")
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    scale = _default_scale(q) if scale is None else float(scale)
     mask = _additive(attn_mask)
     if mask is not None and q.dim() == 4 and mask.dim() < 4:  # as torch broadcasts it (a view: gradients flow back)
         mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
@@ -268,7 +301,8 @@ def _fwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float
     _attn_fwd_kernel[(B, H // hpp)](
         q, k, v, m4 if m4 is not None else q, o, lse, L, D, scale,
         *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2],
-        HAS_MASK=m4 is not None, MASK_PER_HEAD=mask is not None and mask.shape[1] == H, HPP=hpp, **args)
+        HAS_MASK=m4 is not None, MASK_PER_HEAD=mask is not None and mask.shape[1] == H, HPP=hpp,
+        ZERO_DEAD_ROWS=zeroes_dead_rows(), **args)
     return o, lse
 
 
@@ -293,7 +327,8 @@ def _bwd_impl(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, o: Tensor, l
     _attn_bwd_ds_kernel[(B, H)](
         q, k, v, m4 if m4 is not None else q, o, lse, do, dv, dm, ds, H, L, D, scale,
         *q.stride(), *k.stride(), *v.stride(), *ms, *o.stride(), *lse.stride()[:2], *do.stride(), *dms,
-        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad and per_head, WIDE=wide, **args)
+        HAS_MASK=m4 is not None, MASK_GRAD=mask_grad and per_head, WIDE=wide, ZERO_DEAD_ROWS=zeroes_dead_rows(),
+        **args)
     _attn_bwd_dqdk_kernel[(B, 1 if sum_heads else H)](
         q, k, ds, dq, dk, dm, H, L, D, scale, *q.stride(), *k.stride(), dms[0],
         SUM_HEADS=sum_heads, WIDE=wide, **args)

@@ -4,25 +4,29 @@
 * ``"triton"``: the fast CUDA kernels of :mod:`tcemu.emulation.gemm` (Hopper, Ampere).
 * ``"auto"``: ``"triton"`` where it can run the method on the tensors' device, else ``"torch"``.
 
-A backend implements :class:`GemmBackend`. Linear layers use the ``prepare_weight`` /
-``linear`` / ``linear_input_grad`` trio, so that weight pieces are split once and cached by
-:class:`~tcemu.emulation.linear.EmulatedLinear` in whatever layout the backend prefers.
+A backend implements :class:`GemmBackend`. Linear layers call ``linear`` / ``linear_input_grad`` with
+``prepared=None``: the backend splits the weight at use, in the layout that GEMM reads, and only where a
+kernel runs. ``prepare_weight`` splits beforehand (benchmarks and tests time or check the GEMM alone).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
+from .meter import guard_backend
 from .methods import MethodSpec
 from .reference import cuda_fp32_precision, mm_reference
 from .split import split
 
-__all__ = ["GemmBackend", "ReferenceBackend", "get_backend", "backend_names", "resolve_backend"]
+__all__ = ["GemmBackend", "ReferenceBackend", "get_backend", "backend_names", "resolve_backend",
+           "every_gemm_emulated"]
 
 
 class GemmBackend(Protocol):
@@ -37,10 +41,11 @@ class GemmBackend(Protocol):
         """``a @ b`` for a (..., M, K), b (..., K, N) with torch.matmul broadcasting (both >= 2-D)."""
 
     def prepare_weight(self, weight: Tensor, spec: MethodSpec) -> Any:
-        """Split an nn.Linear weight (N, K) once; the result is cached while the weight is unchanged."""
+        """Split an nn.Linear weight (N, K) beforehand, for ``prepared`` (valid while the weight is unchanged)."""
 
     def linear(self, x: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec, bias: Tensor | None) -> Tensor:
-        """``x @ weight.T + bias`` for x (M, K), weight (N, K), bias (N,) or None -> (M, N)."""
+        """``x @ weight.T + bias`` for x (M, K), weight (N, K), bias (N,) or None -> (M, N); ``prepared`` is
+        ``prepare_weight(weight)`` or None (split here)."""
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec) -> Tensor:
         """``grad_out @ weight`` for grad_out (M, N), weight (N, K) -> (M, K)."""
@@ -69,13 +74,14 @@ class ReferenceBackend:
         if spec.name == "tf32" and x.is_cuda:
             y = _cublas_tf32_matmul(x, weight.mT)
         else:
-            y = mm_reference(x, weight.mT, spec, b_pieces=tuple(p.mT for p in prepared))
+            pieces = None if prepared is None else tuple(p.mT for p in prepared)
+            y = mm_reference(x, weight.mT, spec, b_pieces=pieces)
         return y if bias is None else y + bias
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec) -> Tensor:
         if spec.name == "tf32" and grad_out.is_cuda:
             return _cublas_tf32_matmul(grad_out, weight)
-        return mm_reference(grad_out, weight, spec, b_pieces=tuple(prepared))
+        return mm_reference(grad_out, weight, spec, b_pieces=None if prepared is None else tuple(prepared))
 
 
 def _cublas_tf32_matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -99,6 +105,36 @@ def backend_names() -> list[str]:
     return ["auto", "torch", "triton"]
 
 
+@contextlib.contextmanager
+def every_gemm_emulated() -> Iterator[None]:
+    """Switch off the CUDA backend's small-shape SGEMM fallback and the attention's small-batch fallback for
+    the duration.
+
+    The fallbacks keep FP32 accuracy for products too small for emulation to pay, so with them a measurement of
+    a method on small shapes (``tcemu accuracy``, the MLIP suite's small systems) would judge cuBLAS SGEMM and
+    torch's attention (and the coverage meter would say so). Where a method's own arithmetic is measured, every
+    product runs the method.
+    """
+    from . import attention  # noqa: PLC0415 - attention imports this module
+
+    old_attn = attention.SMALL_BATCH_FALLBACK
+    attention.SMALL_BATCH_FALLBACK = False
+    try:
+        try:
+            from . import gemm  # noqa: PLC0415 - optional, imports triton
+        except Exception:  # noqa: BLE001 - no Triton backend (CPU machine): no GEMM falls back
+            yield
+            return
+        old = getattr(gemm, "SMALL_SHAPE_FALLBACK", True)
+        gemm.SMALL_SHAPE_FALLBACK = False
+        try:
+            yield
+        finally:
+            gemm.SMALL_SHAPE_FALLBACK = old
+    finally:
+        attention.SMALL_BATCH_FALLBACK = old_attn
+
+
 def get_backend(name: str) -> GemmBackend:
     """Backend by name (``"torch"`` or ``"triton"``); raises with the reason if unavailable."""
     if name == "torch":
@@ -111,12 +147,6 @@ def get_backend(name: str) -> GemmBackend:
     raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(backend_names())}")
 
 
-def defers_weight_split(backend: GemmBackend) -> bool:
-    """Under torch.compile, a backend with ``prepares_lazily`` gets ``prepared=None`` and splits the weight
-    only where a kernel needs it (not for GEMMs that take its small-shape fallback)."""
-    return torch.compiler.is_compiling() and getattr(backend, "prepares_lazily", False)
-
-
 # CUDA resolutions, computed once per (backend name, device, method) in eager code. Under torch.compile the
 # resolution is a constant of the graph (computed at trace time by :func:`_resolve_cuda_name`), so that a
 # first resolution inside a compiled region does not break the graph (it queries the device).
@@ -125,7 +155,13 @@ _INSTANCES: dict[str, GemmBackend] = {}
 
 
 def resolve_backend(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
-    """Pick the backend that runs ``spec`` on ``device``: ``"auto"`` prefers Triton on CUDA."""
+    """Pick the backend that runs ``spec`` on ``device``: ``"auto"`` prefers Triton on CUDA. While a
+    :func:`tcemu.coverage` meter or a torch-function mode is active (eager code), its calls are counted and run
+    with the modes off (:func:`~tcemu.emulation.meter.guard_backend`)."""
+    return guard_backend(_pick_backend(name, device, spec))
+
+
+def _pick_backend(name: str, device: torch.device, spec: MethodSpec) -> GemmBackend:
     if device.type != "cuda":
         return _resolve(name, device, spec)
     if torch.compiler.is_compiling():

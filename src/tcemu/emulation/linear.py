@@ -1,4 +1,11 @@
-"""``EmulatedLinear``: an ``nn.Linear`` whose products are emulated FP32 on Tensor Cores."""
+"""``EmulatedLinear``: an ``nn.Linear`` whose products are emulated FP32 on Tensor Cores.
+
+A module is emulated in place by changing its class (:func:`emulate_module_`), not by building a new module:
+aliases (one layer under two names), hooks, the state dict, optimizer references and parametrizations all
+stay as they are, and :func:`restore_module_` puts the class back. The class an ``nn.Linear`` of class ``C``
+takes is ``EmulatedLinear`` for ``nn.Linear`` itself and a cached subclass ``(EmulatedLinear, C)`` for a
+subclass ``C`` that does not override ``forward``, so that ``isinstance(layer, C)`` and ``C``'s methods stay.
+"""
 
 from __future__ import annotations
 
@@ -8,21 +15,24 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.modules.lazy import LazyModuleMixin
+from torch.nn.utils import parametrize
 
-from .backends import defers_weight_split, resolve_backend
 from .methods import MethodSpec
 from .ops import GemmConfig, check_operands, linear_2d
 
-__all__ = ["EmulatedLinear"]
+__all__ = ["EmulatedLinear", "emulate_module_", "restore_module_", "overrides_forward"]
 
 
 class EmulatedLinear(nn.Linear):
     """Drop-in ``nn.Linear`` computing ``x @ W^T + b`` with an emulation method.
 
-    The parameters are the layer's own (``weight``, ``bias``): state-dict keys, optimizers and
-    hooks see no difference. The weight's pieces are split once and cached; the cache is keyed
-    on the weight's storage and version counter, so it is rebuilt after any in-place change
-    (optimizer step, ``load_state_dict``, ``.copy_``) and is never saved or pickled.
+    The parameters are the layer's own (``weight``, ``bias``): state-dict keys, optimizers and hooks see no
+    difference. The weight is split into its pieces at every use, in the layout the GEMM needs (the forward's
+    in the forward; the input gradient's in the backward, from the weight autograd saved), and not at all where
+    a small GEMM falls back to SGEMM: nothing derived from the weight is kept between calls, so no in-place
+    change (``.data`` edits, fused optimizers, numpy views, parametrizations) can leave a layer computing with
+    an older weight.
 
     FP64 layers (after ``.double()``) compute in FP64: there is nothing to emulate.
     """
@@ -53,24 +63,22 @@ class EmulatedLinear(nn.Linear):
         grad_weight_method: str | MethodSpec | None = None,
         backend: str = "auto",
     ) -> EmulatedLinear:
-        """A new module sharing ``linear``'s parameters, buffers and hooks (nothing is copied)."""
+        """A new module sharing ``linear``'s parameters, buffers and hooks (nothing is copied).
+
+        Its class is the emulated class of ``linear``'s (a subclass of both); to emulate ``linear`` itself,
+        keeping its identity, use :func:`tcemu.emulate_`.
+        """
         if not isinstance(linear, nn.Linear):
             raise TypeError(f"from_linear expects an nn.Linear, got {type(linear).__name__}")
-        new = cls.__new__(cls)
-        # Same Parameter objects; the module-level dicts are fresh so the two modules stay independent.
-        new.__dict__.update({k: (copy.copy(v) if isinstance(v, dict) else v) for k, v in linear.__dict__.items()})
-        new._tcemu_original_class = type(linear)
-        new.set_method(method, grad_weight_method=grad_weight_method, backend=backend)
+        cfg = GemmConfig.make(method, grad_weight_method=grad_weight_method, backend=backend)
+        new = _shallow_copy(linear, _emulated_class_of(linear))
+        _finish_emulation(new, cfg)
         return new
 
     def to_linear(self) -> nn.Linear:
-        """The plain layer back, with the same parameters (the inverse of :meth:`from_linear`)."""
-        cls = getattr(self, "_tcemu_original_class", nn.Linear)
-        old = cls.__new__(cls)
-        state = {k: (copy.copy(v) if isinstance(v, dict) else v) for k, v in self.__dict__.items()}
-        for key in ("gemm_config", "_tcemu_cache", "_tcemu_original_class"):
-            state.pop(key, None)
-        old.__dict__.update(state)
+        """A new plain layer with the same parameters (the inverse of :meth:`from_linear`)."""
+        old = _shallow_copy(self, _plain_class_of(self))
+        _finish_restore(old)
         return old
 
     def set_method(
@@ -80,9 +88,8 @@ class EmulatedLinear(nn.Linear):
         grad_weight_method: str | MethodSpec | None = None,
         backend: str = "auto",
     ) -> None:
-        """Change the method (and drop cached weight pieces)."""
+        """Change the method, the weight gradient's method or the backend."""
         self.gemm_config = GemmConfig.make(method, grad_weight_method=grad_weight_method, backend=backend)
-        self._tcemu_cache = None
 
     @property
     def method(self) -> MethodSpec:
@@ -90,33 +97,21 @@ class EmulatedLinear(nn.Linear):
 
     # ------------------------------------------------------------------ forward
 
-    def _prepared_weight(self, cfg: GemmConfig) -> Any:
-        weight = self.weight
-        backend = resolve_backend(cfg.backend, weight.device, cfg.forward)
-        if defers_weight_split(backend):
-            return None
-        if torch.compiler.is_compiling() or weight.is_inference():
-            # no Python-side cache inside a compiled graph; inference tensors have no version counter
-            return backend.prepare_weight(weight, cfg.forward)
-        key = (weight.data_ptr(), weight._version, weight.device, weight.shape, cfg.forward.name, backend.name)
-        cache = self._tcemu_cache
-        if cache is None or cache[0] != key:
-            cache = (key, backend.prepare_weight(weight, cfg.forward))
-            self._tcemu_cache = cache
-        return cache[1]
-
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002 - nn.Linear's signature
-        if input.dtype == torch.float64 and self.weight.dtype == torch.float64:
-            return F.linear(input, self.weight, self.bias)
-        check_operands("EmulatedLinear", input, self.weight, self.bias)
-        if input.shape[-1] != self.in_features:
+        weight, bias = self.weight, self.bias  # read once: a parametrization computes the weight at each read
+        if input.dtype == torch.float64 and weight.dtype == torch.float64:
+            return F.linear(input, weight, bias)
+        check_operands("EmulatedLinear", input, weight, bias)
+        if input.dim() == 0:
+            raise ValueError("EmulatedLinear: the input is a 0-d tensor; it needs a last dimension of "
+                             f"in_features = {self.in_features} (reshape it to (..., {self.in_features}))")
+        if input.shape[-1] != weight.shape[1]:
             raise ValueError(
-                f"EmulatedLinear: input has {input.shape[-1]} features, layer expects {self.in_features}"
+                f"EmulatedLinear: input has {input.shape[-1]} features, layer expects {weight.shape[1]}"
             )
-        cfg = self.gemm_config
         lead = input.shape[:-1]
-        y = linear_2d(input.reshape(-1, self.in_features), self.weight, self.bias, cfg, self._prepared_weight(cfg))
-        return y.reshape(*lead, self.out_features)
+        y = linear_2d(input.reshape(lead.numel(), input.shape[-1]), weight, bias, self.gemm_config)
+        return y.reshape(*lead, weight.shape[0])
 
     # ------------------------------------------------------------------ housekeeping
 
@@ -127,8 +122,118 @@ class EmulatedLinear(nn.Linear):
             text += f", grad_weight_method={cfg.grad_weight.name}"
         return text + f", backend={cfg.backend}"
 
-    def __getstate__(self) -> dict:
-        state = super().__getstate__() if hasattr(super(), "__getstate__") else self.__dict__.copy()
-        state = dict(state)
-        state["_tcemu_cache"] = None  # cached pieces are derived data: never pickled or deep-copied
-        return state
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickling (and ``copy.deepcopy``) of an emulated subclass made at run time: rebuilt from its base."""
+        base = type(self).__dict__.get("_tcemu_base")
+        if base is None:
+            return super().__reduce_ex__(protocol)
+        return _new_emulated, (base,), self.__getstate__()
+
+
+# --------------------------------------------------------------------------- classes
+
+_EMULATED_CLASSES: dict[type, type] = {}
+
+
+def overrides_forward(mod: nn.Module) -> bool:
+    """Whether ``mod`` is an ``nn.Linear`` whose class has its own ``forward`` (a swap cannot reach its
+    products: the class computes them itself)."""
+    return (isinstance(mod, nn.Linear) and not isinstance(mod, EmulatedLinear)
+            and type(mod).forward is not nn.Linear.forward)
+
+
+def _emulated_class(cls: type) -> type:
+    """The class an un-parametrized ``nn.Linear`` of class ``cls`` takes when emulated."""
+    if issubclass(cls, EmulatedLinear):
+        return cls
+    if cls is nn.Linear:
+        return EmulatedLinear
+    emulated = _EMULATED_CLASSES.get(cls)
+    if emulated is None:
+        name = f"Emulated{cls.__name__}"
+        emulated = type(name, (EmulatedLinear, cls), {
+            "_tcemu_base": cls, "__module__": __name__, "__qualname__": name,
+            "__doc__": f"{cls.__qualname__} with its products emulated (see EmulatedLinear)."})
+        _EMULATED_CLASSES[cls] = emulated
+    return emulated
+
+
+def _new_emulated(base: type) -> EmulatedLinear:
+    """An uninitialised instance of ``base``'s emulated class (for unpickling)."""
+    cls = _emulated_class(base)
+    return cls.__new__(cls)
+
+
+def _plain_class(cls: type) -> type:
+    """The inverse of :func:`_emulated_class` (``nn.Linear`` for ``EmulatedLinear`` and its own subclasses)."""
+    base = cls.__dict__.get("_tcemu_base")
+    if base is not None:
+        return base
+    return nn.Linear if issubclass(cls, EmulatedLinear) else cls
+
+
+def _rebased(param_cls: type, base: type) -> type:
+    """torch's per-module parametrization class (``Parametrized<Base>``, its properties in its own dict) on a
+    new base. ``remove_parametrizations`` restores ``__bases__[0]``, so that stays the base of the module."""
+    if param_cls.__bases__[0] is base:
+        return param_cls
+    namespace = {k: v for k, v in param_cls.__dict__.items() if k not in ("__dict__", "__weakref__")}
+    return type(param_cls.__name__, (base,), namespace)
+
+
+def _emulated_class_of(mod: nn.Linear) -> type:
+    cls = type(mod)
+    if parametrize.is_parametrized(mod):
+        return _rebased(cls, _emulated_class(cls.__bases__[0]))
+    return _emulated_class(cls)
+
+
+def _plain_class_of(mod: nn.Module) -> type:
+    cls = type(mod)
+    if parametrize.is_parametrized(mod):
+        return _rebased(cls, _plain_class(cls.__bases__[0]))
+    return _plain_class(cls)
+
+
+def _shallow_copy(mod: nn.Module, cls: type) -> nn.Module:
+    """A new module of class ``cls`` with ``mod``'s attributes (the same tensors; its own dicts)."""
+    new = cls.__new__(cls)
+    new.__dict__.update({k: (copy.copy(v) if isinstance(v, dict) else v) for k, v in mod.__dict__.items()})
+    return new
+
+
+def _finish_emulation(mod: EmulatedLinear, cfg: GemmConfig) -> None:
+    mod.gemm_config = cfg
+    if isinstance(mod, LazyModuleMixin) and mod.has_uninitialized_params():
+        # materialisation turns the module into its cls_to_become: the emulated one (its first forward, which
+        # runs right after, is EmulatedLinear.forward already)
+        mod.cls_to_become = _emulated_class(type(mod).cls_to_become)
+
+
+def _finish_restore(mod: nn.Module) -> None:
+    mod.__dict__.pop("gemm_config", None)
+    mod.__dict__.pop("cls_to_become", None)
+
+
+def emulate_module_(mod: nn.Linear, cfg: GemmConfig) -> EmulatedLinear:
+    """Emulate ``mod`` in place (its class changes; the object, its parameters and hooks stay).
+
+    Raises:
+        TypeError: ``mod`` is not an ``nn.Linear``, or its class overrides ``forward`` (its products are
+            computed by its own code: emulate those with ``tcemu.emulate_functional_``).
+    """
+    if not isinstance(mod, nn.Linear):
+        raise TypeError(f"tcemu: only nn.Linear modules can be emulated, got {type(mod).__name__}")
+    if overrides_forward(mod):
+        raise TypeError(f"tcemu: {type(mod).__name__} overrides nn.Linear.forward, so a class swap would replace "
+                        "its own computation; emulate its products with tcemu.emulate_functional_ instead")
+    mod.__class__ = _emulated_class_of(mod)
+    _finish_emulation(mod, cfg)
+    return mod
+
+
+def restore_module_(mod: EmulatedLinear) -> nn.Linear:
+    """Undo :func:`emulate_module_` in place: the original class back, the same object."""
+    mod.__class__ = _plain_class_of(mod)
+    _finish_restore(mod)
+    return mod

@@ -1,85 +1,322 @@
 """``emulation_mode``: emulate the products a module swap cannot reach.
 
-Inside ``with tcemu.emulation_mode("tf32x3"):`` every float32 ``torch.matmul`` / ``@`` /
-``torch.mm`` / ``torch.bmm`` / ``torch.addmm`` / ``F.linear`` call goes through
-:func:`tcemu.matmul` / :func:`tcemu.linear` (with autograd). Other dtypes pass through
-untouched. ``F.scaled_dot_product_attention`` is a single fused op: with ``attention=True`` its float32
-calls without dropout or causal masking run :func:`tcemu.scaled_dot_product_attention` (fused emulated
-kernels where they apply); otherwise it is not intercepted. ``matmuls=False`` leaves the matrix products
-alone (attention only).
+Inside ``with tcemu.emulation_mode("tf32x3"):`` every float32 contraction called through torch's Python API
+goes through :func:`tcemu.matmul` / :func:`tcemu.linear` (with autograd, double backward included):
 
-The mode sees every torch call made while it is active, so it costs host time on each op of eager code.
-To emulate inside a few modules only (PET's attention blocks, say), :func:`tcemu.emulate_functional_` runs
-just those modules' ``forward`` inside the mode.
+* the matmul family: ``torch.matmul`` / ``@`` / ``torch.linalg.matmul``, ``mm``, ``bmm``, ``mv``, ``dot``,
+  ``vdot``, ``inner``, ``torch.linalg.vecdot``, ``torch.linalg.multi_dot``, ``torch.chain_matmul``;
+* ``addmm``, ``baddbmm``, ``addbmm``, ``addmv`` (and their in-place ``Tensor`` forms) with torch's ``alpha`` and
+  ``beta`` semantics: at ``beta=0`` the input is ignored (NaN in it does not propagate), at ``alpha=0`` no
+  product is formed;
+* ``F.linear``, ``F.bilinear``, ``torch.tensordot`` and ``torch.einsum`` (lowered to batched GEMMs by
+  :mod:`tcemu.emulation.contractions`: any subscripts, ellipsis, broadcasting, three or more operands);
+* with ``attention=True``, ``F.scaled_dot_product_attention`` without dropout or causal masking
+  (:func:`tcemu.scaled_dot_product_attention`).
+
+What stays as it is: other dtypes (float64, half, complex, integer), calls with ``out=``, an einsum or
+tensordot without a summed index (an outer product: one FP32 rounding per element, nothing accumulates;
+reported to :func:`tcemu.coverage` as ``no_contraction``), convolutions, and products inside TorchScript or
+inside torch functions that run their own Python (``F.multi_head_attention_forward``): a torch-function mode
+cannot see those. :func:`tcemu.coverage` measures what ran in plain FP32 at the aten level.
+``matmuls=False`` leaves the products alone (attention only).
+
+The mode sees every torch call while it is active, so it costs host time on each op of eager code.
+:func:`tcemu.emulate_` scopes it to the selected modules (their ``forward`` runs inside the mode).
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 from torch.overrides import TorchFunctionMode
 
+from . import contractions as C
+from .meter import labelled, report_uncontracted
 from .attention import scaled_dot_product_attention
 from .methods import MethodSpec, get_method
 from .ops import linear, matmul
 
-__all__ = ["emulation_mode"]
+__all__ = ["emulation_mode", "ROUTED", "SCOPE_STACK", "push_scope"]
 
-_MATMULS = {torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm, torch.Tensor.mm,
-            torch.bmm, torch.Tensor.bmm}
-_ADDMM = {torch.addmm, torch.Tensor.addmm}
-_LINEAR = {F.linear, torch._C._nn.linear}
-_SDPA = {F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention}
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
+#: Scope switches of :mod:`tcemu.emulation.scope`, innermost last: each entry is the position of the innermost
+#: "off" switch at or below it (-1: none). A mode entered by a scope at position p emulates while the innermost
+#: "off" is below p, so that modules left out by ``filter_fn`` run plain, and selected ones inside them do not.
+SCOPE_STACK: list[int] = []
 
-def _all_fp32(*tensors) -> bool:
-    return all(isinstance(t, torch.Tensor) and t.dtype == torch.float32 for t in tensors)
+
+def push_scope(emulate: bool) -> int:
+    """Enter a scope switch; returns its position."""
+    pos = len(SCOPE_STACK)
+    SCOPE_STACK.append((SCOPE_STACK[-1] if SCOPE_STACK else -1) if emulate else pos)
+    return pos
+
+
+def _fp32(*tensors) -> bool:
+    return all(isinstance(t, Tensor) and t.dtype == torch.float32 for t in tensors)
+
+
+class _Pass(Exception):
+    """A handler declines the call: it runs as torch's own (torch raises for bad arguments)."""
+
+
+def _scalars_only(kwargs: dict, allowed: tuple[str, ...]) -> tuple:
+    if set(kwargs) - set(allowed):
+        raise _Pass  # out= and friends: torch's own op
+    vals = tuple(kwargs.get(k, 1) for k in allowed)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, complex) for v in vals):
+        raise _Pass
+    return vals
+
+
+# ------------------------------------------------------------------ handlers: (mode, args, kwargs) -> Tensor
+
+
+def _h_matmul(m, args, kwargs):
+    if len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() == 0 or args[1].dim() == 0:
+        raise _Pass
+    return matmul(args[0], args[1], m.method, backend=m.backend)
+
+
+def _h_rmatmul(m, args, kwargs):
+    return _h_matmul(m, (args[1], args[0]) if len(args) == 2 else args, kwargs)
+
+
+def _h_mm(m, args, kwargs):
+    if len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 2 or args[1].dim() != 2:
+        raise _Pass
+    return matmul(args[0], args[1], m.method, backend=m.backend)
+
+
+def _h_bmm(m, args, kwargs):
+    if (len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 3 or args[1].dim() != 3
+            or args[0].shape[0] != args[1].shape[0]):
+        raise _Pass
+    return matmul(args[0], args[1], m.method, backend=m.backend)
+
+
+def _h_mv(m, args, kwargs):
+    if len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 2 or args[1].dim() != 1:
+        raise _Pass
+    return matmul(args[0], args[1], m.method, backend=m.backend)
+
+
+def _h_dot(m, args, kwargs):
+    if len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 1 or args[1].dim() != 1:
+        raise _Pass
+    return matmul(args[0], args[1], m.method, backend=m.backend)
+
+
+def _h_inner(m, args, kwargs):
+    if len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() == 0 or args[1].dim() == 0:
+        raise _Pass
+    return C.tensordot(args[0], args[1], ([-1], [-1]), method=m.method, backend=m.backend)
+
+
+def _h_vecdot(m, args, kwargs):
+    if len(args) != 2 or set(kwargs) - {"dim"} or not _fp32(*args):
+        raise _Pass
+    x, y = args
+    dim = kwargs.get("dim", -1)
+    shape = torch.broadcast_shapes(x.shape, y.shape)
+    x, y = x.expand(shape).movedim(dim, -1), y.expand(shape).movedim(dim, -1)
+    return matmul(x.unsqueeze(-2), y.unsqueeze(-1), m.method, backend=m.backend).squeeze(-1).squeeze(-1)
+
+
+def _h_multi_dot(m, args, kwargs):
+    tensors = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
+    if kwargs or len(tensors) < 2 or not _fp32(*tensors):
+        raise _Pass
+    return C.multi_dot(tensors, method=m.method, backend=m.backend)
+
+
+def _h_linear(m, args, kwargs):
+    a = dict(zip(("input", "weight", "bias"), args)) | kwargs
+    x, w, b = a.get("input"), a.get("weight"), a.get("bias")
+    if (set(a) - {"input", "weight", "bias"} or not _fp32(x, w) or (b is not None and not _fp32(b))
+            or w.dim() != 2 or x.dim() == 0):
+        raise _Pass
+    return linear(x, w, b, m.method, backend=m.backend)
+
+
+def _h_bilinear(m, args, kwargs):
+    a = dict(zip(("input1", "input2", "weight", "bias"), args)) | kwargs
+    x1, x2, w, b = (a.get(k) for k in ("input1", "input2", "weight", "bias"))
+    if set(a) - {"input1", "input2", "weight", "bias"} or not _fp32(x1, x2, w) or (b is not None and not _fp32(b)):
+        raise _Pass
+    return C.bilinear(x1, x2, w, b, method=m.method, backend=m.backend)
+
+
+def _h_tensordot(m, args, kwargs):
+    a = dict(zip(("a", "b", "dims"), args)) | kwargs
+    if a.get("out") is not None or set(a) - {"a", "b", "dims", "out"} or not _fp32(a.get("a"), a.get("b")):
+        raise _Pass
+    x, y, dims = a["a"], a["b"], a.get("dims", 2)
+    if not C.tensordot_contracts(x, y, dims):
+        report_uncontracted("tensordot", x.numel() * y.numel())
+        raise _Pass
+    return C.tensordot(x, y, dims, method=m.method, backend=m.backend)
+
+
+def _h_einsum(m, args, kwargs):
+    if kwargs:
+        raise _Pass
+    equation, operands = C.parse_einsum_args(args)
+    if not operands or not _fp32(*operands):
+        raise _Pass
+    if not C.einsum_contracts(equation, operands):
+        if len(operands) > 1:
+            report_uncontracted("einsum", math.prod(C.einsum_shape(equation, operands)))
+        raise _Pass
+    return C.einsum(equation, *operands, method=m.method, backend=m.backend)
+
+
+def _addmm_like(product_shape: Callable, product: Callable, ndims: tuple[int, int]):
+    """Handler of ``op(input, x, y, *, beta, alpha)``: ``x`` and ``y`` of ``ndims`` dimensions."""
+
+    def handler(m, args, kwargs):
+        if len(args) != 3 or not _fp32(*args) or (args[1].dim(), args[2].dim()) != ndims:
+            raise _Pass
+        beta, alpha = _scalars_only(kwargs, ("beta", "alpha"))
+        inp, x, y = args
+        try:
+            shape = product_shape(x, y)
+        except (IndexError, RuntimeError):
+            raise _Pass from None
+        try:
+            return C.add_scaled(inp, lambda: product(m, x, y), shape, beta, alpha)
+        except ValueError:
+            raise _Pass from None  # shapes that do not fit: torch's error
+
+    return handler
+
+
+def _bmm_shape(x, y):
+    if x.shape[0] != y.shape[0] or x.shape[2] != y.shape[1]:
+        raise RuntimeError
+    return (x.shape[0], x.shape[1], y.shape[2])
+
+
+def _mm_shape(x, y):
+    if x.shape[-1] != y.shape[0]:
+        raise RuntimeError
+    return (x.shape[0], *y.shape[1:])
+
+
+def _addbmm_shape(x, y):
+    b, n, _ = _bmm_shape(x, y)
+    return (x.shape[1], y.shape[2])
+
+
+def _prod(m, x, y):
+    return matmul(x, y, m.method, backend=m.backend)
+
+
+def _prod_addbmm(m, x, y):
+    """sum_b x[b] @ y[b]: one GEMM over K = (batch, k)."""
+    b, n, k = x.shape
+    return matmul(x.permute(1, 0, 2).reshape(n, b * k), y.reshape(b * k, y.shape[2]), m.method, backend=m.backend)
+
+
+_h_addmm = _addmm_like(_mm_shape, _prod, (2, 2))
+_h_addmv = _addmm_like(_mm_shape, _prod, (2, 1))
+_h_baddbmm = _addmm_like(_bmm_shape, _prod, (3, 3))
+_h_addbmm = _addmm_like(_addbmm_shape, _prod_addbmm, (3, 3))
+
+
+def _in_place(handler):
+    """``Tensor.addmm_(self, ...)``: the out-of-place result copied into ``self``."""
+
+    def h(m, args, kwargs):
+        out = handler(m, args, kwargs)
+        return args[0].copy_(out)
+
+    return h
+
+
+#: The torch functions the mode emulates, with their handlers.
+_HANDLERS: dict[Callable, Callable] = {}
+for _funcs, _h in (
+    ((torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.linalg.matmul), _h_matmul),
+    ((torch.Tensor.__rmatmul__,), _h_rmatmul),
+    ((torch.mm, torch.Tensor.mm), _h_mm),
+    ((torch.bmm, torch.Tensor.bmm), _h_bmm),
+    ((torch.mv, torch.Tensor.mv), _h_mv),
+    ((torch.dot, torch.Tensor.dot, torch.vdot, torch.Tensor.vdot), _h_dot),
+    ((torch.inner, torch.Tensor.inner), _h_inner),
+    ((torch.linalg.vecdot,), _h_vecdot),
+    ((torch.linalg.multi_dot, torch.functional.chain_matmul), _h_multi_dot),
+    ((F.linear, torch._C._nn.linear), _h_linear),
+    ((F.bilinear, torch.bilinear), _h_bilinear),
+    ((torch.functional.tensordot,), _h_tensordot),
+    ((torch.functional.einsum,), _h_einsum),
+    ((torch.addmm, torch.Tensor.addmm), _h_addmm),
+    ((torch.addmv, torch.Tensor.addmv), _h_addmv),
+    ((torch.baddbmm, torch.Tensor.baddbmm), _h_baddbmm),
+    ((torch.addbmm, torch.Tensor.addbmm), _h_addbmm),
+    ((torch.Tensor.addmm_,), _in_place(_h_addmm)),
+    ((torch.Tensor.addmv_,), _in_place(_h_addmv)),
+    ((torch.Tensor.baddbmm_,), _in_place(_h_baddbmm)),
+    ((torch.Tensor.addbmm_,), _in_place(_h_addbmm)),
+):
+    for _f in _funcs:
+        _HANDLERS[_f] = _h
+_SDPA = {F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attention}
+
+#: Names of the torch functions routed through the emulation (documentation and tests).
+ROUTED = tuple(sorted({getattr(f, "__qualname__", getattr(f, "__name__", str(f))) for f in _HANDLERS}))
 
 
 class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `with emulation_mode(...)`
-    """Context manager routing float32 matrix products through the emulation.
+    """Context manager routing float32 contractions through the emulation (the list in the module docstring).
 
     Args:
         method: emulation method (name or spec).
         backend: ``"auto"``, ``"torch"`` or ``"triton"``.
         attention: also route float32 ``F.scaled_dot_product_attention`` (no dropout, not causal, no
             grouped-query heads) through :func:`tcemu.scaled_dot_product_attention`.
-        matmuls: route the matrix products listed above (default); ``False`` with ``attention=True``
+        matmuls: route the contractions listed above (default); ``False`` with ``attention=True``
             emulates attention only.
+        scope: the position of the module scope that enters it (:mod:`tcemu.emulation.scope`; it then follows
+            the scope switches, so that modules left out by ``filter_fn`` run plain); None for user code.
     """
 
     def __init__(self, method: str | MethodSpec = "tf32x3", *, backend: str = "auto", attention: bool = False,
-                 matmuls: bool = True) -> None:
+                 matmuls: bool = True, scope: int | None = None) -> None:
         super().__init__()
         if not (attention or matmuls):
             raise ValueError("emulation_mode(attention=False, matmuls=False) would emulate nothing: "
                              "set attention=True, matmuls=True or both")
+        if backend not in ("auto", "torch", "triton"):
+            raise ValueError(f"unknown backend {backend!r}; choose auto, torch or triton")
         self.method = get_method(method)
         self.backend = backend
         self.attention = attention
         self.matmuls = matmuls
+        self.scope = scope
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if self.scope is not None and SCOPE_STACK and SCOPE_STACK[-1] > self.scope:
+            return func(*args, **kwargs)  # inside a module left out by filter_fn
         if self.attention and func in _SDPA:
             a = dict(zip(_SDPA_ARGS, args)) | kwargs
-            if (_all_fp32(a["query"], a["key"], a["value"]) and not a.get("dropout_p", 0.0)
+            if (_fp32(a["query"], a["key"], a["value"]) and not a.get("dropout_p", 0.0)
                     and not a.get("is_causal", False) and not a.get("enable_gqa", False)):
-                return scaled_dot_product_attention(a["query"], a["key"], a["value"], a.get("attn_mask"),
-                                                    scale=a.get("scale"), method=self.method, backend=self.backend)
-        if not self.matmuls:
-            return func(*args, **kwargs)
-        if func in _MATMULS and len(args) == 2 and not kwargs and _all_fp32(*args):
-            return matmul(args[0], args[1], self.method, backend=self.backend)
-        if func in _LINEAR and _all_fp32(*args[:2]) and (len(args) < 3 or args[2] is None or _all_fp32(args[2])):
-            bias = args[2] if len(args) > 2 else kwargs.get("bias")
-            return linear(args[0], args[1], bias, self.method, backend=self.backend)
-        if func in _ADDMM and len(args) == 3 and _all_fp32(*args):
-            beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
-            if not set(kwargs) - {"beta", "alpha"}:
-                prod = matmul(args[1], args[2], self.method, backend=self.backend)
-                if alpha != 1:
-                    prod = prod * alpha
-                return prod + (args[0] if beta == 1 else beta * args[0])
+                with labelled("scaled_dot_product_attention"):
+                    return scaled_dot_product_attention(a["query"], a["key"], a["value"], a.get("attn_mask"),
+                                                        scale=a.get("scale"), method=self.method,
+                                                        backend=self.backend)
+        handler = _HANDLERS.get(func) if self.matmuls else None
+        if handler is not None:
+            try:
+                with labelled(getattr(func, "__name__", "product")):
+                    return handler(self, args, kwargs)
+            except _Pass:
+                pass
         return func(*args, **kwargs)

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from .backends import GemmBackend, defers_weight_split, resolve_backend
+from .backends import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
 
 __all__ = ["GemmConfig", "matmul", "linear", "check_operands"]
@@ -176,6 +177,9 @@ def matmul(
         raise ValueError(
             f"tcemu.matmul: batch dimensions of {tuple(a.shape)} and {tuple(b.shape)} do not broadcast"
         ) from None
+    if a2.numel() == 0 or b2.numel() == 0:
+        # a zero M, N, K or batch size: an empty result or exact zeros (an empty sum), gradients likewise
+        return torch.matmul(a, b)
     out = _matmul_nd(a2, b2, cfg)
     if squeeze_cols:
         out = out.squeeze(-1)
@@ -188,19 +192,20 @@ def matmul(
 
 
 class _EmulatedLinear(torch.autograd.Function):
-    """y = x @ W^T + bias on 2-D x; the weight's pieces come prepared (cached) by the caller."""
+    """y = x @ W^T + bias on 2-D x. The weight is split at use: its forward pieces here, its input-gradient
+    pieces in ``backward`` from the saved weight (what torch's own backward of ``F.linear`` would read)."""
 
     @staticmethod
-    def forward(x: Tensor, weight: Tensor, bias: Tensor | None, prepared: Any, backend: GemmBackend,
+    def forward(x: Tensor, weight: Tensor, bias: Tensor | None, backend: GemmBackend,
                 cfg: GemmConfig) -> Tensor:  # type: ignore[override]
-        return backend.linear(x, weight, prepared, cfg.forward, bias)
+        return backend.linear(x, weight, None, cfg.forward, bias)
 
     @staticmethod
     def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
-        x, weight, bias, prepared, backend, cfg = inputs
+        x, weight, bias, backend, cfg = inputs
         # x only for the weight gradient (autograd's own linear does the same): frozen weights keep no inputs
         ctx.save_for_backward(x if weight.requires_grad else None, weight)
-        ctx.prepared, ctx.backend, ctx.cfg = prepared, backend, cfg
+        ctx.backend, ctx.cfg = backend, cfg
         ctx.has_bias = bias is not None
 
     @staticmethod
@@ -213,25 +218,27 @@ class _EmulatedLinear(torch.autograd.Function):
                 # create_graph=True (double backward) or another method: the differentiable general op
                 grad_x = _matmul_nd(grad, weight, cfg.only(cfg.grad_input))
             else:
-                grad_x = ctx.backend.linear_input_grad(grad, weight, ctx.prepared, cfg.forward)
+                grad_x = ctx.backend.linear_input_grad(grad, weight, None, cfg.forward)
         if ctx.needs_input_grad[1]:
             grad_w = _matmul_nd(grad.mT, x, cfg.only(cfg.grad_weight))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad.sum(0)
-        return grad_x, grad_w, grad_b, None, None, None
+        return grad_x, grad_w, grad_b, None, None
 
 
-def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig, prepared: Any = None) -> Tensor:
-    """The core of :func:`linear` for 2-D ``x``; ``prepared`` = cached ``backend.prepare_weight``."""
+def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -> Tensor:
+    """The core of :func:`linear` for 2-D ``x`` (M, K) and ``weight`` (N, K)."""
+    if x.numel() == 0 or weight.numel() == 0:
+        # M, N or K is zero: an empty result, or the bias alone (an empty sum is exactly 0), with torch's
+        # gradients (empty or zero): nothing is rounded, so every method gives these same values
+        return F.linear(x, weight, bias)
     backend = resolve_backend(cfg.backend, x.device, cfg.forward)
-    if prepared is None and not defers_weight_split(backend):
-        prepared = backend.prepare_weight(weight, cfg.forward)
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )
     if needs_grad:
-        return _EmulatedLinear.apply(x, weight, bias, prepared, backend, cfg)
-    return backend.linear(x, weight, prepared, cfg.forward, bias)
+        return _EmulatedLinear.apply(x, weight, bias, backend, cfg)
+    return backend.linear(x, weight, None, cfg.forward, bias)
 
 
 def linear(
@@ -242,7 +249,6 @@ def linear(
     *,
     grad_weight_method: str | MethodSpec | None = None,
     backend: str = "auto",
-    _prepared: Any = None,
 ) -> Tensor:
     """Emulated-FP32 ``torch.nn.functional.linear``: ``x @ weight.T + bias``.
 
@@ -270,6 +276,5 @@ def linear(
         raise ValueError(f"tcemu.linear: bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
     cfg = GemmConfig.make(method, grad_weight_method=grad_weight_method, backend=backend)
     lead = x.shape[:-1]
-    x2 = x.reshape(-1, x.shape[-1])
-    y = linear_2d(x2, weight, bias, cfg, _prepared)
+    y = linear_2d(x.reshape(lead.numel(), x.shape[-1]), weight, bias, cfg)
     return y.reshape(*lead, weight.shape[0])

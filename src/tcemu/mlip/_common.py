@@ -1,8 +1,9 @@
-"""Small helpers shared by the tasks: progress bars, method lists, CSV rows."""
+"""Small helpers shared by the tasks: progress bars, method lists, CSV rows, coverage."""
 
 from __future__ import annotations
 
 import csv
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -73,3 +74,15 @@ def read_csv(path: str | Path) -> list[dict]:
 def system_name(atoms) -> str:
     """A short label for a structure: its ``info['name']`` or its chemical formula."""
     return str(atoms.info.get("name") or atoms.get_chemical_formula())
+
+
+def coverage_of(calc) -> float:
+    """The share of float32 contraction FLOPs its method emulated in a calculator's first calculation
+    (:class:`~tcemu.mlip.models.PotentialCalculator`; NaN when unmeasured or when there were none)."""
+    cov = getattr(calc, "coverage", None)
+    return cov.fraction if cov is not None else math.nan
+
+
+def coverage_rows(base: dict, coverage: dict[str, float]) -> list[dict]:
+    """Long-format rows ``metric="coverage"`` (fraction of float32 contraction FLOPs emulated) per method."""
+    return [row(**base, method=m, metric="coverage", unit="fraction emulated", value=v) for m, v in coverage.items()]

@@ -1,21 +1,27 @@
-"""Potentials whose GEMMs tcemu can emulate: PET (random weights or a checkpoint), ANI-1x, CHGNet, any torch model.
+"""Potentials whose products tcemu can emulate: PET (random weights or a checkpoint), and the registry of names.
+
+ANI-1x, CHGNet, MACE and any ASE calculator factory are in :mod:`tcemu.mlip.calculators`.
 
 A :class:`Potential` is a recipe that builds a fresh ``torch.nn.Module`` and wraps it in an ASE
-calculator. :meth:`Potential.calculator` does this for one *method*:
+calculator (or a factory that builds the calculator with its modules). :meth:`Potential.calculator` does this
+for one *method*:
 
 - ``"fp64"``: the same weights in float64 (the reference; emulation never touches float64 models),
 - ``"fp32"``: the plain float32 model (PyTorch's FP32 GEMMs),
 - an emulation method (``"tf32"``, ``"tf32x3"``, ``"bf16x3"``, ``"bf16x6"``, ``"bf16x9"``): the float32
-  model with every ``nn.Linear`` swapped by :func:`tcemu.emulate_` (forward and backward GEMMs);
-- an emulation method with ``"+attn"`` (``"tf32x3+attn"``): also the attention products of the potential's
-  attention blocks (``Potential.attention_filter``, PET's ``AttentionBlock``), by
-  :func:`tcemu.emulate_functional_`: the configuration of the fastest MD step (``docs/md_step.md``).
+  model emulated by :func:`tcemu.emulate_`: every ``nn.Linear`` swapped and every functional product (matmul,
+  einsum, tensordot, attention, e3nn's generated code) routed through the emulation, forward and backward;
+- an emulation method with ``"+attn"`` (``"tf32x3+attn"``): the same, with the potential's attention blocks
+  (``Potential.attention_filter``, PET's ``AttentionBlock``) also scoped on their own by
+  :func:`tcemu.emulate_functional_`, the configuration of the MD-step benchmark (``docs/md_step.md``).
 
 Each call builds a new module from the same deterministic recipe, so the methods compare the
 same weights side by side. The returned :class:`PotentialCalculator` checks its input first
 (elements the model does not know, a periodic model without a cell) and raises a clear
-:class:`ValueError`. Models run eagerly, or ``torch.compile``d (PET); never through TorchScript,
-which cannot run the emulated layers.
+:class:`ValueError`. Its first calculation runs inside :func:`tcemu.coverage`: ``calc.coverage`` says what share
+of the float32 contraction FLOPs the method emulated (the harness gives no verdict below 99 %), and a float64
+reference that computed float32 products is refused. Models run eagerly, or ``torch.compile``d (PET); never
+through TorchScript, which hides its products from the emulation.
 """
 
 from __future__ import annotations
@@ -88,7 +94,8 @@ def apply_method(module: nn.Module, method: str, filter_fn: Callable | None = No
                  attention_filter: Callable | None = None) -> nn.Module:
     """Put ``module`` (a float32 model) into ``method``: ``.double()`` for fp64, as is for fp32, else emulate.
 
-    Emulation swaps every ``nn.Linear`` in place with :func:`tcemu.emulate_` (same parameters). With
+    Emulation is :func:`tcemu.emulate_` in place (same parameters): the ``nn.Linear`` swap and the functional
+    products of the modules ``filter_fn`` selects. With
     ``"+attn"`` the modules selected by ``attention_filter(module, fqn)`` also run their
     ``F.scaled_dot_product_attention`` emulated (:func:`tcemu.emulate_functional_`); a model without
     attention blocks (``attention_filter`` None) runs the plain method, with a warning.
@@ -148,6 +155,7 @@ class PotentialCalculator(Calculator):
         self.module = module
         self.potential = potential
         self.method = method
+        self.coverage = None  # tcemu.Coverage of the first calculation
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes) -> None:
         super().calculate(atoms, properties, system_changes)
@@ -157,7 +165,10 @@ class PotentialCalculator(Calculator):
             raise ValueError("stress needs a periodic system (pbc in all three directions)")
         if "forces" in props and "stress" not in props and self.atoms.pbc.all():
             props.append("stress")  # the same backward pass gives it; saves a second pass when asked next
-        self.inner.calculate(self.atoms.copy(), props, all_changes)
+        if self.coverage is None:
+            self._first_calculation(props)
+        else:
+            self.inner.calculate(self.atoms.copy(), props, all_changes)
         self.results = {
             k: self.inner.results[k] for k in self.inner.results if k in self.implemented_properties
         }
@@ -170,6 +181,28 @@ class PotentialCalculator(Calculator):
             if s.shape == (3, 3):
                 s = s[[0, 1, 2, 1, 0, 0], [0, 1, 2, 2, 2, 1]]
             self.results["stress"] = s
+
+    def _first_calculation(self, props: list[str]) -> None:
+        """The calculation, measured by tcemu.coverage; the FP64 reference must compute no float32 products."""
+        import tcemu
+
+        name = self.potential.name
+        try:
+            with tcemu.coverage(self.module) as cov:
+                self.inner.calculate(self.atoms.copy(), props, all_changes)
+        except RuntimeError as exc:
+            if self.method == "fp64" and "dtype" in str(exc).lower():
+                raise ValueError(f"{name}: its float64 copy cannot run ({exc}): the calculator builds float32 "
+                                 "inputs itself, so there is no FP64 reference; give a calculator factory with a "
+                                 "dtype argument (tcemu.mlip.calculators)") from exc
+            raise
+        if self.method == "fp64" and cov.flops() > 0:
+            worst = max((r for r in cov.rows if r.kind in ("fp32", "emulated", "fallback")), key=lambda r: r.flops)
+            raise ValueError(f"{name}: its float64 copy computed {cov.flops():.3g} FLOPs of float32 products (e.g. "
+                             f"{worst.op} in {worst.module or 'the calculator'}): the calculator casts to float32, so "
+                             "it is no FP64 reference; give a calculator factory with a dtype argument "
+                             "(tcemu.mlip.calculators)")
+        self.coverage = cov
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,16 +224,20 @@ class Potential:
         compile: whether ``wrap`` should ``torch.compile`` the model (PET only).
         attention_filter: ``(module, fqn) -> bool`` selecting the attention blocks that ``"+attn"`` methods
             emulate (``None``: the model has none).
+        build_calculator: instead of ``build_module`` and ``wrap``: ``(dtype, device) -> (calculator, modules,
+            dtype_honoured)``, a new calculator in ``"float32"`` or ``"float64"`` and the torch modules it runs
+            (:func:`tcemu.mlip.calculators.from_factory`).
     """
 
     name: str
     build_module: Callable[[], nn.Module]
-    wrap: Callable[[nn.Module, str], Any]
+    wrap: Callable[[nn.Module, str], Any] | None
     elements: frozenset[int] | None = None
     needs_cell: bool = False
     description: str = ""
     extra: dict = field(default_factory=dict, compare=False)
     attention_filter: Callable[[nn.Module, str], bool] | None = None
+    build_calculator: Callable[[str, str], tuple[Any, list[nn.Module], bool]] | None = None
 
     def check_atoms(self, atoms) -> None:
         """Raise ``ValueError`` for elements the model does not know, or a missing cell when it needs one."""
@@ -243,6 +280,18 @@ class Potential:
     def calculator(self, method: str = "fp32", device: str = "cpu", filter_fn: Callable | None = None):
         """An ASE calculator running this potential's model in ``method`` (see the module docstring)."""
         method = check_method(method)
+        if self.build_calculator is not None:
+            calc, mods, honoured = self.build_calculator("float64" if method == "fp64" else "float32", device)
+            for mod in mods:
+                mod.eval()
+                for p in mod.parameters():
+                    p.requires_grad_(False)
+                if method == "fp64" and honoured:
+                    continue  # built in float64 by the factory
+                if apply_method(mod, method, filter_fn, self.attention_filter) is not mod:
+                    raise TypeError(f"{self.name}: its calculator's model is a bare {type(mod).__name__}; wrap it "
+                                    "in a module so that it can be emulated in place")
+            return PotentialCalculator(calc, mods[0], self, method)
         mod = self.module(method, device, filter_fn)
         return PotentialCalculator(self.wrap(mod, device), mod, self, method)
 
@@ -337,16 +386,25 @@ def load_pet_checkpoint(path: str | Path) -> nn.Module:
         with gzip.open(path, "rb") as f, tempfile.NamedTemporaryFile(suffix=".ckpt", delete=False) as tmp:
             tmp.write(f.read())
         try:
-            model = load_model(tmp.name)
+            model = _load_metatrain(load_model, path, tmp.name)
         finally:
             Path(tmp.name).unlink(missing_ok=True)
     else:
-        model = load_model(str(path))
+        model = _load_metatrain(load_model, path, str(path))
     if isinstance(model, torch.jit.ScriptModule):
         raise ValueError(
             f"{path} holds a TorchScript export; tcemu needs the checkpoint (.ckpt) to emulate it"
         )
     return model.float().eval()
+
+
+def _load_metatrain(load_model: Callable, path: Path, file: str) -> nn.Module:
+    """metatrain's ``load_model``, with one clear line for a file that is not a metatrain checkpoint."""
+    try:
+        return load_model(file)
+    except KeyError as exc:
+        raise ValueError(f"{path} is not a metatrain (PET) checkpoint (no {exc} in it); for another model give "
+                         "--calculator module:factory (tcemu.mlip.calculators)") from None
 
 
 def _wrap_pet(compile: bool) -> Callable[[nn.Module, str], Any]:
@@ -411,180 +469,43 @@ def pet_checkpoint(path: str | Path, compile: bool = False) -> Potential:
 
 
 # ---------------------------------------------------------------------------------------------
-# ANI-1x (torchani 2.2.4, weights in the wheel)
-# ---------------------------------------------------------------------------------------------
-
-ANI_SPECIES = ("H", "C", "N", "O")
-
-
-def build_ani1x() -> nn.Module:
-    """The ANI-1x 8-model ensemble from the files inside the torchani 2.2.4 wheel (no download)."""
-    torchani = import_torchani()
-    from torchani import neurochem
-    root = Path(torchani.__file__).parent / "resources" / "ani-1x_8x"
-    consts = neurochem.Constants(str(root / "rHCNO-5.2R_16-3.5A_a4-8.params"))
-    aev = torchani.AEVComputer(**consts)
-    sae = neurochem.load_sae(str(root / "sae_linfit.dat"))
-    ensemble = neurochem.load_model_ensemble(consts.species, str(root / "train"), 8)
-    # networks in float32; the self-energy shifter keeps torchani's float64 (its index_put needs it on CUDA),
-    # so the total energy is summed in float64 and only the network outputs carry the method's rounding
-    return torchani.nn.Sequential(aev, ensemble, sae).eval()
-
-
-def _wrap_ani(model: nn.Module, device: str):
-    import_torchani()
-    import torchani.ase
-
-    return torchani.ase.Calculator(list(ANI_SPECIES), model)
-
-
-def ani1x() -> Potential:
-    """ANI-1x (torchani 2.2.4): H, C, N, O; energies in eV through torchani's ASE calculator."""
-    from ase.data import atomic_numbers
-
-    return Potential(
-        name="ani1x",
-        build_module=build_ani1x,
-        wrap=_wrap_ani,
-        elements=frozenset(atomic_numbers[s] for s in ANI_SPECIES),
-        description="ANI-1x 8-model ensemble, torchani 2.2.4 (weights shipped in the wheel)",
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# CHGNet (chgnet 0.4.2, weights in the wheel)
-# ---------------------------------------------------------------------------------------------
-
-
-def build_chgnet() -> nn.Module:
-    """CHGNet 0.3.0 pretrained weights from the chgnet wheel (no download), float32, CPU."""
-    with warnings_off(), contextlib.redirect_stdout(io.StringIO()):
-        from chgnet.model import CHGNet
-
-        return CHGNet.load(verbose=False, use_device="cpu").float().eval()
-
-
-@contextlib.contextmanager
-def _chgnet_dtype(dtype: torch.dtype):
-    """CHGNet hard-codes float32 in its graph converter; switch the module constants for a float64 run."""
-    import chgnet.graph.converter as conv
-    import chgnet.model.model as mm
-
-    old = conv.TORCH_DTYPE, mm.TORCH_DTYPE
-    conv.TORCH_DTYPE = mm.TORCH_DTYPE = dtype
-    try:
-        yield
-    finally:
-        conv.TORCH_DTYPE, mm.TORCH_DTYPE = old
-
-
-def _wrap_chgnet(model: nn.Module, device: str):
-    with warnings_off(), contextlib.redirect_stdout(io.StringIO()):
-        from chgnet.model.dynamics import CHGNetCalculator
-
-        calc = CHGNetCalculator(model=model, use_device=device, on_isolated_atoms="ignore")
-    float64 = next(model.parameters()).dtype == torch.float64
-    if float64:
-        _patch_chgnet_float64(model)
-    inner_calculate = calc.calculate
-
-    def calculate(atoms=None, properties=None, system_changes=None):
-        # only what is asked: "e" runs no backward pass, "ef" no stress (CHGNet's default is "efsm")
-        props = properties or ["energy", "forces", "stress"]
-        task = (
-            "e" + ("f" if "forces" in props or "stress" in props else "") + ("s" if "stress" in props else "")
-        )
-        with warnings_off(), _chgnet_dtype(torch.float64) if float64 else contextlib.nullcontext():
-            return inner_calculate(atoms, props, system_changes, task=task)
-
-    calc.calculate = calculate
-    return calc
-
-
-def _patch_chgnet_float64(model: nn.Module) -> None:
-    """CHGNet's composition model casts its features with ``.float()``; cast them to float64 for its ``fc``."""
-    fc = model.composition_model.fc
-    fc_forward = fc.forward
-    fc.forward = lambda x: fc_forward(x.to(torch.float64))
-
-
-def chgnet() -> Potential:
-    """CHGNet 0.3.0 (chgnet 0.4.2): elements 1 to 94, periodic (needs a cell); energies in eV."""
-    return Potential(
-        name="chgnet",
-        build_module=build_chgnet,
-        wrap=_wrap_chgnet,
-        elements=frozenset(range(1, 95)),
-        needs_cell=True,
-        description="CHGNet 0.3.0 pretrained, chgnet 0.4.2 (weights shipped in the wheel)",
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Any ASE calculator whose model is a torch.nn.Module
-# ---------------------------------------------------------------------------------------------
-
-
-def from_calculator(
-    name: str,
-    make_calculator: Callable[[], Any],
-    module_attr: str = "model",
-    elements: Iterable[int] | None = None,
-    needs_cell: bool = False,
-) -> Potential:
-    """A :class:`Potential` from any ASE calculator that keeps its ``nn.Module`` in ``calc.<module_attr>``.
-
-    ``make_calculator()`` must return a new calculator (with the same weights) on each call. For
-    ``fp64`` the module is converted with ``.double()``; the calculator must then feed it float64
-    inputs (many read the dtype from the parameters, as torchani's does).
-    """
-
-    def build() -> nn.Module:
-        calc = make_calculator()
-        mod = getattr(calc, module_attr)
-        if not isinstance(mod, nn.Module):
-            raise TypeError(
-                f"{type(calc).__name__}.{module_attr} is {type(mod).__name__}, not a torch.nn.Module"
-            )
-        return mod.float()
-
-    def wrap(mod: nn.Module, device: str):
-        calc = make_calculator()
-        setattr(calc, module_attr, mod)
-        if hasattr(calc, "dtype"):
-            calc.dtype = next(mod.parameters()).dtype
-        if hasattr(calc, "device"):
-            calc.device = next(mod.parameters()).device
-        return calc
-
-    return Potential(
-        name=name,
-        build_module=build,
-        wrap=wrap,
-        elements=frozenset(elements) if elements is not None else None,
-        needs_cell=needs_cell,
-        description=f"{name} (ASE calculator {module_attr!r} module)",
-    )
-
-
-# ---------------------------------------------------------------------------------------------
 # Names
 # ---------------------------------------------------------------------------------------------
 
+def _calculators():
+    from tcemu.mlip import calculators
+
+    return calculators
+
+
 POTENTIALS: dict[str, Callable[[], Potential]] = {
     **{f"pet-{s}": (lambda s=s: pet(s)) for s in PET_SHAPES},
-    "ani1x": ani1x,
-    "chgnet": chgnet,
+    "ani1x": lambda: _calculators().ani1x(),
+    "chgnet": lambda: _calculators().chgnet(),
+    "mace-random": lambda: _calculators().mace_potential(),
 }
+
+_MOVED = ("ANI_SPECIES", "ani1x", "build_ani1x", "build_chgnet", "chgnet", "from_calculator")
+
+
+def __getattr__(name: str):
+    if name in _MOVED:  # kept importable from here: these live in tcemu.mlip.calculators
+        return getattr(_calculators(), name)
+    raise AttributeError(f"module 'tcemu.mlip.models' has no attribute {name!r}")
 
 
 def get_potential(name: str, compile: bool = False) -> Potential:
-    """A potential by name: ``pet-<shape>``, ``ani1x``, ``chgnet``, or a path to a PET checkpoint file."""
+    """A potential by name: ``pet-<shape>``, ``ani1x``, ``chgnet``, ``mace-random``, a path to a PET
+    checkpoint file, or ``module:factory`` (any ASE calculator: :func:`tcemu.mlip.calculators.from_factory`)."""
     key = name.lower()
     if key.startswith("pet-") and key[4:] in PET_SHAPES:
         return pet(key[4:], compile=compile)
     if key in POTENTIALS:
         return POTENTIALS[key]()
-    if key.endswith((".ckpt", ".ckpt.gz")) or "/" in name:
+    if ":" in name and not Path(name).exists():  # module:factory or file.py:factory
+        calcs = _calculators()
+        return calcs.from_factory(calcs.load_factory(name), name=name.rpartition(":")[2])
+    if key.endswith((".ckpt", ".ckpt.gz")) or "/" in name or Path(name).is_file():
         return pet_checkpoint(name, compile=compile)
-    raise ValueError(f"unknown potential {name!r}; choose one of {', '.join(POTENTIALS)} or a PET .ckpt path")
+    raise ValueError(f"unknown potential {name!r}; choose one of {', '.join(POTENTIALS)}, a PET .ckpt path, or "
+                     "give another model as --calculator module:factory")

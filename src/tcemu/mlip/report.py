@@ -7,25 +7,11 @@
 - ``verdicts.csv``: ``method, check, value, threshold, verdict`` (one row per method and criterion),
 - ``report.md``: tables, figures and a verdict per method with its evidence.
 
-Criteria (:data:`THRESHOLDS`) compare each method with what FP32 itself achieves, because the goal
-is "as accurate as FP32", not "as accurate as FP64":
-
-- single point: error vs FP64 <= 3 x max(FP32's error vs FP64, FP32 noise floor), for the mean force,
-  the energy and the mean stress error. The factor 3 leaves room for a method whose rounding differs
-  from FP32's but is of the same size (TF32x3 has been reported at about 3x the FP32 floor). For the
-  total energy the reference is at least one FP32 ulp of the energy: an FP32 result cannot be closer
-  than half an ulp, and a reordered-FP32 floor of exactly 0 (the same sum by luck) would otherwise set a
-  threshold below half an ulp that no differently rounded FP32-accurate result can meet;
-- energy curve: RMS second difference of E_method - E_FP64 <= 3 x FP32's;
-- NVE: |drift| <= 3 x max(|FP64 drift|, |FP32 drift|, FP64 fluctuation / run length) (the last term is
-  the smallest drift the run can resolve), fluctuation <= 2 x max(FP64's, FP32's); a run that blows up fails;
-- relaxation: every repeat reaches the target fmax within the step limit (value: the worst repeat's lowest
-  fmax), and the median number of steps is <= 1.5 x FP32's median (or the step limit when FP32 fails).
+Criteria, coverage rule and verdicts: :mod:`tcemu.mlip.criteria` (re-exported here).
 """
 
 from __future__ import annotations
 
-import contextlib
 
 import csv
 import math
@@ -34,19 +20,20 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from tcemu.emulation.backends import every_gemm_emulated
 from tcemu.mlip._common import ALL_METHODS, write_csv
+from tcemu.mlip.criteria import (
+    REFERENCE_METHODS,
+    THRESHOLDS,
+    Verdict,
+    coverage_verdicts,
+    method_status,
+    method_verdicts,
+    verdicts,
+)
 
-__all__ = ["SuiteConfig", "SuiteResult", "THRESHOLDS", "Verdict", "run_suite", "verdicts", "write_report"]
-
-#: Named factors of the criteria (see the module docstring for their reasons).
-THRESHOLDS = {
-    "single_point_factor": 3.0,
-    "curve_factor": 3.0,
-    "nve_drift_factor": 3.0,
-    "nve_fluct_factor": 2.0,
-    "relax_steps_factor": 1.5,
-}
-
+__all__ = ["SuiteConfig", "SuiteResult", "THRESHOLDS", "Verdict", "coverage_table", "coverage_verdicts",
+           "method_status", "run_suite", "verdicts", "write_report"]
 
 @dataclass(frozen=True)
 class SuiteConfig:
@@ -145,155 +132,6 @@ class SuiteResult:
     failures: list = field(default_factory=list)  # (check, case, error) of cases that raised
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """One criterion for one method: ``value`` (``unit``) against ``threshold``; ``passed`` is value <= threshold."""
-
-    method: str
-    check: str
-    value: float
-    threshold: float
-    unit: str
-    passed: bool
-    note: str = ""
-
-    @property
-    def verdict(self) -> str:
-        return "pass" if self.passed else "fail"
-
-    def row(self) -> dict:
-        return {
-            "method": self.method,
-            "check": self.check,
-            "value": f"{self.value:.6g}",
-            "threshold": f"{self.threshold:.6g}",
-            "verdict": self.verdict,
-        }
-
-
-def _le(value: float, threshold: float) -> bool:
-    return (not math.isnan(value)) and value <= threshold
-
-
-def _fp32_ulp(x: float) -> float:
-    """The spacing of FP32 numbers at ``x`` (one unit in the last place)."""
-    import numpy as np
-
-    x32 = np.float32(abs(x))
-    return float(np.spacing(x32)) if np.isfinite(x32) else math.inf
-
-
-def verdicts(result: SuiteResult) -> list[Verdict]:
-    """Apply the criteria of the module docstring to every method in ``result``."""
-    out: list[Verdict] = []
-    k = THRESHOLDS
-    for sp in result.single_point:
-        tag = f"{sp.potential}/{sp.system}"
-        for metric, unit in (
-            ("force_mean_err", "eV/A"),
-            ("energy_abs_err", "eV"),
-            ("stress_mean_err", "eV/A^3"),
-        ):
-            ref = max(sp.error("fp32", "fp64").get(metric), sp.floor.get(metric))
-            if math.isnan(ref):
-                continue
-            if metric == "energy_abs_err":  # the energy's FP32 resolution (see the module docstring)
-                ref = max(ref, _fp32_ulp(sp.energies_eV.get("fp64", sp.energies_eV["fp32"])))
-            thr = k["single_point_factor"] * ref
-            for m in sp.methods:
-                v = sp.error(m, "fp64").get(metric)
-                out.append(
-                    Verdict(
-                        m,
-                        f"single_point:{metric}[{tag}]",
-                        v,
-                        thr,
-                        unit,
-                        _le(v, thr),
-                        f"{sp.floor_multiple(m, metric):.3g}x floor",
-                    )
-                )
-    for c in result.energy_curve:
-        tag = f"{c.potential}/{c.system}"
-        thr = k["curve_factor"] * c.jitter_rms_meV("fp32")
-        for m in c.methods:
-            v = c.jitter_rms_meV(m)
-            out.append(Verdict(m, f"energy_curve:d2_rms[{tag}]", v, thr, "meV", _le(v, thr)))
-    for n in result.nve:
-        tag = f"{n.potential}/{n.system}"
-        r64, r32 = n.runs["fp64"], n.runs["fp32"]
-        duration = r64.steps * r64.timestep_fs * 1e-3
-        resolvable = r64.fluct_meV_per_atom / duration if duration > 0 else math.inf
-        thr_d = k["nve_drift_factor"] * max(
-            abs(r64.drift_meV_per_atom_per_ps), abs(r32.drift_meV_per_atom_per_ps), resolvable
-        )
-        thr_f = k["nve_fluct_factor"] * max(r64.fluct_meV_per_atom, r32.fluct_meV_per_atom)
-        for m in n.methods:
-            r = n.runs[m]
-            ok = r.finite
-            out.append(
-                Verdict(
-                    m,
-                    f"nve:abs_drift[{tag}]",
-                    abs(r.drift_meV_per_atom_per_ps),
-                    thr_d,
-                    "meV/atom/ps",
-                    ok and _le(abs(r.drift_meV_per_atom_per_ps), thr_d),
-                    "" if ok else "blew up",
-                )
-            )
-            out.append(
-                Verdict(
-                    m,
-                    f"nve:fluctuation[{tag}]",
-                    r.fluct_meV_per_atom,
-                    thr_f,
-                    "meV/atom",
-                    ok and _le(r.fluct_meV_per_atom, thr_f),
-                )
-            )
-    for rc in result.relax:
-        tag = f"{rc.potential}/{rc.system}"
-        any_run = next(iter(rc.runs.values()))[0]
-        target, limit = any_run.fmax_target_eV_per_A, any_run.max_steps
-        fp32_ok = rc.all_converged("fp32")
-        thr_s = k["relax_steps_factor"] * rc.steps_median("fp32") if fp32_ok else float(limit)
-        for m in rc.methods:
-            worst = max(r.fmax_min_eV_per_A for r in rc.runs[m])
-            out.append(
-                Verdict(
-                    m,
-                    f"relax:fmax_min[{tag}]",
-                    worst,
-                    target,
-                    "eV/A",
-                    _le(worst, target),
-                    f"{sum(r.converged for r in rc.runs[m])}/{len(rc.runs[m])} converged",
-                )
-            )
-            out.append(
-                Verdict(
-                    m,
-                    f"relax:steps_median[{tag}]",
-                    rc.steps_median(m),
-                    thr_s,
-                    "steps",
-                    rc.all_converged(m) and _le(rc.steps_median(m), thr_s),
-                )
-            )
-    return out
-
-
-def method_verdicts(vs: list[Verdict], methods: list[str]) -> dict[str, tuple[bool, list[Verdict]]]:
-    """Per method: safe (every criterion passed) and the failed criteria."""
-    out = {}
-    for m in methods:
-        mine = [v for v in vs if v.method == m]
-        failed = [v for v in mine if not v.passed]
-        out[m] = (bool(mine) and not failed, failed)
-    return out
-
-
 def _environment() -> dict[str, str]:
     import numpy
     import torch
@@ -337,27 +175,6 @@ def _environment() -> dict[str, str]:
 def _failed(res: SuiteResult, log, check: str, case: str, exc: Exception) -> None:
     res.failures.append((check, case, f"{type(exc).__name__}: {exc}"))
     log(f"[{check}] {case} FAILED: {type(exc).__name__}: {exc}")
-
-
-@contextlib.contextmanager
-def every_gemm_emulated():
-    """Switch off the CUDA backend's small-shape SGEMM fallback for the duration.
-
-    The fallback keeps FP32 accuracy for GEMMs too small for emulation to pay, so with it a method's
-    verdict on a small system (ANI-1x, 192-atom PET) would mostly judge cuBLAS SGEMM. The suite validates
-    the method's own arithmetic, so every GEMM runs the method.
-    """
-    try:
-        from tcemu.emulation import gemm
-    except Exception:  # noqa: BLE001 - no Triton backend (CPU machine): nothing falls back
-        yield
-        return
-    old = getattr(gemm, "SMALL_SHAPE_FALLBACK", True)
-    gemm.SMALL_SHAPE_FALLBACK = False
-    try:
-        yield
-    finally:
-        gemm.SMALL_SHAPE_FALLBACK = old
 
 
 def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, log=print) -> SuiteResult:
@@ -498,10 +315,25 @@ def verdict_table(res: SuiteResult) -> str:
     mv = method_verdicts(res.verdicts, methods)
     lines = ["| method | verdict | criteria passed | failed criteria |", "|---|---|---|---|"]
     for m in methods:
-        safe, failed = mv[m]
+        _, failed = mv[m]
         n = sum(1 for v in res.verdicts if v.method == m)
         why = "; ".join(f"{v.check} = {_fmt(v.value)} > {_fmt(v.threshold)} {v.unit}" for v in failed) or "-"
-        lines.append(f"| {m} | **{'safe' if safe else 'not safe'}** | {n - len(failed)}/{n} | {why} |")
+        lines.append(f"| {m} | **{method_status(res.verdicts, m)}** | {n - len(failed)}/{n} | {why} |")
+    return "\n".join(lines)
+
+
+def coverage_table(res: SuiteResult) -> str:
+    """Markdown table: each case's coverage per method (% of float32 contraction FLOPs emulated)."""
+    cases = [(check, r) for check, rs in (("single point", res.single_point), ("energy curve", res.energy_curve),
+                                          ("nve", res.nve), ("relax", res.relax)) for r in rs]
+    methods = list(dict.fromkeys(m for _, r in cases for m in getattr(r, "coverage", {})
+                                 if m not in REFERENCE_METHODS))
+    if not cases or not methods:
+        return "No coverage was measured."
+    lines = ["| check | potential / system | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
+    for check, r in cases:
+        cells = [_fmt(100 * r.coverage[m]) + " %" if m in r.coverage else "-" for m in methods]
+        lines.append(f"| {check} | {r.potential} / {r.system} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -538,6 +370,10 @@ def write_report(res: SuiteResult, out: str | Path) -> Path:
     )
     L.append("## Verdicts\n")
     L.append(verdict_table(res) + "\n")
+    L.append("**Coverage** (share of the float32 contraction FLOPs, forward and backward, that each method's run "
+             "emulated, measured by `tcemu.coverage()` on its first calculation; below "
+             f"{100 * THRESHOLDS['min_coverage']:.0f} % a method is not validated):\n")
+    L.append(coverage_table(res) + "\n")
     if res.failures:
         L.append("**Cases that failed to run** (no verdict from them):\n")
         L.extend(f"- {c} {case}: `{err}`" for c, case, err in res.failures)

@@ -41,6 +41,25 @@ def infer_input_format(x: np.ndarray) -> str:
     return _DTYPE_FORMATS[dt]
 
 
+def _input_format(a: np.ndarray, b: np.ndarray, input_format: str | None) -> str:
+    """The one input format of both operands: ``input_format``, else a's dtype's. Operands whose dtypes are
+    formats (float16, bfloat16, float8) must be of one format; float32 arrays are values."""
+    fa, fb = _DTYPE_FORMATS.get(a.dtype), _DTYPE_FORMATS.get(b.dtype)
+    if fa is not None and fb is not None and fa != fb:
+        raise ValueError(f"a is {fa} ({a.dtype}) but b is {fb} ({b.dtype}): an MMA takes one input format for "
+                         "both operands (mixed formats are not modelled); convert one of them")
+    return get_format(input_format).name if input_format is not None else infer_input_format(a)
+
+
+def _check_operand_dtypes(a: np.ndarray, b: np.ndarray, fin: str) -> None:
+    """An operand whose dtype is a format must be of the input format (its values are not silently re-read)."""
+    for name, x in (("a", a), ("b", b)):
+        f = _DTYPE_FORMATS.get(x.dtype)
+        if f is not None and f != fin:
+            raise ValueError(f"{name} has dtype {x.dtype} ({f}) but the input format is {fin}; pass {fin} arrays, "
+                             "or float32 values with input_format=")
+
+
 def mma(
     a: np.ndarray,
     b: np.ndarray,
@@ -69,18 +88,18 @@ def mma(
         params: an explicit model (what-if); overrides the preset. Its formats must agree with the inputs.
 
     K must be a multiple of the instruction's K; instructions are chained in increasing k, each
-    result becoming the next c. Batch dimensions broadcast.
+    result becoming the next c (K = 0: no instruction, D = C). Batch dimensions broadcast.
 
     Returns:
         (..., M, N) float32 (float16 for fp16 output) with the exact result bits.
 
     Raises:
-        ValueError: unrepresentable inputs, unknown combinations or wrong shapes.
+        ValueError: unrepresentable inputs, unknown combinations, operands of two formats or wrong shapes.
     """
     a = np.asarray(a)
     b = np.asarray(b)
     c = np.asarray(c)
-    fin = get_format(input_format).name if input_format is not None else infer_input_format(a)
+    fin = _input_format(a, b, input_format)
     if params is None:
         if arch is None:
             raise ValueError("pass arch= (v100, a100, ada, h100, h200, b200) or params=")
@@ -91,6 +110,7 @@ def mma(
         want_c = "fp16" if get_format(output_format).name == "fp16" else "fp32"
         if params.c_format != want_c:
             raise ValueError(f"params give {params.c_format} output but output_format={output_format!r}")
+    _check_operand_dtypes(a, b, fin)
     if a.ndim < 2 or b.ndim < 2 or c.ndim < 2:
         raise ValueError(f"need a (..., M, K), b (..., K, N), c (..., M, N); got {a.shape}, {b.shape}, {c.shape}")
     m, k = a.shape[-2:]
@@ -103,6 +123,8 @@ def mma(
     b_bits = to_bits(b, fin)
     c_bits = to_bits(c, params.c_format)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
+    if k == 0:
+        return from_bits(np.broadcast_to(c_bits, batch + (m, n)).copy(), params.c_format)
     a_rows = np.broadcast_to(a_bits[..., :, None, :], batch + (m, n, k)).reshape(-1, k)
     b_cols = np.broadcast_to(np.swapaxes(b_bits, -1, -2)[..., None, :, :], batch + (m, n, k)).reshape(-1, k)
     c_flat = np.broadcast_to(c_bits, batch + (m, n)).reshape(-1)

@@ -26,26 +26,76 @@ from .params import MMAParams
 __all__ = ["explain", "parse_values", "explain_values"]
 
 _POW = re.compile(r"^\s*([+-]?)\s*(?:([0-9.eE+-]+)\s*\*\s*)?2\s*\^\s*([+-]?\d+)\s*$")
+_HEX = re.compile(r"^([+-]?)0x([0-9a-f]*)\.?([0-9a-f]*)p([+-]?\d+)$")
+_DEC_EXP = re.compile(r"e([+-]?\d+)$")
+#: exponents (of 2 or of 10) beyond which no format's value can be written: refused before any big arithmetic
+_MAX_EXP = 2000
 
 
-def _parse_one(tok: str, fmt: str) -> int:
-    """Bits (container of fmt) of one token."""
-    f = get_format(fmt)
-    t = tok.strip().lower()
-    if t.startswith("bits:") or (t.startswith("0x") and "p" not in t and "." not in t):
-        return int(t.removeprefix("bits:"), 16)
+def _exponent(text: str) -> int:
+    e = int(text)
+    if abs(e) > _MAX_EXP:
+        raise ValueError(f"exponent {e} is beyond every format's range")
+    return e
+
+
+def _exact_value(t: str) -> Fraction | float:
+    """The exact value of one lower-case token: a Fraction, or a float for inf and nan."""
+    if t.lstrip("+-") in ("inf", "infinity", "nan"):
+        return float(t)
     m = _POW.match(t)
     if m:
         sign, mant, exp = m.groups()
-        v = (float(mant) if mant else 1.0) * 2.0 ** int(exp)
-        v = -v if sign == "-" else v
-    elif t.startswith(("0x", "-0x", "+0x")):
-        v = float.fromhex(t)
-    else:
-        v = float(t)
+        v = (_exact_value(mant) if mant else Fraction(1)) * Fraction(2) ** _exponent(exp)
+        return -v if sign == "-" else v
+    m = _HEX.match(t)
+    if m:
+        sign, whole, frac, exp = m.groups()
+        if not (whole or frac):
+            raise ValueError("a hex float needs digits")
+        v = Fraction(int(whole + frac or "0", 16), 16 ** len(frac)) * Fraction(2) ** _exponent(exp)
+        return -v if sign == "-" else v
+    m = _DEC_EXP.search(t)
+    if m:
+        _exponent(m.group(1))
+    return Fraction(t)
+
+
+def _parse_one(tok: str, fmt: str) -> int:
+    """Bits (container of fmt) of one token; a value the format cannot hold exactly is refused, never rounded
+    (``1e400``, ``2^-99999``), and raw bits must fit the container."""
+    f = get_format(fmt)
+    t = tok.strip().lower()
+    if t.startswith("bits:") or (t.startswith("0x") and "p" not in t and "." not in t):
+        bits = int(t.removeprefix("bits:"), 16)
+        width = np.dtype(f.container_dtype).itemsize * 8
+        if bits >= 1 << width:
+            raise ValueError(f"bits {tok.strip()} do not fit {f.name}'s {width}-bit container")
+        return bits
+    try:
+        exact = _exact_value(t)
+    except (ValueError, ZeroDivisionError) as exc:
+        raise ValueError(f"cannot read {tok.strip()!r} as a value ({exc}); write e.g. 1.5, -2^-24, 1.5*2^-3, "
+                         "0x1.8p-3, inf, nan or bits:0x3C00") from None
+    v = exact if isinstance(exact, float) else _float_of(exact, tok, f.name)
+    if v == 0 and t.startswith("-"):
+        v = -0.0  # the exact value has no sign of zero; the token does
     if f.name in ("tf32",):
+        if math.isfinite(v) and float(np.float32(v)) != v:
+            raise ValueError(f"{tok.strip()} is not exactly representable in fp32 (tf32 operands are fp32 values)")
         return int(np.array([v], np.float32).view(np.uint32)[0])
     return int(to_bits(np.array([v], np.float64), f)[0])
+
+
+def _float_of(x: Fraction, tok: str, fmt: str) -> float:
+    """``x`` as a float64 when that is exact (every format's values are), else ValueError."""
+    try:
+        v = float(x)
+    except OverflowError:
+        v = math.inf
+    if not math.isfinite(v) or Fraction(v) != x:
+        raise ValueError(f"{tok.strip()} is not exactly representable in {fmt}")
+    return v
 
 
 def parse_values(text: str, fmt: str) -> list[int]:

@@ -12,7 +12,7 @@ import triton
 from torch import Tensor
 
 from ..methods import MethodSpec, get_method
-from .configs import KernelConfig
+from .configs import KernelConfig, _interpreting
 
 log = logging.getLogger("tcemu.emulation.gemm")
 

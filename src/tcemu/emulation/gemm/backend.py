@@ -229,9 +229,6 @@ class TritonBackend:
     """
 
     name = "triton"
-    #: ``linear`` / ``linear_input_grad`` accept ``prepared=None`` and split the weight only when a kernel
-    #: runs (under torch.compile the weight is not split for GEMMs that take the small-shape fallback)
-    prepares_lazily = True
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - the backend is a process-wide singleton
     def unavailable_reason(self, device: torch.device, spec: MethodSpec | None = None) -> str | None:
@@ -296,17 +293,18 @@ class TritonBackend:
 
     # ---- linear layers ----
     def prepare_weight(self, weight: Tensor, spec: MethodSpec) -> PreparedWeight:
-        """Split W (N, K) once: forward pieces (N, K) and input-gradient pieces (K, N)."""
-        with torch.no_grad():
-            w = weight.detach()
-            fwd = _split_pieces(w.t(), spec.name)
-            bwd = _split_pieces(w, spec.name)
+        """Split W (N, K) beforehand: forward pieces (N, K) and input-gradient pieces (K, N)."""
+        fwd, bwd = (self._pieces(weight, None, spec, layout) for layout in ("fwd", "bwd"))
         return PreparedWeight(spec.name, fwd, bwd)
 
-    def _prepared(self, weight: Tensor, prepared, spec: MethodSpec) -> PreparedWeight:
+    @staticmethod
+    def _pieces(weight: Tensor, prepared, spec: MethodSpec, layout: str) -> tuple[Tensor, ...]:
+        """The ``layout`` (``"fwd"`` or ``"bwd"``) pieces: from ``prepared``, or split now (that layout only)."""
         if isinstance(prepared, PreparedWeight) and prepared.method == spec.name:
-            return prepared
-        return self.prepare_weight(weight, spec)
+            return getattr(prepared, layout)
+        with torch.no_grad():
+            w = weight.detach()
+            return _split_pieces(w.t() if layout == "fwd" else w, spec.name)
 
     def linear(self, x: Tensor, weight: Tensor, prepared, spec: MethodSpec, bias: Tensor | None) -> Tensor:
         """``x @ W.T + bias`` for x (M, K) (or (..., K)), W (N, K), bias (N,) fused in the kernel."""
@@ -316,8 +314,7 @@ class TritonBackend:
         M = x2.shape[0]
         if _use_fallback(spec, M, N, K, x.device):
             return _unflatten(_sgemm(x2, weight.t(), bias), lead, N)
-        pw = self._prepared(weight, prepared, spec)
-        return _unflatten(_emu(x2, pw.fwd, bias, spec.name, weight), lead, N)
+        return _unflatten(_emu(x2, self._pieces(weight, prepared, spec, "fwd"), bias, spec.name, weight), lead, N)
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
@@ -327,5 +324,4 @@ class TritonBackend:
         M = g2.shape[0]
         if _use_fallback(spec, M, K, N, grad_out.device):
             return _unflatten(_sgemm(g2, weight, None), lead, K)
-        pw = self._prepared(weight, prepared, spec)
-        return _unflatten(_emu(g2, pw.bwd, None, spec.name, weight.t()), lead, K)
+        return _unflatten(_emu(g2, self._pieces(weight, prepared, spec, "bwd"), None, spec.name, weight.t()), lead, K)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from tcemu.mlip._common import progress, row, system_name, with_reference
+from tcemu.mlip._common import coverage_of, coverage_rows, progress, row, system_name, with_reference
 
 __all__ = ["EnergyCurveResult", "energy_curve", "second_difference_stats", "DEFAULT_HEIGHTS_A"]
 
@@ -40,6 +40,7 @@ class EnergyCurveResult:
         potential, system, n_atoms: what was scanned (``system`` names the structure at the first height).
         heights_A: the heights of C above the surface Pt.
         energies_eV: method -> energies along the scan (``"fp64"`` is the reference).
+        coverage: share of the float32 contraction FLOPs each method emulated (first height).
     """
 
     potential: str
@@ -47,6 +48,7 @@ class EnergyCurveResult:
     n_atoms: int
     heights_A: tuple[float, ...]
     energies_eV: dict[str, tuple[float, ...]]
+    coverage: dict[str, float] = field(default_factory=dict)
 
     @property
     def methods(self) -> list[str]:
@@ -104,7 +106,7 @@ class EnergyCurveResult:
                     value=float(np.abs(dev).max()),
                 )
             )
-        return rows
+        return rows + coverage_rows(base, self.coverage)
 
 
 def energy_curve(
@@ -125,6 +127,7 @@ def energy_curve(
     structures = [build(h) for h in heights]
     potential.check_atoms(structures[0])
     energies: dict[str, tuple[float, ...]] = {}
+    coverage: dict[str, float] = {}
     all_methods = with_reference(methods)
     bar = progress(range(len(all_methods) * len(heights)), f"energy curve {potential.name}", show_progress)
     it = iter(bar)
@@ -137,6 +140,7 @@ def energy_curve(
             es.append(float(a.get_potential_energy()))
             next(it, None)
         energies[m] = tuple(es)
+        coverage[m] = coverage_of(calc)
         del calc
     if hasattr(bar, "close"):
         bar.close()
@@ -146,4 +150,5 @@ def energy_curve(
         n_atoms=len(structures[0]),
         heights_A=tuple(heights),
         energies_eV=energies,
+        coverage=coverage,
     )

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from tcemu.mlip._common import progress, row, system_name, with_reference
+from tcemu.mlip._common import coverage_of, coverage_rows, progress, row, system_name, with_reference
 
 __all__ = ["NVEResult", "NVECheckResult", "run_nve", "nve_check", "fit_drift"]
 
@@ -152,12 +152,14 @@ def run_nve(
 
 @dataclass(frozen=True)
 class NVECheckResult:
-    """Check 3 on one potential and structure: one :class:`NVEResult` per method."""
+    """Check 3 on one potential and structure: one :class:`NVEResult` per method, and the share of the float32
+    contraction FLOPs each method emulated (first step)."""
 
     potential: str
     system: str
     n_atoms: int
     runs: dict[str, NVEResult]
+    coverage: dict[str, float] = field(default_factory=dict)
 
     @property
     def methods(self) -> list[str]:
@@ -195,7 +197,7 @@ class NVECheckResult:
                         x_value=t,
                     )
                 )
-        return rows
+        return rows + coverage_rows(base, self.coverage)
 
 
 def nve_check(
@@ -214,6 +216,7 @@ def nve_check(
     potential.check_atoms(atoms)
     steps = max(int(round(picoseconds * 1e3 / timestep_fs)), 3 * interval)
     runs = {}
+    coverage: dict[str, float] = {}
     for m in with_reference(methods):
         calc = potential.calculator(m, device)
         runs[m] = run_nve(
@@ -227,5 +230,6 @@ def nve_check(
             f"{potential.name} {m}",
             show_progress,
         )
+        coverage[m] = coverage_of(calc)
         del calc
-    return NVECheckResult(potential.name, system_name(atoms), len(atoms), runs)
+    return NVECheckResult(potential.name, system_name(atoms), len(atoms), runs, coverage)

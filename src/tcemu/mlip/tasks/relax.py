@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from tcemu.mlip._common import progress, row, system_name, with_reference
+from tcemu.mlip._common import coverage_of, coverage_rows, progress, row, system_name, with_reference
 
 __all__ = ["OPTIMIZERS", "RelaxResult", "RelaxCheckResult", "relax", "relax_check"]
 
@@ -109,12 +109,14 @@ def relax(
 
 @dataclass(frozen=True)
 class RelaxCheckResult:
-    """Check 4 on one potential and structure: ``repeats`` relaxations per method."""
+    """Check 4 on one potential and structure: ``repeats`` relaxations per method, and the share of the float32
+    contraction FLOPs each method emulated (first step)."""
 
     potential: str
     system: str
     n_atoms: int
     runs: dict[str, tuple[RelaxResult, ...]]
+    coverage: dict[str, float] = field(default_factory=dict)
 
     @property
     def methods(self) -> list[str]:
@@ -167,7 +169,7 @@ class RelaxCheckResult:
                             repeat=i,
                         )
                     )
-        return rows
+        return rows + coverage_rows(base, self.coverage)
 
 
 def relax_check(
@@ -190,11 +192,13 @@ def relax_check(
     if not include_fp64:
         ms.remove("fp64")
     runs = {}
+    coverage: dict[str, float] = {}
     for m in ms:
         calc = potential.calculator(m, device)
         runs[m] = tuple(
             relax(atoms, calc, optimizer, fmax, max_steps, f"{potential.name} {m} #{i}", show_progress)
             for i in range(repeats)
         )
+        coverage[m] = coverage_of(calc)
         del calc
-    return RelaxCheckResult(potential.name, system_name(atoms), len(atoms), runs)
+    return RelaxCheckResult(potential.name, system_name(atoms), len(atoms), runs, coverage)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from tcemu.mlip._common import progress, row, system_name, with_reference
+from tcemu.mlip._common import coverage_of, coverage_rows, progress, row, system_name, with_reference
 
 __all__ = ["Evaluation", "SinglePointError", "SinglePointResult", "evaluate", "single_point", "FLOOR_KINDS"]
 
@@ -107,7 +107,8 @@ class SinglePointResult:
         floor: FP32 (reordered or compiled) against FP32: the noise floor.
         errors: every method against ``"fp64"`` and against ``"fp32"`` (FP32 itself only against FP64).
         energies_eV: each method's energy.
-        times_s: wall time of each method's evaluation (energy, forces, stress).
+        times_s: wall time of each method's evaluation (energy, forces, stress; measured by tcemu.coverage).
+        coverage: share of the float32 contraction FLOPs each method emulated (NaN: none, as in FP64).
     """
 
     potential: str
@@ -118,6 +119,7 @@ class SinglePointResult:
     errors: tuple[SinglePointError, ...]
     energies_eV: dict[str, float]
     times_s: dict[str, float]
+    coverage: dict[str, float] = field(default_factory=dict)
 
     @property
     def methods(self) -> list[str]:
@@ -170,7 +172,7 @@ class SinglePointResult:
             rows.append(row(**base, method=m, metric="eval_time", unit="s", value=t))
         for m, e in self.energies_eV.items():
             rows.append(row(**base, method=m, metric="energy", unit="eV", value=e))
-        return rows
+        return rows + coverage_rows(base, self.coverage)
 
 
 def single_point(
@@ -197,6 +199,7 @@ def single_point(
     potential.check_atoms(atoms)
     all_methods = with_reference(methods)
     evals: dict[str, Evaluation] = {}
+    coverage: dict[str, float] = {}
     for m in progress(all_methods + ["floor"], f"single point {potential.name}", show_progress):
         if m == "floor":
             if floor == "permute":
@@ -215,6 +218,7 @@ def single_point(
             continue
         calc = potential.calculator(m, device)
         evals[m] = evaluate(calc, atoms)
+        coverage[m] = coverage_of(calc)
         del calc
     errors = [SinglePointError.between("fp32", "fp64", evals["fp32"], evals["fp64"])]
     for m in all_methods[2:]:
@@ -230,4 +234,5 @@ def single_point(
         errors=tuple(errors),
         energies_eV={m: evals[m].energy_eV for m in all_methods},
         times_s={m: evals[m].time_s for m in all_methods},
+        coverage=coverage,
     )

@@ -5,6 +5,8 @@ atom's neighbours (PET: 8 heads of 32 over a few dozen tokens, for 10^4-10^5 ato
 Forward, one program per (batch entry, ``HPP`` consecutive heads; the loads of the next head pipelined under
 the current one's products, a mask shared by the heads loaded once):
     S = Q K^T * scale + mask, P = softmax(S) (FP32), O = P V, LSE = rowmax + log(rowsum);
+    with ``ZERO_DEAD_ROWS`` (what the installed torch's attention does) a row of S that is all -inf (every key
+    masked) gives P = 0, O = 0 and LSE = -inf, and the backward P = 0 there (no NaN from -inf - -inf);
 backward, two kernels, one program per (batch entry, head):
     1. P = exp(S - LSE), dV = P^T dO, dP = dO V^T, delta = rowsum(dO o O), dS = P o (dP - delta),
        dMask = dS for a per-head mask, dS to a scratch tensor;
@@ -81,7 +83,7 @@ def _attn_fwd_kernel(
     L, D, scale,
     sqb, sqh, sql, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
     smb, smh, sml, smn, sob, soh, sol, sod, slb, slh,
-    HAS_MASK: tl.constexpr, MASK_PER_HEAD: tl.constexpr, HPP: tl.constexpr,
+    HAS_MASK: tl.constexpr, MASK_PER_HEAD: tl.constexpr, HPP: tl.constexpr, ZERO_DEAD_ROWS: tl.constexpr,
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
     LP: tl.constexpr, DP: tl.constexpr,
 ):
@@ -105,9 +107,13 @@ def _attn_fwd_kernel(
                 s += shared_mask
         s = tl.where(rows[None, :] < L, s, float("-inf"))  # key columns past L
         m = tl.max(s, 1)
+        if ZERO_DEAD_ROWS:  # a row of -inf scores (every key masked): P = 0 and O = 0, as torch's SDPA
+            m = tl.where(m == float("-inf"), 0.0, m)
         p = tl.exp(s - m[:, None])
         den = tl.sum(p, 1)
         o = _emu_dot(p, v, FMT, NP, SHIFT, DOT_FMT) / den[:, None]
+        if ZERO_DEAD_ROWS:  # den is 0 only there (elsewhere the row's maximum contributes exp(0) = 1)
+            o = tl.where(den[:, None] == 0.0, 0.0, o)
         _store_tile(o_ptr + b * sob + h * soh, sol, sod, rows, cols, L, D, o)
         tl.store(lse_ptr + b * slb + h * slh + rows, m + tl.log(den), mask=rows < L)
 
@@ -119,7 +125,7 @@ def _attn_bwd_ds_kernel(
     sqb, sqh, sql, sqd, skb, skh, skl, skd, svb, svh, svl, svd,
     smb, smh, sml, smn, sob, soh, sol, sod, slb, slh, sdob, sdoh, sdol, sdod,
     sdmb, sdmh,
-    HAS_MASK: tl.constexpr, MASK_GRAD: tl.constexpr, WIDE: tl.constexpr,
+    HAS_MASK: tl.constexpr, MASK_GRAD: tl.constexpr, WIDE: tl.constexpr, ZERO_DEAD_ROWS: tl.constexpr,
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr,
     LP: tl.constexpr, DP: tl.constexpr,
 ):
@@ -140,7 +146,10 @@ def _attn_bwd_ds_kernel(
     if HAS_MASK:
         s += _tile(m_ptr + b * smb + h * smh, sml, smn, rows, rows, L, L, WIDE)
     lse = tl.load(lse_ptr + b * slb + h * slh + rows, mask=rows < L, other=0.0)
-    p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
+    if ZERO_DEAD_ROWS:  # the forward's all-masked rows (LSE = -inf): P = 0, so their dS and dV terms are 0
+        p = tl.where(valid & (lse[:, None] > float("-inf")), tl.exp(s - lse[:, None]), 0.0)
+    else:
+        p = tl.where(valid, tl.exp(s - lse[:, None]), 0.0)
     # dV = P^T dO
     do = _tile(do_ptr + b * sdob + h * sdoh, sdol, sdod, rows, cols, L, D, WIDE)
     do0, do1, do2 = split3(do, FMT, NP, SHIFT)

@@ -1,0 +1,176 @@
+"""Scoped functional emulation: :func:`emulation_mode` active inside chosen modules' ``forward`` only.
+
+A scoped module's ``forward`` becomes an instance attribute, ``functools.partial(_forward_in_scope, module,
+scope)``, which runs the class's ``forward`` inside ``emulation_mode(**scope)``, or, for a module that
+``filter_fn`` left out inside a scoped one, with the enclosing scopes switched off. Being an instance attribute,
+it leaves parameters, buffers and state-dict keys alone; ``copy.deepcopy`` and pickling bind it to the copy;
+``torch.compile`` traces through it; :func:`remove_scopes` deletes it. Code outside the scoped modules pays
+nothing for the mode (a mode around a whole step intercepts every torch call of its eager parts).
+
+:func:`install_scopes` (called by :func:`tcemu.emulate_`) puts the mode on every selected module (entered once:
+a module inside an active scope of the same call runs as it is) and an "off" switch on each unselected module
+below a selected one; it also turns e3nn's TorchScript-compiled code into eager code that the mode can see
+(:mod:`tcemu.emulation.codegen`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import jit, nn
+
+from .linear import EmulatedLinear
+from .methods import MethodSpec, get_method
+from .mode import SCOPE_STACK, emulation_mode, push_scope
+
+__all__ = ["Scope", "install_scopes", "remove_scopes", "scope_of", "emulate_functional_"]
+
+FilterFn = Callable[[nn.Module, str], bool]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a scoped module's ``forward`` runs in: ``emulation_mode(method, ...)``, or, with ``method=None``,
+    no emulation (a module left out by ``filter_fn``). ``origin`` names the function that installed it."""
+
+    method: MethodSpec | None
+    backend: str = "auto"
+    attention: bool = True
+    matmuls: bool = True
+    origin: str = "emulate_"
+
+    @property
+    def emulates(self) -> bool:
+        return self.method is not None
+
+
+#: The scopes being run, innermost last (a module inside a scope that is already active runs as it is).
+_ACTIVE: list[Scope] = []
+
+
+def _forward_in_scope(module: nn.Module, scope: Scope, *args: Any, **kwargs: Any) -> Any:
+    """The class's ``forward`` of ``module``, inside the scope."""
+    if _ACTIVE and _ACTIVE[-1] is scope:
+        return type(module).forward(module, *args, **kwargs)
+    _ACTIVE.append(scope)
+    pos = push_scope(scope.emulates)
+    try:
+        if not scope.emulates:
+            return type(module).forward(module, *args, **kwargs)
+        with emulation_mode(scope.method, backend=scope.backend, attention=scope.attention,
+                            matmuls=scope.matmuls, scope=pos):
+            return type(module).forward(module, *args, **kwargs)
+    finally:
+        SCOPE_STACK.pop()
+        _ACTIVE.pop()
+
+
+def scope_of(module: nn.Module) -> Scope | None:
+    """The module's scope, if tcemu installed one."""
+    fwd = module.__dict__.get("forward")
+    if isinstance(fwd, functools.partial) and fwd.func is _forward_in_scope:
+        return fwd.args[1]
+    return None
+
+
+def _set_scope(module: nn.Module, scope: Scope) -> None:
+    fwd = functools.partial(_forward_in_scope, module, scope)
+    cls_fwd = type(module).forward
+    # what the class's forward shows to code that inspects it (metatomic checks forward's annotations)
+    for attr in ("__name__", "__qualname__", "__doc__", "__annotations__"):
+        if hasattr(cls_fwd, attr):
+            setattr(fwd, attr, getattr(cls_fwd, attr))
+    try:
+        fwd.__signature__ = inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        pass
+    module.forward = fwd
+
+
+def _foreign_forward(module: nn.Module) -> bool:
+    return "forward" in module.__dict__ and scope_of(module) is None
+
+
+def remove_scopes(model: nn.Module, origin: str | None = None) -> None:
+    """Delete the scope wrappers (of one ``origin`` only, when given)."""
+    for mod in model.modules():
+        s = scope_of(mod)
+        if s is not None and (origin is None or s.origin == origin):
+            del mod.__dict__["forward"]
+
+
+def install_scopes(model: nn.Module, method: str | MethodSpec, filter_fn: FilterFn | None = None, *,
+                   backend: str = "auto", attention: bool = True, matmuls: bool = True) -> list[str]:
+    """Scope ``emulation_mode`` to the modules ``filter_fn`` selects (all when None), in place.
+
+    Replaces the scopes of an earlier :func:`install_scopes`; keeps those of :func:`emulate_functional_`.
+    Modules whose products the mode cannot reach stay as they are (:func:`tcemu.unreachable_layers` names
+    them). Returns the names of the scoped modules.
+    """
+    from . import codegen  # noqa: PLC0415 - e3nn support, imported when used
+
+    on = Scope(get_method(method), backend, attention, matmuls)
+    emulation_mode(on.method, backend=backend, attention=attention, matmuls=matmuls)  # validates the arguments
+    off = Scope(None, backend, attention, matmuls)
+    remove_scopes(model, origin="emulate_")
+    scoped: list[str] = []
+
+    def visit(mod: nn.Module, fqn: str, under_selected: bool) -> None:
+        if isinstance(mod, jit.ScriptModule):
+            return  # its ops are invisible to a torch-function mode (unreachable_layers names it)
+        selected = filter_fn is None or bool(filter_fn(mod, fqn))
+        if selected and isinstance(mod, EmulatedLinear):
+            return  # emulates its own product: no mode needed
+        if selected:
+            codegen.make_eager_(mod)
+        # every selected module gets the mode (so that it is emulated when called directly too, as MACE's
+        # calculator calls model.atomic_energies_fn), every unselected one below a selected one the "off" switch
+        if (selected or under_selected) and not _foreign_forward(mod) and scope_of(mod) is None:
+            _set_scope(mod, on if selected else off)
+            scoped.append(fqn)
+        for name, child in mod.named_children():
+            visit(child, f"{fqn}.{name}" if fqn else name, under_selected or selected)
+
+    visit(model, "", False)
+    return scoped
+
+
+def emulate_functional_(
+    model: nn.Module,
+    method: str | MethodSpec,
+    filter_fn: FilterFn,
+    *,
+    attention: bool = True,
+    matmuls: bool = True,
+    backend: str = "auto",
+) -> nn.Module:
+    """Emulate the functional products inside the selected modules only, in place.
+
+    Each module for which ``filter_fn(module, fqn)`` is True runs its ``forward`` inside
+    ``emulation_mode(method, attention=..., matmuls=..., backend=...)``: ``F.scaled_dot_product_attention``
+    and the float32 contractions there are emulated, and code outside those modules pays nothing for the mode.
+    :func:`tcemu.emulate_` does the same for every selected module (and switches unselected ones off); this
+    function adds a narrower scope, e.g. PET's attention blocks:
+    ``filter_fn=lambda m, fqn: type(m).__name__ == "AttentionBlock"``. :func:`restore_` removes it.
+
+    Raises:
+        ValueError: if ``filter_fn`` selects no module, or a selected module already has an instance
+            ``forward`` of another origin (it would be lost).
+    """
+    scope = Scope(get_method(method), backend, attention, matmuls, origin="emulate_functional_")
+    emulation_mode(scope.method, backend=backend, attention=attention, matmuls=matmuls)  # validates the arguments
+    selected = [(fqn, mod) for fqn, mod in model.named_modules() if filter_fn(mod, fqn)]
+    if not selected:
+        raise ValueError("tcemu.emulate_functional_: filter_fn selected no module of the model, so nothing "
+                         "would be emulated; check the filter against model.named_modules()")
+    for fqn, mod in selected:
+        if _foreign_forward(mod):
+            raise ValueError(f"tcemu.emulate_functional_: module {fqn or '<root>'!r} already has an instance "
+                             "attribute 'forward' (another wrapper); remove it first")
+    for _, mod in selected:
+        _set_scope(mod, scope)
+    return model

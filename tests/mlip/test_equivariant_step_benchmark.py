@@ -1,0 +1,36 @@
+"""benchmarks/equivariant_step.py runs (CPU smoke size): the CSV has every metric of every configuration, the
+emulated configuration's step is fully emulated, FP32's not at all, and the provenance columns are filled."""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from tcemu._results import read_results, read_wide
+
+pytest.importorskip("mace")
+
+SCRIPT = Path(__file__).parents[2] / "benchmarks" / "equivariant_step.py"
+
+
+def test_cpu_smoke_run(tmp_path, capsys):
+    spec = importlib.util.spec_from_file_location("equivariant_step", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "results.csv"
+    assert bench.main(["--device", "cpu", "--channels", "4", "--max-ell", "1", "--interactions", "1",
+                       "--correlation", "2", "--replicate", "1,1,1", "--methods", "fp32,tf32x3", "--modes", "eager",
+                       "--rounds", "1", "--warmup", "0", "--out", str(out)]) == 0
+    rows = read_results(out)
+    assert {r["benchmark"] for r in rows} == {"equivariant_step"} and all(r["commit"] and r["date"] for r in rows)
+    got = {r["method"]: r for r in read_wide(out)}
+    assert set(got) == {"fp32", "tf32x3"} and got["fp32"]["impl"] == "torch" and got["tf32x3"]["impl"] == "tcemu"
+    for r in got.values():
+        for metric in ("coverage", "fallback_share", "fp32_share", "flops", "force_max_err", "force_mean_err",
+                       "energy_err", "step_ms", "speedup_vs_fp32"):
+            assert r[metric], (r["method"], metric)
+        assert r["n_atoms"] == "192" and r["mode"] == "eager" and r["e3nn"] and r["mace"]
+    assert float(got["tf32x3"]["coverage"]) == 1.0 and float(got["fp32"]["coverage"]) == 0.0
+    assert float(got["tf32x3"]["flops"]) == float(got["fp32"]["flops"])
+    assert float(got["tf32x3"]["force_max_err"]) < 1e-4
+    assert "tf32x3:eager" in capsys.readouterr().out
