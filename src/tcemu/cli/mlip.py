@@ -8,7 +8,8 @@ Subcommands (each writes long-format CSV and a PNG plot under --out):
   relax   FIRE2 relaxation to a tight fmax: steps and lowest fmax, repeated
   report  the whole suite, with verdicts.csv and report.md
 
-Potentials: pet-tiny, pet-xs, pet-s, pet-s-nn32, pet-m, pet-l (random weights), ani1x, chgnet, mace-random,
+Potentials: pet-distilled (trained weights, shipped: distilled from CHGNet, for validation), pet-distilled-random
+(its architecture, random weights), pet-tiny, pet-xs, pet-s, pet-s-nn32, pet-m, pet-l (random weights), ani1x, chgnet, mace-random,
 the path of a PET checkpoint (.ckpt), or any ASE calculator through --calculator module:factory (a factory
 called as factory(dtype="float32"|"float64", device=...) that returns the calculator; see
 tcemu.mlip.calculators). Systems: water_192, water_17280, water_cluster_<n_atoms> (e.g. water_cluster_24),
@@ -16,7 +17,7 @@ pt111_co, cantor_539, or any file ASE can read. Every method's run reports its c
 float32 contraction FLOPs that was emulated).
 
 Examples:
-  tcemu mlip sp --potential pet-xs --system water_192 --out out/
+  tcemu mlip sp --potential pet-distilled --system water_192 --out out/
   tcemu mlip report --quick --out demo-out/mlip
   tcemu mlip sp --calculator tcemu.mlip.calculators:mace_random --system water_cluster_24
 """
@@ -83,7 +84,7 @@ def _threads(p: argparse.ArgumentParser) -> None:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="mlip_command", metavar="SUBCOMMAND")
     p = sub.add_parser("sp", help="single-point errors vs FP64/FP32 and FP32's noise floor")
-    _common(p, "pet-xs", "water_192")
+    _common(p, "pet-distilled", "water_192")
     p.add_argument(
         "--floor",
         default="permute",
@@ -91,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="how the FP32 noise floor is made: reordered atoms, or torch.compile (PET)",
     )
     p = sub.add_parser("curve", help="CO pulled off Pt(111): smoothness of E_method - E_FP64")
-    _common(p, "pet-xs", None)
+    _common(p, "pet-distilled", None)
     p.add_argument(
         "--points", type=at_least(3), default=60,
         help="number of heights from 1.2 to 6.0 Angstrom, at least 3 (default 60)"

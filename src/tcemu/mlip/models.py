@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
 import io
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -168,6 +169,7 @@ class PotentialCalculator(Calculator):
         if self.coverage is None:
             self._first_calculation(props)
         else:
+            self.inner.reset()  # results of an earlier structure must not survive (CHGNet's calculator merges them)
             self.inner.calculate(self.atoms.copy(), props, all_changes)
         self.results = {
             k: self.inner.results[k] for k in self.inner.results if k in self.implemented_properties
@@ -495,9 +497,12 @@ def __getattr__(name: str):
 
 
 def get_potential(name: str, compile: bool = False) -> Potential:
-    """A potential by name: ``pet-<shape>``, ``ani1x``, ``chgnet``, ``mace-random``, a path to a PET
-    checkpoint file, or ``module:factory`` (any ASE calculator: :func:`tcemu.mlip.calculators.from_factory`)."""
+    """A potential by name: ``pet-distilled`` (trained), ``pet-distilled-random``, ``pet-<shape>`` (random weights),
+    ``ani1x``, ``chgnet``, ``mace-random``, a path to a PET checkpoint file, or ``module:factory`` (any ASE
+    calculator: :func:`tcemu.mlip.calculators.from_factory`)."""
     key = name.lower()
+    if key.startswith("pet-distilled"):  # the shipped trained PET and its random twin (tcemu.mlip.distilled)
+        return importlib.import_module("tcemu.mlip.distilled").get(key, compile=compile)
     if key.startswith("pet-") and key[4:] in PET_SHAPES:
         return pet(key[4:], compile=compile)
     if key in POTENTIALS:
@@ -507,5 +512,5 @@ def get_potential(name: str, compile: bool = False) -> Potential:
         return calcs.from_factory(calcs.load_factory(name), name=name.rpartition(":")[2])
     if key.endswith((".ckpt", ".ckpt.gz")) or "/" in name or Path(name).is_file():
         return pet_checkpoint(name, compile=compile)
-    raise ValueError(f"unknown potential {name!r}; choose one of {', '.join(POTENTIALS)}, a PET .ckpt path, or "
-                     "give another model as --calculator module:factory")
+    raise ValueError(f"unknown potential {name!r}; choose one of pet-distilled, pet-distilled-random, "
+                     f"{', '.join(POTENTIALS)}, a PET .ckpt path, or give another model as --calculator module:factory")

@@ -31,6 +31,7 @@ from tcemu.mlip.criteria import (
     method_verdicts,
     verdicts,
 )
+from tcemu.mlip.distilled import potential_label, potentials_line, weights_comparison
 
 __all__ = ["SuiteConfig", "SuiteResult", "THRESHOLDS", "Verdict", "coverage_table", "coverage_verdicts",
            "method_status", "run_suite", "verdicts", "write_report"]
@@ -50,9 +51,10 @@ class SuiteConfig:
     """
 
     methods: tuple[str, ...] = ALL_METHODS[1:]
-    single_point: tuple[tuple[str, str], ...] = (("pet-xs", "water_192"), ("ani1x", "water_192"))
+    single_point: tuple[tuple[str, str], ...] = (
+        ("pet-distilled", "water_192"), ("pet-distilled-random", "water_192"), ("ani1x", "water_192"))
     floor: str = "permute"
-    curve_potentials: tuple[str, ...] = ("pet-xs",)
+    curve_potentials: tuple[str, ...] = ("pet-distilled", "pet-distilled-random")
     curve_points: int = 60
     nve_potential: str = "ani1x"
     nve_system: str = "water_192"
@@ -70,13 +72,15 @@ class SuiteConfig:
 
     @classmethod
     def quick(cls, **kw) -> SuiteConfig:
-        """CPU-sized: PET XS and ANI-1x on the water box, a 20-point curve with a tiny PET, 0.05 ps of ANI-1x NVE
+        """CPU-sized: the distilled PET (trained weights, ``tcemu.mlip.distilled``), its random-weight twin and
+        ANI-1x on the water box, 20-point curves with both PETs, 0.05 ps of ANI-1x NVE
         of an 8-molecule water cluster, and ANI-1x relaxation of one water molecule (to 1e-3 eV/A in at most 300
         steps, one repeat: the CPU backend is deterministic). A water dimer would be a harder test, but with
         ALCHEMI's FIRE2 defaults even FP32 needed 190 to over 300 steps on it, depending on rounding."""
         base = cls(
-            single_point=(("pet-xs", "water_192"), ("ani1x", "water_192")),
-            curve_potentials=("pet-tiny",),
+            single_point=(
+                ("pet-distilled", "water_192"), ("pet-distilled-random", "water_192"), ("ani1x", "water_192")),
+            curve_potentials=("pet-distilled", "pet-distilled-random"),
             curve_points=20,
             nve_potential="ani1x",
             nve_system="water_cluster_24",
@@ -91,11 +95,15 @@ class SuiteConfig:
 
     @classmethod
     def full(cls, **kw) -> SuiteConfig:
-        """The issue's sizes: PET S, S-nn32, M, L on the 192-atom box and S on the 17,280-atom supercell,
-        ANI-1x and CHGNet on water; CHGNet and PET S curves (60 points); ANI-1x NVE of the water box;
+        """The issue's sizes: the distilled PET (trained) and its random twin on the 192-atom box, the distilled
+        PET and random PET S on the 17,280-atom supercell, random PET S, S-nn32, M, L on the box (sizes), ANI-1x and
+        CHGNet on water; CHGNet and both distilled-architecture PET curves (60 points); ANI-1x NVE of the water box;
         CHGNet FIRE2 relaxation of the 539-atom Cantor slab, 3 repeats, 500 steps."""
         base = cls(
             single_point=(
+                ("pet-distilled", "water_192"),
+                ("pet-distilled-random", "water_192"),
+                ("pet-distilled", "water_17280"),
                 ("pet-s", "water_192"),
                 ("ani1x", "water_192"),
                 ("pet-s", "water_17280"),
@@ -104,7 +112,7 @@ class SuiteConfig:
                 ("pet-s-nn32", "water_192"),
                 ("chgnet", "water_192"),
             ),
-            curve_potentials=("chgnet", "pet-s"),
+            curve_potentials=("chgnet", "pet-distilled", "pet-distilled-random"),
             curve_points=60,
             nve_potential="ani1x",
             nve_system="water_192",
@@ -364,6 +372,7 @@ def write_report(res: SuiteResult, out: str | Path) -> Path:
     L: list[str] = []
     L.append(f"# tcemu MLIP validation report ({cfg.name} suite)\n")
     L.append("Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "\n")
+    L.append(potentials_line([p for p, _ in cfg.single_point] + list(cfg.curve_potentials)) + "\n")
     L.append(
         f"Device: `{cfg.device}`. Methods: fp64 (reference), fp32, {', '.join(cfg.methods)}. "
         f"Wall time per check (s): " + ", ".join(f"{k} {v:.0f}" for k, v in res.wall_s.items()) + "\n"
@@ -394,7 +403,7 @@ def write_report(res: SuiteResult, out: str | Path) -> Path:
             "bit-identical values.\n"
         )
         for sp in res.single_point:
-            L.append(f"### {sp.potential} on {sp.system} ({sp.n_atoms} atoms)\n")
+            L.append(f"### {potential_label(sp.potential)} on {sp.system} ({sp.n_atoms} atoms)\n")
             L.append(
                 f"Noise floor: force {_fmt(sp.floor.force_mean_err_eV_per_A)} eV/A, energy "
                 f"{_fmt(sp.floor.energy_abs_err_eV)} eV, stress {_fmt(sp.floor.stress_mean_err_eV_per_A3)} eV/A^3.\n"
@@ -419,7 +428,8 @@ def write_report(res: SuiteResult, out: str | Path) -> Path:
         L.append("## 2. Energy curve (CO pulled off Pt(111))\n")
         for c in res.energy_curve:
             L.append(
-                f"### {c.potential}, {len(c.heights_A)} heights {c.heights_A[0]:.1f}-{c.heights_A[-1]:.1f} A\n"
+                f"### {potential_label(c.potential)}, {len(c.heights_A)} heights {c.heights_A[0]:.1f}-"
+                f"{c.heights_A[-1]:.1f} A\n"
             )
             L.append("| method | d2 RMS (meV) | d2 max (meV) | max abs E - E_FP64 (meV) |")
             L.append("|---|---|---|---|")
@@ -463,6 +473,8 @@ def write_report(res: SuiteResult, out: str | Path) -> Path:
                     f"{_fmt(min(r.fmax_min_eV_per_A for r in rs))} | {rs[0].energy_final_eV:.6f} |"
                 )
             L.append(f"\n![relax](relax_{rc.potential}_{rc.system}.png)\n")
+    if comparison := weights_comparison(res):
+        L.append(comparison)
     L.append("## Configuration\n")
     L.append("```\n" + "\n".join(f"{k} = {v}" for k, v in asdict(cfg).items()) + "\n```\n")
     p = out / "report.md"

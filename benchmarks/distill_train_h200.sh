@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Train tcemu's distilled PET (pet-distilled) on one H200 in under 8 minutes of wall time: docs/mlip.md,
+# "A trained PET to validate on". Run from the repository root on the GPU machine:
+#
+#   OUT=$OUT bash benchmarks/distill_train_h200.sh
+#
+# Needs the committed data (benchmarks/data/pet_distilled/) and, where metatrain is not installed, its wheels in
+# .whl/ (made with network access by /work/shared/tools/device-wheels.sh .whl; carry .whl to the machine).
+# Writes into $OUT: pet_distilled.ckpt and pet_distilled.json (-> src/tcemu/mlip/data/), options.yaml,
+# train.csv, train.log, errors.csv, training_curves.png, distill_train.log (-> benchmarks/results/pet_distilled_h200_*).
+set -euo pipefail
+start=$(date +%s)
+OUT=${OUT:-distill-out}
+BUDGET_S=${BUDGET_S:-450}  # everything below, the wheel install included; the training stops itself within it
+mkdir -p "$OUT"
+if ! python3 -c "import metatrain" 2>/dev/null; then
+  test -d .whl || { echo "metatrain is not installed and there is no .whl/ folder of wheels to install it from" >&2; exit 2; }
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+left=$(( BUDGET_S - ($(date +%s) - start) ))
+echo "wheels ready after $(( $(date +%s) - start )) s; training budget ${left} s"
+python3 -m tcemu.mlip.distill train --data benchmarks/data/pet_distilled --out "$OUT" --device cuda --budget-s "$left"
+echo "total $(( $(date +%s) - start )) s"
+ls -la "$OUT"
