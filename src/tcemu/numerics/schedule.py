@@ -199,8 +199,8 @@ class GemmSchedule:
         """Whether the epilogue adds the bias."""
         return any(st.op in ("bias", "unscale_cols_bias") for st in self.epilogue)
 
-    def describe(self) -> str:
-        """A few lines: kernel, instruction, the steps (and the fix-up's)."""
+    def describe(self, fixup: bool = True) -> str:
+        """A few lines: kernel, instruction, the steps (and, with ``fixup``, the fix-up's)."""
         lines = [f"{self.method} on {self.arch} {self.instruction}: kernel {self.kernel}, config {self.config}, "
                  f"mode {self.mode}, K-tile {self.bk}",
                  f"  instruction model: {self.params.describe()}"]
@@ -213,7 +213,10 @@ class GemmSchedule:
         lines += ["  after the K loop:"] + [f"    {s}" for s in self.epilogue]
         if self.notes:
             lines.append(f"  ({self.notes})")
-        if self.fixup is not None:
+        if self.fixup is not None and not fixup:
+            lines.append("  range check: an element whose result before the bias, or a value a step sets to 0, is "
+                         "not finite is marked and computed again by the range fix-up")
+        elif self.fixup is not None:
             lines.append("  range check: an element whose result before the bias, or a value a step sets to 0, is "
                          "not finite is marked and computed again by the range fix-up:")
             lines += ["    " + line for line in self.fixup.describe().splitlines()]
