@@ -97,6 +97,9 @@ def test_top_of_range_results_within_the_method_bound(method):
     c = bits.view(np.float32)
     plain = emulated_matmul_bits(a, b, method, range_fixup=False)
     assert np.count_nonzero(plain[fixed] != bits[fixed]) and np.array_equal(plain[~fixed], bits[~fixed])
+    diag = np.arange(20)
+    d_bits, d_fixed = run_gemm(s, a, b, rows=diag, cols=diag)  # selected outputs: the grid's, fix-up included
+    assert np.array_equal(d_bits, bits[diag, diag]) and np.array_equal(d_fixed, fixed[diag, diag]) and d_fixed.any()
     assert_within_elementwise_bound(torch.from_numpy(c), torch.from_numpy(a), torch.from_numpy(b), method)
     x = np.array([[X_BELOW_2_64, 1.0]], np.float32)
     y = np.array([[X_BELOW_2_64], [0.0]], np.float32)

@@ -195,18 +195,21 @@ def _fixup_operands(schedule: GemmSchedule, a: np.ndarray, b: np.ndarray):
 
 
 def run_gemm(schedule: GemmSchedule, a: np.ndarray, b: np.ndarray, bias_bits: np.ndarray | None = None,
-             *, a_idx: list[np.ndarray] | None = None, b_idx: list[np.ndarray] | None = None
-             ) -> tuple[np.ndarray, np.ndarray]:
+             *, a_idx: list[np.ndarray] | None = None, b_idx: list[np.ndarray] | None = None,
+             rows: np.ndarray | None = None, cols: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """(bits (M, N) uint32, fixed (M, N) bool) of the whole GEMM: the kernel's schedule, then its fix-up's on
     the elements the kernel marked (``fixed``). ``a`` (M, K), ``b`` (K, N) float32; ``a_idx``, ``b_idx``: their
-    k-major padded piece indices where the caller has them."""
+    k-major padded piece indices where the caller has them; ``rows``, ``cols``: only the outputs (rows[s],
+    cols[s]), returned flat."""
     (M, K), N = a.shape, b.shape[1]
     kp = max(1, -(-K // schedule.bk)) * schedule.bk
     if a_idx is None:
         a_idx = _padded_kmajor([p.T for p in piece_indices(a, schedule.method)], kp)
     if b_idx is None:
         b_idx = _padded_kmajor(piece_indices(b, schedule.method), kp)
-    rows, cols = np.divmod(np.arange(M * N), N)
+    grid = rows is None
+    if grid:
+        rows, cols = np.divmod(np.arange(M * N), N)
     bits, fixed = run_schedule(schedule, a_idx, b_idx, rows, cols, bias_bits, marked=True)
     if schedule.fixup is not None and fixed.any():
         where = np.nonzero(fixed)[0]
@@ -216,7 +219,7 @@ def run_gemm(schedule: GemmSchedule, a: np.ndarray, b: np.ndarray, bias_bits: np
         bits[where] = run_schedule(schedule.fixup, fa, fb, ri, ci,
                                    None if bias_bits is None else np.asarray(bias_bits, np.uint32)[uc],
                                    exponents=(k, l))
-    return bits.reshape(M, N), fixed.reshape(M, N)
+    return (bits.reshape(M, N), fixed.reshape(M, N)) if grid else (bits, fixed)
 
 
 def _padded_kmajor(idx: list[np.ndarray], kp: int) -> list[np.ndarray]:
