@@ -148,7 +148,8 @@ def test_fixup_instruction_per_architecture_from_ptx(arch, name, method):
 @pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
 def test_fixup_bias_is_fused_into_the_column_unscaling(method):
     """sm_90 SASS of the fix-up: the bias adds one FFMA per element of C and per thread and removes one FMUL,
-    no FADD (the column unscaling and the bias are one rounding), as the schedule's last step says."""
+    no FADD (the column unscaling and the bias are one rounding), as the schedule's last step says; for TF32x3
+    the FFMA count is the schedule's fused steps (the combine's select keeps its FMUL and FADD apart)."""
     from tcemu.numerics.hardware.kernel_sass import fixup_evidence
 
     with_bias, without = fixup_evidence(method, has_bias=True), fixup_evidence(method, has_bias=False)
@@ -156,6 +157,10 @@ def test_fixup_bias_is_fused_into_the_column_unscaling(method):
     last = derive_fixup_schedule(method, has_bias=True).epilogue[-1]
     assert last.op == "unscale_cols_bias" and last.fused
     assert per == {"FFMA": 1, "FMUL": -1, "FADD": 0}, per
+    if method == "tf32x3":  # no FFMA in the TF32 split: every FFMA is one of the schedule's fused steps
+        for ev, bias in ((with_bias, True), (without, False)):
+            fused = sum(st.fused for st in derive_fixup_schedule(method, has_bias=bias).epilogue)
+            assert ev["FFMA"] == fused * ev["elements_per_thread"], (ev, fused)
 
 
 @pytest.mark.interpret
