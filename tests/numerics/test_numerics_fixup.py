@@ -173,21 +173,22 @@ def test_fixup_bias_is_fused_into_the_column_unscaling(method):
 @pytest.mark.parametrize("fixup_b", ["fp32", "recombined"])
 def test_gemm_and_fixup_kernels_under_the_interpreter_equal_the_twin(method, config, fixup_b):
     """emu_mm's GEMM kernel and its range fix-up kernel themselves, every tl.dot by the Tensor Core model (the
-    fix-up's by its own instruction's), on top-of-range data with a bias: the twin's bits everywhere, the
-    marked elements included; the fix-up ran and gave finite results where the GEMM kernel alone does not."""
+    fix-up's by its own instruction's), on top-of-range data (with a bias where B is passed in FP32, none where
+    only its pieces are): the twin's bits everywhere, the marked elements included; the fix-up ran and gave
+    finite results where the GEMM kernel alone does not."""
     from tcemu.emulation.gemm import emu_mm, split_t
     from tcemu.numerics.hardware.interpret_dot import tensor_core_dot
 
     a, b = _top_of_range(40, 75, 36, seed=zlib.crc32(f"{method}{config}".encode()))  # tails everywhere
-    bias = np.random.default_rng(1).standard_normal(36).astype(np.float32)
+    bias = np.random.default_rng(1).standard_normal(36).astype(np.float32) if fixup_b == "fp32" else None
     bt = torch.from_numpy(b)
     with tensor_core_dot(get_method(method).piece_format) as dots:
-        got = emu_mm(torch.from_numpy(a), split_t(bt, method), method, torch.from_numpy(bias),
+        got = emu_mm(torch.from_numpy(a), split_t(bt, method), method, None if bias is None else torch.from_numpy(bias),
                      config=KernelConfig.parse(config), b=bt.mT if fixup_b == "fp32" else None)
     got = got.numpy().view(np.uint32)
     assert dots["fixup_dots"] > 0
-    s = derive_schedule(method, config, K=a.shape[1], has_bias=True, fixup_b=fixup_b).without_contraction()
-    want, fixed = run_gemm(s, a, b, bias.view(np.uint32))
+    s = derive_schedule(method, config, K=a.shape[1], has_bias=bias is not None, fixup_b=fixup_b).without_contraction()
+    want, fixed = run_gemm(s, a, b, None if bias is None else bias.view(np.uint32))
     assert fixed.any()
     assert np.array_equal(got, want), np.argwhere(got != want)[:5]
     assert np.isfinite(got.view(np.float32)[fixed]).any()  # finite results the GEMM kernel alone overflows
