@@ -27,10 +27,20 @@ pytest.importorskip("triton")
 from tcemu.emulation.gemm.emu_mm import KernelConfig  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 from tcemu.numerics import get_preset  # noqa: E402
-from tcemu.numerics.emulated import emulated_matmul, emulated_matmul_bits, emulated_matmul_reference, run_gemm  # noqa: E402
+from tcemu.numerics.emulated import (  # noqa: E402
+    emulated_matmul,
+    emulated_matmul_bits,
+    emulated_matmul_reference,
+    run_gemm,
+)
 from tcemu.numerics.hardware.gemm_families import X_BELOW_2_64, false_overflow, top_of_range  # noqa: E402
 from tcemu.numerics.range_scaling import range_scaled_operands, range_scaled_operands_reference  # noqa: E402
-from tcemu.numerics.schedule import FIXUP_INSTRUCTION, FIXUP_KERNEL, derive_fixup_schedule, derive_schedule  # noqa: E402
+from tcemu.numerics.schedule import (  # noqa: E402
+    FIXUP_INSTRUCTION,
+    FIXUP_KERNEL,
+    derive_fixup_schedule,
+    derive_schedule,
+)
 from tcemu.testing import assert_within_elementwise_bound  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"

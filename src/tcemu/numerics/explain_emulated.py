@@ -4,9 +4,9 @@
 nonzero input (exact values and bits), then K-tile by K-tile each step: an ``mma`` step shows its instruction
 chain with :func:`tcemu.numerics.explain.explain` (every aligned addend, the bits truncated, the sum, the
 rounding; or, with ``brief``, only its result), an FP32 step its operands, the exact value and the rounded
-result. Where the kernel's range check marks the element (a non-finite result or level), the range fix-up's
-steps follow, on A's row and B's column scaled by their powers of two. It ends with the result, the fast twin's result beside it (they must agree), the exact ``a . b`` and
-the error.
+result. Where the kernel's range check marks the element (a non-finite result or level), the range fix-up's steps
+follow, on A's row and B's column scaled by their powers of two. It ends with the result, the fast twin's result
+beside it (they must agree), the exact ``a . b`` and the error.
 """
 
 from __future__ import annotations
@@ -110,8 +110,8 @@ def explain_emulated(a_row, b_col, method: str, *, arch: str = "h200", instructi
     pb = [np.pad(p[:, 0].astype(np.uint32), (0, kp - k)) for p in piece_indices(b, method)]
     cont = (lambda x: int(x) << 13) if tf32 else int  # piece container bits (tf32: in an fp32 container)
     fmt = s.piece_format
-    lines = [s.describe(fixup=False), "", f"pieces (x = p0 + 2^-{s.shift} p1" + (f" + 2^-{2 * s.shift} p2" if s.n_pieces > 2
-                                                                        else "") + f"; {fmt}):"]
+    third = f" + 2^-{2 * s.shift} p2" if s.n_pieces > 2 else ""
+    lines = [s.describe(fixup=False), "", f"pieces (x = p0 + 2^-{s.shift} p1{third}; {fmt}):"]
     for kk in range(k):
         if a[0, kk] == 0 and b[kk, 0] == 0:
             continue

@@ -474,7 +474,8 @@ def derive_fixup_schedule(
     params = params or get_preset(a, instruction, spec.piece_format, "fp32", variant=variant)
     fused = fp_fusion_enabled() if fp_fusion is None else fp_fusion
     tile, combine, regs = _steps_run_mode(spec.levels, l0_first=False, max_top=len(spec.levels) - 1)
-    epilogue = tuple(st if fused else replace(st, fused=False) for st in combine) + (Step("unscale_rows", "acc", ("acc",)),)
+    epilogue = tuple(st if fused else replace(st, fused=False) for st in combine)
+    epilogue += (Step("unscale_rows", "acc", ("acc",)),)
     if has_bias:
         epilogue += (Step("unscale_cols_bias", "acc", ("acc",), fused=fused),)
     else:
