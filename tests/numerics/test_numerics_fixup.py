@@ -143,8 +143,8 @@ needs_compile = pytest.mark.skipif(INTERPRET, reason="TRITON_INTERPRET=1 replace
 
 
 @needs_compile
-@pytest.mark.parametrize(("arch", "name"), [(80, "a100"), (90, "h100"), (100, "b200")])
-@pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
+@pytest.mark.parametrize(("arch", "name", "method"), [(80, "a100", "tf32x3"), (90, "h100", "tf32x3"),
+                                                      (90, "h100", "bf16x6"), (100, "b200", "bf16x6")])
 def test_fixup_instruction_per_architecture_from_ptx(arch, name, method):
     """The fix-up's tl.dot compiles to FIXUP_INSTRUCTION with the preset's K on every architecture."""
     from tcemu.numerics.hardware.kernel_sass import fixup_evidence
