@@ -104,6 +104,24 @@ def test_mismatches_are_found_saved_and_shrunk(tmp_path):
     assert check_replay(str(tmp_path / "h200_emulation_replay.npz"))["mismatches"] > 0
 
 
+def test_a_mark_the_fixup_left_is_a_mismatch(tmp_path):
+    """A stand-in GPU that leaves the range check's mark (NaN 0x7FF0DEAD) where the twin computes a NaN by the
+    fix-up: a mismatch there, not a NaN payload difference."""
+    from tcemu.emulation.gemm.range_fixup import RANGE_MARK_BITS
+
+    def perturb(method, config, a, b, bits):
+        twin_nan = np.isnan(bits.view(np.float32))
+        out = bits.copy()
+        out[twin_nan] = RANGE_MARK_BITS
+        return out
+
+    cfg = EmulationValidationConfig(methods=("tf32x3",), kernels=("triton",), outputs=1000, k_max=40, max_mn=32,
+                                    workers=1, progress=False, families=("special",), shrink=0)
+    summary = run_emulation_validation(TwinGemmRunner(perturb=perturb), cfg, str(tmp_path), log=lambda *a: None)
+    r = summary["pairs"]["tf32x3__triton"]
+    assert r["mismatches"] > 0 and r["fixed_mismatches"] > 0 and r["nan_payload_differences"] == 0
+
+
 @pytest.mark.skipif(not os.path.exists(REPLAY_PATH), reason="no H200 replay set yet (data/h200_emulation_replay.npz "
                     "comes from the integrator's run of tcemu validate --emulation on the H200)")
 def test_twin_reproduces_every_h200_replay_output():
