@@ -27,7 +27,7 @@ the H200 run's twin for ``--outputs`` outputs per (method, kernel). Stored run:
 ``benchmarks/results/cpu/numerics/twin_speed_ci_machine.csv``.
 
 Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]
-[--out out/numerics_speed.csv]``; ``python benchmarks/numerics_speed.py --twin [--outputs 1e7] [--gemms 6]
+[--out out/numerics_speed.csv]``; ``python benchmarks/numerics_speed.py --twin [--outputs 4e6] [--gemms 6]
 [--twin-rows 24] --out out/twin_speed.csv``
 """
 
@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2^17 rows, 3 repeats, no oracle")
     ap.add_argument("--out", default="out/numerics_speed.csv", help="result file")
     ap.add_argument("--twin", action="store_true", help="time the emulated-GEMM twin on the validation plan")
-    ap.add_argument("--outputs", type=float, default=1e7, help="--twin: outputs per (method, kernel) of the plan")
+    ap.add_argument("--outputs", type=float, default=4e6, help="--twin: outputs per (method, kernel) of the plan")
     ap.add_argument("--gemms", type=int, default=6, help="--twin: GEMMs timed per (method, kernel)")
     ap.add_argument("--twin-rows", type=int, default=24, help="--twin: rows of each GEMM timed")
     args = ap.parse_args(argv)
