@@ -1,0 +1,51 @@
+"""README.md's Python examples run as written, and the README and docs speak of the project as it is now.
+
+The ```python blocks of README.md are executed in order, in one namespace (a later block may use what an
+earlier one defined, as a reader running them one after the other would), on the CPU.
+"""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
+#: development history has no place in the pages: git keeps it
+HISTORY = re.compile(r"session [0-9]|\brun [0-9]+[a-z]?\b|machine [a-e]\b", re.IGNORECASE)
+
+
+def python_blocks(text: str) -> list[str]:
+    """The bodies of the fenced ```python blocks of a Markdown text, in order."""
+    return [m.group(1) for m in PYTHON_BLOCK.finditer(text)]
+
+
+def test_python_blocks_are_found():
+    text = "a\n```python\nx = 1\n```\n```\nnot python\n```\n```python\ny = x\n```\n"
+    assert python_blocks(text) == ["x = 1\n", "y = x\n"]
+
+
+def test_readme_python_blocks_run_in_order(capsys):
+    blocks = python_blocks(README.read_text())
+    assert len(blocks) >= 4, "the quick start has lost its examples"
+    namespace: dict = {"__name__": "__readme__"}
+    for i, block in enumerate(blocks, 1):
+        try:
+            exec(compile(block, f"README.md python block {i}", "exec"), namespace)
+        except Exception as exc:  # the block's number and first line point the reader at the broken example
+            pytest.fail(f"README.md python block {i} ({block.splitlines()[0]!r}) failed: "
+                        f"{type(exc).__name__}: {exc}")
+
+
+def test_a_broken_block_fails():
+    namespace: dict = {}
+    with pytest.raises(NameError):
+        for block in python_blocks("```python\nmodel = tcemu_not_defined\n```\n"):
+            exec(block, namespace)
+
+
+@pytest.mark.parametrize("page", [README.relative_to(ROOT).as_posix()])
+def test_no_development_history(page):
+    hits = [line for line in (ROOT / page).read_text().splitlines() if HISTORY.search(line)]
+    assert not hits, f"{page}: " + "\n".join(hits)
