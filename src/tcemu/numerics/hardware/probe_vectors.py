@@ -1,4 +1,6 @@
-"""Crafted probe vectors, in families that each decide one question about an instruction (NUMERICS.md §4, §5).
+"""Crafted probe vectors, in families that each decide one question about an instruction.
+
+The families and what they decide: docs/numerics.md, "Test vectors" and "What the probe infers".
 
 A vector is one dot product ``d = sum_k a_k b_k + c`` over the K of one instruction (or of ``nchain``
 instructions issued back to back). Families, per case:
