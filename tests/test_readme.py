@@ -1,4 +1,5 @@
-"""README.md's Python examples run as written, and the README and docs speak of the project as it is now.
+"""README.md's Python examples run as written; README, docs and source speak of the project as it is now and
+cite its own pages.
 
 The ```python blocks of README.md are executed in order, in one namespace (a later block may use what an
 earlier one defined, as a reader running them one after the other would), on the CPU.
@@ -45,7 +46,32 @@ def test_a_broken_block_fails():
             exec(block, namespace)
 
 
-@pytest.mark.parametrize("page", [README.relative_to(ROOT).as_posix()])
+PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+#: documents outside the repository that the project once cited; it cites its own pages instead
+OUTSIDE_DOCS = re.compile("(?:" + "|".join(["NUMERICS", "EMULATION", "MLIP", "STYLE"]) + r")\.md|shared/docs")
+
+
+@pytest.mark.parametrize("page", [p.relative_to(ROOT).as_posix() for p in PAGES])
 def test_no_development_history(page):
     hits = [line for line in (ROOT / page).read_text().splitlines() if HISTORY.search(line)]
     assert not hits, f"{page}: " + "\n".join(hits)
+
+
+def test_no_development_history_in_the_source():
+    hits = [f"{p.relative_to(ROOT)}: {line.strip()}" for p in sorted((ROOT / "src").rglob("*.py"))
+            for line in p.read_text().splitlines() if HISTORY.search(line)]
+    assert not hits, "\n".join(hits)
+
+
+def test_citations_stay_inside_the_repository():
+    files = [README, *PAGES, *(p for d in ("src", "tests", "benchmarks") for p in sorted((ROOT / d).rglob("*.py")))]
+    hits = [f"{p.relative_to(ROOT)}: {line.strip()}" for p in dict.fromkeys(files) if p != Path(__file__)
+            for line in p.read_text().splitlines() if OUTSIDE_DOCS.search(line)]
+    assert not hits, "\n".join(hits)
+
+
+def test_the_guards_match_what_they_guard():
+    assert HISTORY.search("as in session 11") and HISTORY.search("run 10c") and HISTORY.search("machine d")
+    assert not HISTORY.search("the runs of 2 rounds") and not HISTORY.search("machine learning")
+    assert OUTSIDE_DOCS.search("see NUMERICS" + ".md §3") and not OUTSIDE_DOCS.search("docs/numerics.md")
+    assert not OUTSIDE_DOCS.search("the MLIP harness") and OUTSIDE_DOCS.search("../shared" + "/docs/x")
