@@ -49,6 +49,8 @@ def test_a_broken_block_fails():
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 #: documents outside the repository that the project once cited; it cites its own pages instead
 OUTSIDE_DOCS = re.compile(r"(?:NUMERICS|EMULATION|MLIP|STYLE)\.md|shared/docs")
+#: a cited section: ``docs/page.md, "Heading"`` (optionally with backticks and a line break between)
+SECTION_CITATION = re.compile(r"((?:docs/[\w/]+|README)\.md)`?,?\s+\"([^\"]+)\"")
 
 
 @pytest.mark.parametrize("page", [p.relative_to(ROOT).as_posix() for p in PAGES])
@@ -76,3 +78,24 @@ def test_the_guards_match_what_they_guard():
     assert not HISTORY.search("the runs of 2 rounds") and not HISTORY.search("machine learning")
     assert OUTSIDE_DOCS.search("see NUMERICS" + ".md §3") and not OUTSIDE_DOCS.search("docs/numerics.md")
     assert not OUTSIDE_DOCS.search("the MLIP harness") and OUTSIDE_DOCS.search("../shared" + "/docs/x")
+    cited = SECTION_CITATION.search('(docs/numerics.md, "What Tensor\n  Cores do", item 9)')
+    assert cited and cited.groups() == ("docs/numerics.md", "What Tensor\n  Cores do")
+
+
+
+def test_cited_sections_exist():
+    """Every ``docs/page.md, "Section"`` that code, tests and pages cite names a heading of that page."""
+    code = [p for d in ("src", "tests", "benchmarks") for p in sorted((ROOT / d).rglob("*.py"))]
+    missing = []
+    for p in [*PAGES, *code]:
+        for m in SECTION_CITATION.finditer(p.read_text() if p != Path(__file__) else ""):
+            page = ROOT / m.group(1)
+            if not page.is_file():
+                missing.append(f"{p.relative_to(ROOT)}: {m.group(1)} does not exist")
+                continue
+            lines = page.read_text().splitlines()
+            headings = [line.lstrip("#").strip() for line in lines if line.startswith("#")]
+            section = " ".join(m.group(2).split())  # a citation may wrap across lines
+            if not any(section in h for h in headings):
+                missing.append(f"{p.relative_to(ROOT)}: {m.group(1)}, {section!r}")
+    assert not missing, "\n".join(missing)

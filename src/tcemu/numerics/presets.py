@@ -121,7 +121,7 @@ def _table() -> dict[tuple[str, str, str, str], MMAParams]:
     for inp in ("e4m3", "e5m2"):
         # H100 wgmma m64nNk32 FP8 (QGMMA): one 32-term block, F=13, e8m13; C cut to 13 bits by the alignment
         src = ("wgmma FP8: N=32, F=13, e8m13: MMA-Sim wgmma; toolbox H100TC fma=32 neab=-10; SageAttention2; "
-               "DeepSeek-V3; refit 100 % of the H100/H200 fp32-out data only with c = 0 (docs/numerics.md, "
+               "DeepSeek-V3; refit 100 % of the H100/H200 fp32-out data only with c = 0 (docs/numerics.md: "
                "public hardware data)")
         t["h100", "wgmma", inp, "fp32"] = _p(inp, "e8m13", 32, 32, 13, f"h100 wgmma m64nNk32 {inp}->fp32(e8m13)", src)
         t["h100", "wgmma", inp, "fp16"] = _p(inp, "fp16", 32, 32, 13, f"h100 wgmma m64nNk32 {inp}->fp16",
