@@ -48,7 +48,7 @@ def test_a_broken_block_fails():
 
 PAGES = [README, *sorted((ROOT / "docs").rglob("*.md"))]
 #: documents outside the repository that the project once cited; it cites its own pages instead
-OUTSIDE_DOCS = re.compile(r"(?:NUMERICS|EMULATION|MLIP|STYLE)\.md|shared/docs")
+OUTSIDE_DOCS = re.compile(r"(?:NUMERICS|EMULATION|MLIP|STYLE)\.md|shared/(?:docs)")
 #: a cited section: ``docs/page.md, "Heading"`` (optionally with backticks and a line break between)
 SECTION_CITATION = re.compile(r"((?:docs/[\w/]+|README)\.md)`?,?\s+\"([^\"]+)\"")
 
