@@ -10,8 +10,9 @@ repeated ``--repeats`` times; reported as dot products per second (median, 20th 
 The exact rational oracle (tcemu.numerics.oracle) is timed on 2,000 rows for comparison.
 Threads are pinned to one (OMP/OpenBLAS/MKL env vars); NumPy's elementwise kernels are single-threaded.
 
-Reference points (not measured here, from NUMERICS.md §7): MMA-Sim about 1.4e4 outputs/s, a NumPy port of
-it about 1.2e6 outputs/s. The issue's target: at least 2e6 dot products of length 16 per second.
+Reference points (the public models' own figures, not measured here; docs/numerics.md, "Speed"): MMA-Sim
+about 1.4e4 outputs/s, a NumPy port of it about 1.2e6 outputs/s. The issue's target: at least 2e6 dot
+products of length 16 per second.
 
 Output: a result file (``tcemu._results``), benchmark ``numerics_speed``, impl the function timed, one case
 per (recipe: the preset, K), metrics ``dot_products_per_s`` (median) and its ``_p20`` / ``_p80``; the provenance's

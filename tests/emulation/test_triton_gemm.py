@@ -70,7 +70,7 @@ def gemm_bound(method: str, k: int, safety: float = 4.0) -> float:
     """Bound on |C - C64| / (|A| @ |B|) elementwise.
 
     Split residual of the kept products (methods.py derives it), plus FP32 accumulation of k terms
-    (k u worst case), plus Tensor Core truncation, at most a few ulps per K-tile (NUMERICS.md):
+    (k u worst case), plus Tensor Core truncation, at most a few ulps per K-tile (docs/numerics.md):
     generous, worst-case terms times a safety factor.
     """
     return safety * (k * U_FP32 + get_method(method).split_residual + TC_TILE_TRUNCATION)
