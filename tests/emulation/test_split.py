@@ -103,9 +103,9 @@ def test_split_of_infinity_gives_the_value_then_nan():
 def test_tf32x3_checked_split_formulas_match_the_split_in_their_range():
     """The TF32x3 checked split of the warp-specialised GPU kernel (``_split_rows_tf32_fast``), modelled here
     in int32 arithmetic: high piece ``(bits + 0x1000) & ~0x1FFF``; low piece ``(x - hi) 2^11`` with 0x1000
-    added to its bits and its low 13 bits kept, which a Tensor Core reading it as TF32 clears (NUMERICS.md,
-    row 9). Over 2^22 random bit patterns plus every boundary, wherever the kernel's range check passes
-    (|x| below 0x7F7FF000 as bits, and |x| zero or at least 0x1000), both pieces equal split()'s bit for bit;
+    added to its bits and its low 13 bits kept, which a Tensor Core reading it as TF32 clears
+    (docs/numerics.md, "What Tensor Cores do", item 9). Over 2^22 random bit patterns plus every boundary,
+    wherever the kernel's range check passes (|x| below 0x7F7FF000 as bits, and |x| zero or at least 0x1000), both pieces equal split()'s bit for bit;
     the check flags exactly Inf, NaN, the magnitudes that round past the largest TF32, and the nonzero ones
     that round to zero."""
     gen = torch.Generator().manual_seed(17)

@@ -162,7 +162,7 @@ _WS_SPLIT_REGS = 72
 _WS_SPLIT_VECS = 4
 #: TF32x3's checked split in the splitter (``_split_rows_tf32_fast``): 5 operations a value (plus 2 to 3 for
 #: the range check) instead of about 17, and the exact split only on K-tiles with special or extreme values.
-#: Same bits, but not faster on the H200 (0.87-1.08x the exact split, mostly slower; session 11,
+#: Same bits, but not faster on the H200 (0.87-1.08x the exact split, mostly slower;
 #: ``benchmarks/results/h200/gemm_variants/tf32x3_checked_split.csv``): off by default. ``checked_split=2``
 #: (DIAGNOSTIC ONLY, wrong results) skips the split, to time the kernel without it.
 _WS_CHECKED_SPLIT = False
@@ -179,7 +179,7 @@ def _ws_checked(spec: MethodSpec, checked_split: bool | int | None) -> bool | in
     return _WS_CHECKED_SPLIT_BF16 if spec.piece_format == "bf16" else _WS_CHECKED_SPLIT
 #: the MMA warps as two consumer partitions of one warpgroup each (each releases the ring slots by its own
 #: arrival) instead of one partition of two warpgroups (a partition-wide barrier before each arrival). Same
-#: bits, not faster on the H200 (0.77-1.08x; session 11,
+#: bits, not faster on the H200 (0.77-1.08x;
 #: ``benchmarks/results/h200/gemm_variants/two_consumer_partitions.csv``): off by default.
 _WS_TWO_CONSUMERS = False
 

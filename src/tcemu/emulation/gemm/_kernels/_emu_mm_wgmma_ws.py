@@ -90,8 +90,8 @@ def _split_rows_tf32_fast(src, d0, d1, SHIFT: gl.constexpr, layout: gl.constexpr
     * high piece: ``(bits + 0x1000) & ~0x1FFF`` on the signed bits rounds the magnitude to nearest, ties away
       (RNA), the sign kept: no saturation or keep-nonzero is needed in that range;
     * low piece: ``(x - hi) 2^SHIFT`` (exact) with 0x1000 added to its bits but its low 13 bits not cleared:
-      the Tensor Core ignores an FP32 operand's low 13 bits in a TF32 product (NUMERICS.md, row 9), so it
-      reads RNA of the residual, as ``split3``'s low piece.
+      the Tensor Core ignores an FP32 operand's low 13 bits in a TF32 product (docs/numerics.md, "What
+      Tensor Cores do", item 9), so it reads RNA of the residual, as ``split3``'s low piece.
 
     Returns (|x|, 2 * bits - 2 as uint32): their maximum (NaN propagated) and unsigned minimum tell the caller
     whether a value is outside the fast range."""
