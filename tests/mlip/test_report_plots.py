@@ -67,16 +67,25 @@ def test_single_point_figure_names_random_weights_and_draws_the_threshold(tmp_pa
     fig = _figure(sp, tmp_path)
     text = _titles_fit(fig)
     assert "(random weights)" in text and "water, 192 atoms" in text
+    assert not any("not discriminating" in lab for lab in _labels(fig))
     ys = [line.get_ydata()[0] for ax in fig.axes for line in ax.get_lines() if "pass threshold" in line.get_label()]
     assert ys == pytest.approx([single_point_threshold(sp, m) for m in
                                 ("force_mean_err", "energy_abs_err", "stress_mean_err")])
     plots._plt().close(fig)
 
 
+def test_an_energy_threshold_set_by_the_ulp_is_labelled_not_discriminating(tmp_path):
+    sp = _single_point("ani1x")
+    sp = type(sp)(**{**sp.__dict__, "energies_eV": {m: e - 133_000.0 for m, e in sp.energies_eV.items()}})
+    fig = _figure(sp, tmp_path)
+    assert any(lab.endswith("3 x one FP32 ulp of E (not discriminating here)") for lab in _labels(fig))
+    plots._plt().close(fig)
+
+
 def test_curve_figure_draws_the_jitter_threshold_and_a_long_title_wraps(tmp_path):
     fig = _figure(_curve(), tmp_path)
     text = _titles_fit(fig)
-    assert "PET distilled from CHGNet" in text and "CO on Pt(111), 38 atoms" in text
+    assert "PET distilled from CHGNet" in text and "CO pulled off Pt(111), 38 atoms" in text
     assert any("pass threshold" in lab for lab in _labels(fig))
     plots._plt().close(fig)
 

@@ -52,7 +52,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from tcemu.mlip.report import SuiteResult
 
-__all__ = ["REFERENCE_METHODS", "THRESHOLDS", "Verdict", "coverage_verdicts", "curve_threshold", "method_status",
+__all__ = ["REFERENCE_METHODS", "THRESHOLDS", "Verdict", "coverage_verdicts", "curve_threshold", "energy_ulp_reason",
+           "method_status",
            "method_verdicts", "nve_energy_deviation_meV_per_atom", "nve_thresholds", "relax_step_threshold",
            "single_point_threshold", "verdicts"]
 
@@ -159,7 +160,7 @@ def single_point_threshold(sp, metric: str) -> float:
     return THRESHOLDS["single_point_factor"] * ref
 
 
-def _energy_ulp_reason(sp) -> str:
+def energy_ulp_reason(sp) -> str:
     """Why the energy criterion cannot separate the methods when one FP32 ulp of the energy sets its threshold at
     more than ``energy_ulp_dominance`` x what FP32 achieved (a model that sums its energy in float64); else ""."""
     measured = max(sp.error("fp32", "fp64").get("energy_abs_err"), sp.floor.get("energy_abs_err"))
@@ -233,7 +234,7 @@ def verdicts(result: SuiteResult) -> list[Verdict]:
             thr = single_point_threshold(sp, metric)
             if math.isnan(thr):
                 continue
-            reason = _energy_ulp_reason(sp) if metric == "energy_abs_err" else ""
+            reason = energy_ulp_reason(sp) if metric == "energy_abs_err" else ""
             for m in sp.methods:
                 v = sp.error(m, "fp64").get(metric)
                 out.append(Verdict(m, f"single_point:{metric}[{tag}]", v, thr, unit, _le(v, thr),
