@@ -44,6 +44,7 @@ Usage: ``PYTHONPATH=src python3 benchmarks/gemm.py --out out/gemm.csv [--quick] 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
@@ -265,21 +266,25 @@ class Xla:
 # ------------------------------------------------------------------------------------------------------
 # the full comparison
 # ------------------------------------------------------------------------------------------------------
+#: the emulation settings of this run (entered for the rest of the process)
+_SETTINGS = contextlib.ExitStack()
+
+
 def run_full(args) -> None:
     from tcemu.emulation.gemm import TritonBackend, config_candidates, hw_split_exact, pick_config
     from tcemu.emulation.methods import get_method
 
-    import tcemu.emulation.gemm as gemm
+    import tcemu
 
-    gemm.SMALL_SHAPE_FALLBACK = False  # time the kernels themselves
     import logging
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("tcemu.emulation.gemm").setLevel(logging.INFO)  # every autotune candidate's time
-    gemm.AUTOTUNE = not args.no_autotune  # each shape's first call picks among a few configurations
+    # the kernels themselves (no small-shape fallback); each shape's first call picks among a few configurations
+    settings = _SETTINGS.enter_context(tcemu.config(small_shape_fallback=False, autotune=not args.no_autotune))
     prov = Provenance.current()
     hw = hw_split_exact("cuda")
-    print(prov, f"hardware BF16 split exact: {hw}; autotune: {gemm.AUTOTUNE}", flush=True)
+    print(prov, f"hardware BF16 split exact: {hw}; autotune: {settings.autotune}", flush=True)
     shapes = SHAPES
     if args.quick:
         shapes = [s for s in SHAPES if (s[1], s[2], s[3]) in ((4096, 4096, 4096), (6720, 256, 1024))]

@@ -23,6 +23,7 @@ import torch
 
 triton = pytest.importorskip("triton", reason="needs the 'triton' extra")
 
+import tcemu  # noqa: E402
 from tcemu.emulation.gemm import (  # noqa: E402
     KERNEL_METHODS,
     KernelConfig,
@@ -843,15 +844,11 @@ def test_wide_exponent_range_gpu(method):
 
 
 def _check_backend(method: str, device: str, sizes: tuple[int, int, int]) -> None:
-    import tcemu.emulation.gemm as gemm
-
     M, K, N = sizes
     be, spec = TritonBackend(), get_method(method)
     assert be.unavailable_reason(torch.device(device), spec) is None
     gen = torch.Generator().manual_seed(7)
-    old = gemm.SMALL_SHAPE_FALLBACK
-    gemm.SMALL_SHAPE_FALLBACK = False
-    try:
+    with tcemu.config(small_shape_fallback=False):
         # broadcasting: (2, 1, M, K) @ (3, K, N) -> (2, 3, M, N); a transposed (non-contiguous)
         a = torch.randn(2, 1, K, M, generator=gen).to(device).transpose(-1, -2)
         b = torch.randn(3, K, N, generator=gen).to(device)
@@ -876,8 +873,6 @@ def _check_backend(method: str, device: str, sizes: tuple[int, int, int]) -> Non
         # the pieces the backend caches are split() bit for bit
         for got, want in zip(pw.fwd, split_t_reference(w.T, spec)):
             assert torch.equal(_bits(got), _bits(want))
-    finally:
-        gemm.SMALL_SHAPE_FALLBACK = old
 
 
 @interpret
@@ -914,19 +909,15 @@ def test_small_shape_fallback_gpu():
     be, spec = TritonBackend(), get_method("bf16x6")
     x = torch.randn(8, 16, device=DEVICE)
     w = torch.randn(4, 16, device=DEVICE)
-    old = gemm.SMALL_SHAPE_FALLBACK
-    try:
-        gemm.SMALL_SHAPE_FALLBACK = True
+    with tcemu.config(small_shape_fallback=True):
         n0 = sum(gemm.fallback_stats().values())
         y = be.linear(x, w, None, spec, None)
         assert sum(gemm.fallback_stats().values()) == n0 + 1
         torch.testing.assert_close(y, ieee_fp32_matmul(x, w.T))
-        gemm.SMALL_SHAPE_FALLBACK = False
+    with tcemu.config(small_shape_fallback=False):
         y2 = be.linear(x, w, None, spec, None)
         assert sum(gemm.fallback_stats().values()) == n0 + 1
         assert_close_to_fp64(y2, x, w.T, "bf16x6")
-    finally:
-        gemm.SMALL_SHAPE_FALLBACK = old
 
 
 

@@ -311,7 +311,7 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
 
     The signature is that of a launch on contiguous operands (the output's column stride 1). Returns
     Triton's compiled kernel (``.asm["ptx"]``, ``.asm["cubin"]``): tests read its ``wgmma`` waits from the PTX.
-    ``range_check=False``: the kernel without the range check (the diagnostic ``emu_mm._RANGE_FIXUP = False``).
+    ``range_check=False``: the kernel without the range check (the diagnostic ``range_fixup=False`` configuration).
     """
     spec = get_method(method)
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config

@@ -9,9 +9,9 @@ eager code calls the same kernels directly (an op call costs host time):
   pieces, with FP32 ``b`` transposed (the range fix-up's operand; optional);
 * ``tcemu::sgemm(a, b, bias) -> out``: the small-shape fallback, cuBLAS SGEMM with TF32 off.
 
-Small shapes. Below ``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS`` (2 M N K; env ``TCEMU_SMALL_SHAPE_MIN_FLOPS``) an emulated GEMM is launch-bound and no
-faster than cuBLAS SGEMM (docs/kernels.md), so by default it falls back to SGEMM, which keeps FP32
-accuracy. Switch with ``tcemu.emulation.gemm.SMALL_SHAPE_FALLBACK = False`` or the environment variable
+Small shapes. Below ``small_shape_min_flops`` (2 M N K; :class:`~tcemu.emulation.configuration.EmulationConfig`)
+an emulated GEMM is launch-bound and no faster than cuBLAS SGEMM (docs/kernels.md), so by default it falls back
+to SGEMM, which keeps FP32 accuracy. Switch with ``with tcemu.config(small_shape_fallback=False):`` or
 ``TCEMU_SMALL_SHAPE_FALLBACK=0``; every fallback is counted in :func:`fallback_stats` and logged once per
 shape at INFO level (logger ``tcemu.emulation.gemm``).
 """
@@ -23,12 +23,12 @@ import contextlib
 import functools
 import logging
 import os
-import sys
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ..configuration import setting
 from ..methods import MethodSpec
 from ..reference import cuda_fp32_precision
 from .emu_mm import KERNEL_METHODS, emu_mm, piece_dtype, split_t
@@ -36,18 +36,6 @@ from .emu_mm import KERNEL_METHODS, emu_mm, piece_dtype, split_t
 __all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
 
 log = logging.getLogger("tcemu.emulation.gemm")
-
-
-@torch.compiler.assume_constant_result
-def _fallback_enabled() -> bool:
-    """``tcemu.emulation.gemm.SMALL_SHAPE_FALLBACK``, read at call time (at trace time under torch.compile)."""
-    return bool(sys.modules[__package__].SMALL_SHAPE_FALLBACK)
-
-
-@torch.compiler.assume_constant_result
-def _fallback_min_flops() -> float:
-    """``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS``, read like :func:`_fallback_enabled`."""
-    return float(sys.modules[__package__].SMALL_SHAPE_MIN_FLOPS)
 
 
 @torch.compiler.assume_constant_result
@@ -59,11 +47,6 @@ def _fp32_gemm_is_ieee() -> bool:
     return torch.backends.cuda.matmul.fp32_precision != "tf32"
 
 
-def _settings() -> tuple[bool, float]:
-    """The package-level switches (``tcemu.emulation.gemm.SMALL_SHAPE_*``)."""
-    return _fallback_enabled(), _fallback_min_flops()
-
-
 _FALLBACKS: collections.Counter = collections.Counter()
 
 
@@ -73,9 +56,9 @@ def fallback_stats() -> dict[tuple[str, int, int, int], int]:
 
 
 def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device) -> bool:
-    enabled, min_flops = _settings()
-    if device.type != "cuda" or not enabled:
+    if device.type != "cuda" or not setting("small_shape_fallback"):
         return False
+    min_flops = setting("small_shape_min_flops")
     if 2.0 * M * N * K >= min_flops:
         return False
     if torch.compiler.is_compiling():  # decided at trace time; counted and logged only in eager code

@@ -25,6 +25,7 @@ import torch
 import triton
 from torch import Tensor
 
+from ..configuration import setting
 from ..methods import MethodSpec, get_method
 from ..reference import mm_reference
 from ..split import split
@@ -294,7 +295,7 @@ def emu_mm(
 
     def launch(cfg: KernelConfig) -> None:
         """The GEMM by ``cfg``, then the range fix-up of the rows it flagged."""
-        check = bool(_RANGE_FIXUP)
+        check = bool(setting("range_fixup"))
         flags = torch.zeros(Z * M, dtype=torch.int8, device=a.device) if check else out3  # (unused then)
         gemm(cfg, flags, check)
         if check:
@@ -353,12 +354,6 @@ def emu_mm(
 #: (method, configuration) pairs whose Gluon kernel failed to compile or launch: they run the Triton kernel
 _WGMMA_FAILED: set[tuple[str, str]] = set()
 
-#: the range check in every GEMM kernel and the fix-up after it (docs/emulation.md, "The top of the range").
-#: DIAGNOSTIC ONLY: False skips both (Inf, NaN or lost accuracy near FLT_MAX), to time what they cost
-#: (benchmarks/gemm_range_cost.py)
-_RANGE_FIXUP = True
-
-
 def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw: bool,
                 range_check: bool = True) -> dict:
     mode = cfg.mode
@@ -386,7 +381,7 @@ def emu_mm_compile(
     :func:`hw_split_exact` answers on the device. Returns Triton's compiled kernel (``.asm["ptx"]``);
     the on-disk cache then serves the real launch, so a pool of processes can compile in parallel.
     ``arch`` (e.g. 90): compile for ``sm_<arch>`` without a GPU (not cached for a launch); ``range_check=False``:
-    the kernel without the range check (the diagnostic ``_RANGE_FIXUP = False``).
+    the kernel without the range check (the diagnostic ``range_fixup=False`` of :class:`~tcemu.emulation.configuration.EmulationConfig`).
     """
     spec = get_method(method)
     cfg = replace(config or pick_config(spec, M, N, K))
