@@ -147,8 +147,8 @@ def _compile_job(job: tuple) -> tuple:
         if kind == "tcemu":
             from tcemu.emulation.gemm.emu_mm import KernelConfig, emu_mm_compile
 
-            _, method, M, N, K, cfg_text, has_bias, hw = job
-            k = emu_mm_compile(method, M, N, K, has_bias=has_bias, config=KernelConfig.parse(cfg_text), hw=hw)
+            _, method, M, N, K, cfg_text, has_bias = job
+            k = emu_mm_compile(method, M, N, K, has_bias=has_bias, config=KernelConfig.parse(cfg_text))
         else:  # builtin: (kind, prec, M, N, K, sa, sb)
             _, prec, M, N, K, sa, sb = job
             f32 = torch.float32
@@ -271,7 +271,7 @@ _SETTINGS = contextlib.ExitStack()
 
 
 def run_full(args) -> None:
-    from tcemu.emulation.gemm import TritonBackend, config_candidates, hw_split_exact, pick_config
+    from tcemu.emulation.gemm import TritonBackend, config_candidates, pick_config
     from tcemu.emulation.methods import get_method
 
     import tcemu
@@ -283,8 +283,7 @@ def run_full(args) -> None:
     # the kernels themselves (no small-shape fallback); each shape's first call picks among a few configurations
     settings = _SETTINGS.enter_context(tcemu.config(small_shape_fallback=False, autotune=not args.no_autotune))
     prov = Provenance.current()
-    hw = hw_split_exact("cuda")
-    print(prov, f"hardware BF16 split exact: {hw}; autotune: {settings.autotune}", flush=True)
+    print(prov, f"autotune: {settings.autotune}", flush=True)
     shapes = SHAPES
     if args.quick:
         shapes = [s for s in SHAPES if (s[1], s[2], s[3]) in ((4096, 4096, 4096), (6720, 256, 1024))]
@@ -300,7 +299,7 @@ def run_full(args) -> None:
             for meth in methods:
                 for cfg in config_candidates(get_method(meth), m_, n_, k_):
                     if not cfg.wgmma:  # the Gluon kernel compiles at its first launch
-                        jobs.append(("tcemu", meth, m_, n_, k_, str(cfg), False, hw))
+                        jobs.append(("tcemu", meth, m_, n_, k_, str(cfg), False))
             if not args.no_builtin:
                 # fwd: B = W^T (strides 1, K); bwd: B = W (strides K, 1)
                 sb = (1, K) if direction == "fwd" else (K, 1)
@@ -524,10 +523,7 @@ def run_sweep(args) -> None:
     shapes = SWEEP_SHAPES
     if args.shapes:  # any MxKxN, listed or not
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    from tcemu.emulation.gemm import hw_split_exact
-
-    hw = hw_split_exact("cuda")
-    jobs = [("tcemu", m, M, N, K, c, False, hw) for m, cfgs in sweep.items() for c in cfgs for (M, K, N) in shapes
+    jobs = [("tcemu", m, M, N, K, c, False) for m, cfgs in sweep.items() for c in cfgs for (M, K, N) in shapes
             if not KernelConfig.parse(c).wgmma]  # the Gluon kernel compiles at its first launch
     comp = precompile(jobs, args.workers)
     rows = []
@@ -549,7 +545,7 @@ def run_sweep(args) -> None:
             outs = {}
             for c in cfgs:
                 cfg = KernelConfig.parse(c)
-                ci = comp.get(("tcemu", meth, M, N, K, c, False, hw), {})
+                ci = comp.get(("tcemu", meth, M, N, K, c, False), {})
                 if ci.get("error"):
                     continue
                 try:

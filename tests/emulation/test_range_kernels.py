@@ -131,7 +131,6 @@ def test_kernel_is_fp32_faithful_over_the_whole_range_interpret(method, ops, mod
 def test_flagged_rows_batched_with_bias_interpret(method):
     """A batch (B shared, then batched), bias, several row tiles and K-tiles, a persistent grid: flagged rows
     recomputed with their own entry's B and the bias; the other rows keep the kernel's bits."""
-    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")
     gen = torch.Generator().manual_seed(8)
     a = torch.stack([range_case(70, 24, 21, seed)[0] for seed in (1, 2)])
     b = range_case(70, 24, 21, 1)[1]

@@ -31,7 +31,6 @@ from tcemu.emulation.gemm import (  # noqa: E402
     config_candidates,
     emu_mm,
     emu_mm_reference,
-    hw_split_exact,
     split_t,
     split_t_reference,
 )
@@ -141,22 +140,6 @@ def test_split_bits_interpret(method):
 @pytest.mark.parametrize("method", METHODS)
 def test_split_bits_gpu(method):
     _check_split(method, DEVICE)
-
-
-@gpu
-def test_hw_split_gpu():
-    """The BF16 hardware-conversion split is used only where it gives split()'s bits; check it here too."""
-    exact = hw_split_exact(DEVICE)
-    print(f"hw_split_exact({DEVICE}) = {exact}")
-    if not exact:
-        pytest.skip("the GPU's cvt.rn.bf16 split differs from split(): the kernels use the integer split")
-    gen = torch.Generator().manual_seed(11)
-    b = _special_matrix(90, 70, gen).to(DEVICE)
-    for method in ("bf16x3", "bf16x6", "bf16x9"):
-        for g, w in zip(split_t(b, method, hw=True), split_t_reference(b, method)):
-            nan = torch.isnan(w.float())
-            assert torch.equal(torch.isnan(g.float()), nan)
-            assert torch.equal(_bits(g)[~nan], _bits(w)[~nan])
 
 
 
@@ -442,17 +425,18 @@ def _f32(bits: int) -> float:
     return torch.tensor([bits], dtype=torch.int64).to(torch.int32).view(torch.float32).item()
 
 
-# values the TF32x3 checked split must hand to the exact split (first group) or may split fast (second)
-CHECKED_SPLIT_EXTREMES = {
+# values at the edges of TF32x3's split: special values, round-to-zero, saturation, and their neighbours
+TF32_SPLIT_EXTREMES = {
     "inf_nan": [float("inf"), float("-inf"), float("nan")],
-    "nan_low_payload": [_f32(0x7F800001), _f32(0xFF800FFF)],  # (bits + 0x1000) & ~0x1FFF would make them Inf
+    "nan_low_payload": [_f32(0x7F800001), _f32(0xFF800FFF)],  # a rounding on the bits would make them Inf
     "tiny": [_f32(0x00000001), _f32(0x80000FFF)],  # round to 0: the high piece must stay nonzero
     "saturating": [_f32(0x7F7FF000), _f32(0xFF7FFFFF)],  # round past the largest TF32: saturate
     "boundary": [_f32(0x00001000), _f32(0x80001000), _f32(0x7F7FEFFF), _f32(0xFF7FEFFF), 0.0, -0.0],
 }
 
 
-# the same for the BF16 checked split (round to nearest even; the fast path needs 0x8001 <= |bits| < 0x7F7F8000)
+# the values the BF16 checked split must hand to the exact split (round to nearest even; the fast path needs
+# 0x8001 <= |bits| < 0x7F7F8000)
 CHECKED_SPLIT_EXTREMES_BF16 = {
     "inf_nan": [float("inf"), float("-inf"), float("nan"), _f32(0x7F800001), _f32(0xFFC00123)],
     "tiny": [_f32(0x00000001), _f32(0x80008000), _f32(0x00008000)],  # round to 0: the high piece stays nonzero
@@ -462,7 +446,7 @@ CHECKED_SPLIT_EXTREMES_BF16 = {
 }
 
 
-def _check_ws_extremes(method, extremes, configs, seed, **launch):
+def _check_ws_extremes(method, extremes, configs, seed):
     """The warp-specialised kernel (each of ``configs``) on A holding each kind of value of ``extremes`` among
     ordinary values of many magnitudes gives the bits of "pg" (A split beforehand, exactly); B holds Inf and 0,
     and Inf times a tiny A value stays Inf (NaN had the high piece been 0)."""
@@ -487,8 +471,7 @@ def _check_ws_extremes(method, extremes, configs, seed, **launch):
         want = emu_mm(a, pieces, method, bias, config=pg)
         for text in configs:
             out = torch.empty(1, M, N, device=DEVICE)
-            em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K,
-                                **launch)
+            em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K)
             got, nan = out[0], torch.isnan(want)
             assert torch.equal(torch.isnan(got), nan), f"{kind} {text}"
             assert torch.equal(_bits(got[~nan]), _bits(want[~nan])), f"{kind} {text}"
@@ -498,26 +481,19 @@ def _check_ws_extremes(method, extremes, configs, seed, **launch):
 
 @gpu
 @pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
-@pytest.mark.parametrize(("checked", "two_consumers"), [(True, False), (False, False), (False, True), (True, True)])
-def test_ws_checked_split_extremes_gpu(checked, two_consumers):
-    """TF32x3's checked split in the splitter warps (the fast split, and the exact one only on K-tiles that
-    need it) gives the bits of "pg" for every kind of value its range check must catch. ``checked=False`` runs
-    the exact split on every K-tile; ``two_consumers`` runs each MMA warpgroup as a partition of its own
-    (128-row tiles only)."""
-    configs = ("128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw")[:1 if two_consumers else 2]
-    _check_ws_extremes("tf32x3", CHECKED_SPLIT_EXTREMES, configs, 31, checked_split=checked,
-                       two_consumers=two_consumers)
+def test_ws_split_extremes_gpu():
+    """TF32x3's split in the splitter warps gives the bits of "pg" for every kind of value at the edges of the
+    split's range."""
+    _check_ws_extremes("tf32x3", TF32_SPLIT_EXTREMES, ("128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw"), 31)
 
 
 @gpu
 @pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
 @pytest.mark.parametrize("method", ["bf16x3", "bf16x6"])
-@pytest.mark.parametrize("checked", [True, False])
-def test_ws_checked_split_extremes_bf16_gpu(method, checked):
+def test_ws_checked_split_extremes_bf16_gpu(method):
     """BF16x3's and BF16x6's checked split in the splitter warps (the hardware conversion, and the exact split
     only on K-tiles that need it) gives the bits of "pg" for every kind of value its range check must catch."""
-    _check_ws_extremes(method, CHECKED_SPLIT_EXTREMES_BF16, [WGMMA_WS_CONFIGS[method][0].replace("gw", "tgw")], 37,
-                       checked_split=checked)
+    _check_ws_extremes(method, CHECKED_SPLIT_EXTREMES_BF16, [WGMMA_WS_CONFIGS[method][0].replace("gw", "tgw")], 37)
 
 
 def _gluon_available() -> bool:
@@ -601,30 +577,6 @@ def test_wgmma_ws_kernel_waits_and_partitions(method, config, later):
     usage = _resource_usage(ck.asm["cubin"])
     if usage is not None:  # ptxas's spills: local memory, stack
         assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
-
-
-@pytest.mark.skipif(INTERPRET or not _gluon_available(), reason="needs Triton's Gluon (and no TRITON_INTERPRET)")
-@pytest.mark.parametrize(("two_consumers", "checked"), [(True, False), (False, True), (True, True)])
-def test_wgmma_ws_kernel_options_compile(two_consumers, checked):
-    """Offline sm_90 compile of the warp-specialised kernel's options (off by default, not faster on the H200):
-    with two consumer partitions the MMA loop exists once per warpgroup and every named barrier spans one
-    warpgroup (128 threads), none the two (256); the checked TF32x3 split compiles too; nothing spills."""
-    import re
-
-    from tcemu.emulation.gemm.emu_mm import _ws_consumer_args, wgmma_ws_compile
-
-    ck = wgmma_ws_compile("tf32x3", "128x128x32w8s3m1tgw", has_bias=True, two_consumers=two_consumers,
-                          checked_split=checked)
-    ptx = ck.asm["ptx"]
-    assert len(re.findall(r"wgmma\.mma_async", ptx)) == (2 if two_consumers else 1) * 3 * 4  # 3 products x BK/8
-    widths = set(re.findall(r"bar\.sync\s+\d+,\s*(\d+)", ptx))
-    assert ("256" not in widths) if two_consumers else ("256" in widths), widths
-    assert "ld.local" not in ptx and "st.local" not in ptx
-    usage = _resource_usage(ck.asm["cubin"])
-    if usage is not None:
-        assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
-    with pytest.raises(ValueError, match="128-row tiles"):
-        _ws_consumer_args(KernelConfig.parse("64x256x32w8s2m1tgw"), True)
 
 
 @pytest.mark.skipif(INTERPRET or not _gluon_available(), reason="needs Triton's Gluon (and no TRITON_INTERPRET)")

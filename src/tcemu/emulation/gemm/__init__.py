@@ -21,7 +21,6 @@ from .emu_mm import (
     config_candidates,
     emu_mm,
     emu_mm_reference,
-    hw_split_exact,
     pick_config,
     split_t,
     split_t_reference,
@@ -29,7 +28,7 @@ from .emu_mm import (
 )
 
 __all__ = [
-    "KERNEL_METHODS", "KernelConfig", "PreparedWeight", "TritonBackend", "config_candidates", "emu_mm", "emu_mm_reference", "fallback_stats", "hw_split_exact",
+    "KERNEL_METHODS", "KernelConfig", "PreparedWeight", "TritonBackend", "config_candidates", "emu_mm", "emu_mm_reference", "fallback_stats",
     "pick_config", "split_t", "split_t_reference", "tuned_configs",
 ]
 
