@@ -1,10 +1,10 @@
 """Part 1: FP32 emulation for PyTorch (methods, reference and fast GEMMs, autograd, module swap)."""
 
-from .configuration import EmulationConfig, config, get_config
 from .attention import scaled_dot_product_attention
+from .configuration import EmulationConfig, config, get_config
 from .contractions import einsum, tensordot
-from .meter import Coverage, coverage
 from .linear import EmulatedLinear
+from .meter import Coverage, coverage
 from .methods import METHODS, Method, MethodSpec, get_method, method_names
 from .mode import emulation_mode
 from .ops import GemmConfig, linear, matmul

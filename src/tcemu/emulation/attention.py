@@ -28,11 +28,11 @@ import collections
 import functools
 import logging
 import math
-import os
 
 import torch
 from torch import Tensor
 
+from .._hw import interpreting, shared_memory_per_block
 from .configuration import setting
 from .methods import MethodSpec, get_method
 from .ops import matmul
@@ -148,8 +148,7 @@ def _smem_limit(device: torch.device) -> int | None:
     """Shared memory a block may use on ``device`` (None off CUDA: the interpreter has no limit)."""
     if device.type != "cuda":
         return None
-    props = torch.cuda.get_device_properties(device)
-    return getattr(props, "shared_memory_per_block_optin", None) or props.shared_memory_per_block
+    return shared_memory_per_block(device)
 
 
 def _fused_unsupported(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, spec: MethodSpec) -> str | None:
@@ -158,8 +157,7 @@ def _fused_unsupported(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, spe
         return f"no fused kernel for {spec.name} (methods {', '.join(FUSED_METHODS)})"
     if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
         return "the fused kernels take self-attention with 4-D (B, H, L, D) query, key and value of one shape"
-    # (emu_mm._interpreting, without importing Triton: the core install has none)
-    if q.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+    if q.device.type != "cuda" and not interpreting():
         return f"the fused kernels run on CUDA (got {q.device})"
     B, H, L, D = q.shape
     if L > MAX_FUSED_LEN or D > MAX_FUSED_LEN or min(B, H, L, D) == 0:
@@ -260,13 +258,13 @@ def _launch_args(spec: MethodSpec, L: int, D: int, backward: bool = False) -> di
     import triton  # noqa: PLC0415
 
     from .gemm._kernels._split import FMT_BF16  # noqa: PLC0415
-    from .gemm.emu_mm import _fmt, _interpreting  # noqa: PLC0415
+    from .gemm.emu_mm import _fmt  # noqa: PLC0415
 
     fmt = _fmt(spec)
     lp, dp = max(16, triton.next_power_of_2(L)), max(16, triton.next_power_of_2(D))
-    args = dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, DOT_FMT=2 if (fmt == FMT_BF16 and _interpreting()) else fmt,
+    args = dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, DOT_FMT=2 if (fmt == FMT_BF16 and interpreting()) else fmt,
                 LP=lp, DP=dp, num_warps=4 if lp <= 64 else 8)
-    if backward and not _interpreting() and (lp, dp) == (64, 32):
+    if backward and not interpreting() and (lp, dp) == (64, 32):
         # both backward kernels at 168 registers: 3 blocks per SM instead of 2 (PET S on the H200: 7.6 ms for
         # the two, against 8.6 uncapped; 8 B of spill in the offline compile of TF32x3's first kernel, 24 B BF16x6)
         args["maxnreg"] = 168

@@ -11,8 +11,9 @@ import torch
 import triton
 from torch import Tensor
 
+from ..._hw import interpreting, sm_count, tensor_core_generation
 from ..methods import MethodSpec, get_method
-from .configs import KernelConfig, _interpreting
+from .configs import KernelConfig
 
 log = logging.getLogger("tcemu.emulation.gemm")
 
@@ -22,7 +23,7 @@ def _num_sms(device: torch.device) -> int:
     """Programs of a persistent launch: one per SM (the configurations use most of an SM's shared memory)."""
     if device.type != "cuda":
         return 4  # the CPU interpreter: a few programs, each looping over several tiles
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    return sm_count(device)
 
 
 def _flags_arg(flags: Tensor | None, out3: Tensor, range_check: bool | None) -> tuple[Tensor, bool]:
@@ -61,9 +62,9 @@ def _wgmma_ws_module():
 
 def _wgmma_eligible(spec: MethodSpec, device: torch.device, bt3: tuple[Tensor, ...], K: int) -> bool:
     """Whether the Gluon wgmma kernel can run this product (else the Triton kernel runs it, same bits)."""
-    if device.type != "cuda" or _interpreting() or spec.name == "bf16x9":
+    if device.type != "cuda" or interpreting() or spec.name == "bf16x9":
         return False
-    if torch.cuda.get_device_capability(device)[0] != 9 or _wgmma_module() is None:
+    if tensor_core_generation(device) != "hopper" or _wgmma_module() is None:
         return False
     elem = bt3[0].element_size()
     # TMA: one B for all batch entries, rows 16-byte aligned, K contiguous

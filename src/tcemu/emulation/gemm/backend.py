@@ -22,12 +22,12 @@ import collections
 import contextlib
 import functools
 import logging
-import os
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ..._hw import capability, interpreting, tensor_core_generation
 from ..configuration import setting
 from ..methods import MethodSpec
 from ..reference import cuda_fp32_precision
@@ -200,11 +200,6 @@ def _unflatten(out: Tensor, lead: torch.Size, n: int) -> Tensor:
     return out if len(lead) == 1 else out.view(*lead, n)
 
 
-@functools.cache
-def _cuda_capability(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
 class TritonBackend:
     """Triton kernels for tf32x3, bf16x3, bf16x6, bf16x9 on CUDA (compute capability >= 8.0).
 
@@ -220,15 +215,14 @@ class TritonBackend:
                 return "method fp32 has no Triton kernel (it is cuBLAS SGEMM)"
             return f"method {spec.name} has no Triton kernel (have {', '.join(KERNEL_METHODS)})"
         device = torch.device(device)
-        if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
+        if device.type == "cpu" and interpreting():
             return None
         if device.type != "cuda":
             return f"needs a CUDA device of compute capability >= 8.0, got device type {device.type!r}"
         if not torch.cuda.is_available():
             return "needs a CUDA device of compute capability >= 8.0; torch.cuda is not available"
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        cap = _cuda_capability(index)
-        if cap < (8, 0):
+        cap = capability(device)
+        if tensor_core_generation(device) is None:
             return f"needs a CUDA device of compute capability >= 8.0, got {cap[0]}.{cap[1]}"
         return None
 

@@ -9,23 +9,19 @@ whose result agrees with the first one, and caches the fastest (compile time is 
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 
 import torch
 import triton
 from torch import Tensor
 
+from ..._hw import interpreting
 from ..configuration import setting
 from ..methods import MethodSpec
 
 __all__ = ["KernelConfig", "config_candidates", "pick_config", "tuned_configs"]
 
 log = logging.getLogger("tcemu.emulation.gemm")
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @dataclass(frozen=True)
@@ -209,7 +205,7 @@ def pick_config(spec: MethodSpec, M: int, N: int, K: int) -> KernelConfig:
     override = setting("kernel_config")
     if override:
         return KernelConfig.parse(override)
-    if _interpreting():
+    if interpreting():
         return _INTERPRET_CONFIG
     tuned = _TUNED.get(_tune_key(spec, M, N, K))
     return tuned if tuned is not None else config_candidates(spec, M, N, K)[0]
@@ -225,7 +221,7 @@ def _tune_key(spec: MethodSpec, M: int, N: int, K: int, has_bias: bool = False) 
 
 
 def _autotune_enabled() -> bool:
-    return bool(setting("autotune")) and not _interpreting() and setting("kernel_config") is None
+    return bool(setting("autotune")) and not interpreting() and setting("kernel_config") is None
 
 
 def _autotune(spec: MethodSpec, key: tuple, launch, out: Tensor) -> KernelConfig:

@@ -21,12 +21,11 @@ import torch
 import triton
 from torch import Tensor
 
+from ..._hw import interpreting
 from ..configuration import setting
 from ..methods import MethodSpec, get_method
 from ..reference import mm_reference
 from ..split import split
-from ._kernels._emu_mm import _emu_mm_kernel
-from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
 from ._gluon import (  # noqa: F401 - re-exported: tests and benchmarks reach them here
     _SMEM_PER_BLOCK,
     _WS_SPLIT_REGS,
@@ -44,6 +43,8 @@ from ._gluon import (  # noqa: F401 - re-exported: tests and benchmarks reach th
     wgmma_pieces_ws_compile,
     wgmma_ws_compile,
 )
+from ._kernels._emu_mm import _emu_mm_kernel
+from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
 from ._offline import triton_compile
 from .configs import (  # noqa: F401 - re-exported: tests and benchmarks read them here
     _TUNED,
@@ -53,7 +54,6 @@ from .configs import (  # noqa: F401 - re-exported: tests and benchmarks read th
     _autotune,
     _autotune_enabled,
     _bucket,
-    _interpreting,
     _tune_key,
     config_candidates,
     pick_config,
@@ -294,7 +294,7 @@ def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, ran
         mode = 0 if spec.name == "bf16x9" else 1  # bf16x9 has the tile mode only; 4 means 1 for two pieces
     return dict(
         FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, METHOD=KERNEL_METHODS[spec.name], MODE=mode,
-        DOT_FMT=2 if (_fmt(spec) == FMT_BF16 and _interpreting()) else _fmt(spec),
+        DOT_FMT=2 if (_fmt(spec) == FMT_BF16 and interpreting()) else _fmt(spec),
         HAS_BIAS=has_bias, EVEN_K=K % cfg.bk == 0,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, FAST_SPLIT=cfg.fast_split, A_PRESPLIT=cfg.presplit, L0_FIRST=cfg.l0_first and mode == 1,
         PERSISTENT=cfg.persistent, RANGE_CHECK=range_check,

@@ -11,11 +11,10 @@ launch only reads the flags.
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import Tensor
 
+from ..._hw import interpreting
 from ..methods import MethodSpec, get_method
 from ..reference import mm_range_scaled
 from ..split import recombine
@@ -64,7 +63,7 @@ def range_fixup(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: T
     _fix._range_fixup_kernel[_fix.grid(Z, M, N)](
         a3, *src, bias if bias is not None else out3, out3, flags, M, N, K, spec.range_threshold(K),
         *a3.stride(), 0 if src[0].shape[0] == 1 else sb[0], sb[1], sb[2], *out3.stride(),
-        **_constexprs(spec, bias is not None, pieces, os.environ.get("TRITON_INTERPRET") == "1"), num_warps=4,
+        **_constexprs(spec, bias is not None, pieces, interpreting()), num_warps=4,
     )
 
 
