@@ -199,5 +199,7 @@ def install_from_environment() -> AutoloadConfig | None:
     cfg = parse_precision(os.environ.get(ENV_VAR))
     if cfg is None:
         return None
-    report = os.environ.get(REPORT_VAR, "").strip().lower() in ("1", "true", "yes", "on")
+    from .emulation.configuration import env_flag  # noqa: PLC0415 - the one true/false rule
+
+    report = env_flag(REPORT_VAR, False)
     return install(AutoloadConfig(cfg.method, cfg.attention, report=report))

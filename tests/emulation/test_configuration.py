@@ -155,3 +155,12 @@ def test_fused_attention_off_runs_the_reference(monkeypatch):
     with tcemu.config(fused_attention=False):
         out = tcemu.scaled_dot_product_attention(q, q, q, method="tf32x3")
     assert torch.equal(out, attention.sdpa_reference(q, q, q, method="tf32x3"))
+
+
+def test_the_report_switch_of_the_autoload_hook_follows_the_same_rule(monkeypatch):
+    from tcemu import autoload
+
+    monkeypatch.setenv("TCEMU_FP32_PRECISION", "tf32x3")
+    monkeypatch.setenv("TCEMU_REPORT", "maybe")
+    with pytest.raises(ValueError, match="TCEMU_REPORT='maybe'"):
+        autoload.install_from_environment()
