@@ -44,7 +44,7 @@ def test_every_candidate_config_derives_a_schedule(method):
             assert sorted(st.product for st in mmas) == sorted(spec.products), (cfg, s.tile)
             gluon = cfg.wgmma and method != "bf16x9" and (k * elem) % 16 == 0
             assert (s.kernel != "triton") == gluon, (cfg, k)
-            want_mode = 1 if cfg.wgmma else EM._constexprs(spec, cfg, k, False, False)["MODE"]
+            want_mode = 1 if cfg.wgmma else EM._constexprs(spec, cfg, k, False)["MODE"]
             assert s.mode == want_mode, (cfg, k)
             assert s.bk == cfg.bk and s.params.k_instr == (8 if spec.piece_format == "tf32" else 16)
             l0 = next(st for st in mmas if st.product == (0, 0))

@@ -266,7 +266,7 @@ def kernel_family(method, config, arch: str, K: int | None = None):
             kernel = ("pgw" if cfg.presplit else "gw") if cfg.warp_specialized else ("pg" if cfg.presplit else "g")
             return kernel, cfg, 1
         cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
-    mode = emu_mm._constexprs(spec, cfg, K if K is not None else cfg.bk, False, False)["MODE"]
+    mode = emu_mm._constexprs(spec, cfg, K if K is not None else cfg.bk, False)["MODE"]
     return "triton", cfg, mode
 
 

@@ -271,7 +271,7 @@ def emu_mm(
         _emu_mm_kernel[grid](
             *a_args, p[0], p[1], p[2], bias if bias is not None else a3, out3, flags, M, N, K,
             *a_strides, sbz, p[0].stride(1), p[0].stride(2), *out3.stride(),
-            **_constexprs(spec, cfg, K, bias is not None, check),
+            **_constexprs(spec, cfg, K, bias is not None, range_check=check),
         )
 
     cfg = config
@@ -288,7 +288,7 @@ def emu_mm(
 #: (method, configuration) pairs whose Gluon kernel failed to compile or launch: they run the Triton kernel
 _WGMMA_FAILED: set[tuple[str, str]] = set()
 
-def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, range_check: bool = True) -> dict:
+def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, *, range_check: bool = True) -> dict:
     mode = cfg.mode
     if spec.name == "bf16x9" or (mode == 4 and spec.n_pieces == 2):
         mode = 0 if spec.name == "bf16x9" else 1  # bf16x9 has the tile mode only; 4 means 1 for two pieces
@@ -329,13 +329,13 @@ def emu_mm_compile(
         names = _emu_mm_kernel.arg_names
         args = list(zip(names[:9], [ptr[at]] * 3 + [ptr[pd]] * 3 + ["*fp32", "*fp32", "*i8"]))
         args += [(n, "i32") for n in names[9:21]]
-        constexprs = _constexprs(spec, cfg, K, has_bias, range_check)
+        constexprs = _constexprs(spec, cfg, K, has_bias, range_check=range_check)
         warps, stages = constexprs.pop("num_warps"), constexprs.pop("num_stages")
         return triton_compile(_emu_mm_kernel, args, constexprs, arch, warps, stages)
     return _emu_mm_kernel.warmup(
         at, at, at, pd, pd, pd, f32, f32, torch.int8, M, N, K,
         M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1,
-        grid=(1, 1), **_constexprs(spec, cfg, K, has_bias, range_check),
+        grid=(1, 1), **_constexprs(spec, cfg, K, has_bias, range_check=range_check),
     )
 
 

@@ -19,7 +19,7 @@ from collections import Counter
 
 __all__ = ["compile_gemm_kernel", "sass_text", "sass_opcode_counts", "kernel_evidence", "ptx_instruction"]
 
-_PTR_ARGS = ("a_ptr", "a1_ptr", "a2_ptr", "b0_ptr", "b1_ptr", "b2_ptr", "bias_ptr", "c_ptr")
+_PTR_ARGS = ("a_ptr", "a1_ptr", "a2_ptr", "b0_ptr", "b1_ptr", "b2_ptr", "bias_ptr", "c_ptr", "flag_ptr")
 _INT_ARGS = ("M", "N", "K", "stride_az", "stride_am", "stride_ak", "stride_bz", "stride_bn", "stride_bk",
              "stride_cz", "stride_cm", "stride_cn")
 
@@ -58,12 +58,12 @@ def compile_gemm_kernel(method, config, *, K: int = 256, arch: int = 90, has_bia
         cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
     from tcemu.emulation.gemm._kernels._emu_mm import _emu_mm_kernel  # noqa: PLC0415
 
-    ce = emu_mm._constexprs(spec, cfg, K, has_bias, False)
+    ce = emu_mm._constexprs(spec, cfg, K, has_bias)
     options = {"num_warps": ce.pop("num_warps"), "num_stages": ce.pop("num_stages")}
     piece = "fp32" if spec.piece_format == "tf32" else "bf16"
     a_ty = piece if cfg.presplit else "fp32"
     names = list(_PTR_ARGS) + list(_INT_ARGS)
-    types = [f"*{a_ty}"] * 3 + [f"*{piece}"] * 3 + ["*fp32"] * 2 + ["i32"] * len(_INT_ARGS)
+    types = [f"*{a_ty}"] * 3 + [f"*{piece}"] * 3 + ["*fp32"] * 2 + ["*i8"] + ["i32"] * len(_INT_ARGS)
     constexprs = dict(ce, stride_ak=1, stride_bk=1, stride_cn=1, stride_bz=0)
     signature = dict(zip(names, types)) | dict.fromkeys(constexprs, "constexpr")
     divisible = list(_PTR_ARGS) + ["M", "N", "stride_cm", "stride_az", "stride_cz"]
