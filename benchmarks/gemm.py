@@ -145,7 +145,7 @@ def _compile_job(job: tuple) -> tuple:
     t0 = time.perf_counter()
     try:
         if kind == "tcemu":
-            from tcemu.emulation.gemm.emu_mm import KernelConfig, emu_mm_compile
+            from tcemu.emulation.gemm.launch import KernelConfig, emu_mm_compile
 
             _, method, M, N, K, cfg_text, has_bias = job
             k = emu_mm_compile(method, M, N, K, has_bias=has_bias, config=KernelConfig.parse(cfg_text))
@@ -178,7 +178,7 @@ def _signature(job: tuple) -> tuple:
     for v in job:
         flat.extend(v if isinstance(v, tuple) else (v,))
     if job[0] == "tcemu":  # EVEN_K depends on K modulo the K-tile
-        from tcemu.emulation.gemm.emu_mm import KernelConfig
+        from tcemu.emulation.gemm.launch import KernelConfig
 
         flat.append(job[4] % KernelConfig.parse(job[5]).bk == 0)
     return tuple(sig(v) for v in flat)
@@ -271,12 +271,11 @@ _SETTINGS = contextlib.ExitStack()
 
 
 def run_full(args) -> None:
-    from tcemu.emulation.gemm import TritonBackend, config_candidates, pick_config
-    from tcemu.emulation.methods import get_method
+    import logging
 
     import tcemu
-
-    import logging
+    from tcemu.emulation.gemm import TritonBackend, config_candidates, pick_config
+    from tcemu.emulation.methods import get_method
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("tcemu.emulation.gemm").setLevel(logging.INFO)  # every autotune candidate's time

@@ -122,7 +122,7 @@ def test_a_block_stays_in_its_thread():
 
 
 def test_every_gemm_emulated_switches_both_fallbacks():
-    from tcemu.emulation.backends import every_gemm_emulated
+    from tcemu.emulation.dispatch import every_gemm_emulated
 
     with every_gemm_emulated() as cfg:
         assert cfg.small_shape_fallback is False and cfg.attention_fallback is False

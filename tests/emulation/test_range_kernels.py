@@ -54,7 +54,7 @@ def gpu(f):
 
 def _gluon_available() -> bool:
     try:
-        from tcemu.emulation.gemm.emu_mm import _wgmma_module
+        from tcemu.emulation.gemm.launch import _wgmma_module
 
         return _wgmma_module() is not None
     except Exception:  # noqa: BLE001
@@ -243,7 +243,7 @@ def _flag_store(ptx: str) -> bool:
 def test_triton_kernel_compiles_with_range_check(method, config):
     """Offline sm_90 compile of the Triton GEMM kernel (the fallback of every Gluon configuration, and the small
     and BF16x9 ones): the flag store is there, nothing spills."""
-    from tcemu.emulation.gemm.emu_mm import emu_mm_compile
+    from tcemu.emulation.gemm.launch import emu_mm_compile
 
     ptx = emu_mm_compile(method, 4096, 4096, 4096, has_bias=True, config=KernelConfig.parse(config), arch=90).asm["ptx"]
     assert _flag_store(ptx)
@@ -256,7 +256,7 @@ def test_gluon_kernels_compile_with_range_check(method):
     """Offline sm_90 compile of every Gluon configuration the dispatcher uses for the method (``pg``, ``gw``/``tgw``,
     ``pgw``/``ptgw``; the bias as the wait-structure tests compile them, so that Triton's cache serves most): each
     stores the row flags and fits the shared memory."""
-    from tcemu.emulation.gemm.emu_mm import wgmma_compile, wgmma_pieces_ws_compile, wgmma_ws_compile
+    from tcemu.emulation.gemm.launch import wgmma_compile, wgmma_pieces_ws_compile, wgmma_ws_compile
 
     seen = 0
     for text in _dispatcher_configs(method):
@@ -270,7 +270,7 @@ def test_gluon_kernels_compile_with_range_check(method):
         else:
             ck = wgmma_compile(method, cfg, split_a=not cfg.presplit)
         assert _flag_store(ck.asm["ptx"]), text
-        assert ck.metadata.shared <= importlib.import_module("tcemu.emulation.gemm.emu_mm")._SMEM_PER_BLOCK
+        assert ck.metadata.shared <= importlib.import_module("tcemu.emulation.gemm.launch")._SMEM_PER_BLOCK
         seen += 1
     assert seen or method == "bf16x9"
 
@@ -278,7 +278,7 @@ def test_gluon_kernels_compile_with_range_check(method):
 @offline
 def test_kernels_without_the_check_compile():
     """The benchmark's unchecked variants (``tcemu.config(range_fixup=False)``) compile for sm_90 without the flag store."""
-    from tcemu.emulation.gemm.emu_mm import (emu_mm_compile, wgmma_compile, wgmma_pieces_ws_compile,
+    from tcemu.emulation.gemm.launch import (emu_mm_compile, wgmma_compile, wgmma_pieces_ws_compile,
                                              wgmma_ws_compile)
 
     kernels = [emu_mm_compile("bf16x6", 4096, 4096, 4096, config=KernelConfig.parse("128x64x64w8s3m1p"), arch=90,
@@ -334,7 +334,7 @@ def test_every_dispatcher_config_is_fp32_faithful_gpu(method):
     """Every configuration the static table holds (Gluon ones on sm_90; elsewhere they run the Triton kernel):
     the FP64 pattern and the bound on rows at the top of the range, with bias; within a tiling every family gives
     the same bits, on ordinary data and on data with flagged rows."""
-    from tcemu.emulation.gemm.emu_mm import _WGMMA_FAILED
+    from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
     gen = torch.Generator().manual_seed(31)
     M, K, N = 2900, 336, 300

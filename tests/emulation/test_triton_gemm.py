@@ -194,7 +194,7 @@ def _long_batch_case(method, Z, M, K, N, device, batched_b):
 def test_long_batches_and_splits_run_in_slices_interpret(monkeypatch, batched_b):
     """A batch longer than CUDA's grid y limit (65,535) runs in slices, and so does a split of more columns than
     the limit's tiles cover: same bits as one launch (the limit is patched down to 3 here)."""
-    emu_mm_module = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # (the package exports a function so named)
+    emu_mm_module = importlib.import_module("tcemu.emulation.gemm.launch")
     method = "tf32x3"
     a, pieces, whole = _long_batch_case(method, 7, 5, 8, 6, "cpu", batched_b)
     monkeypatch.setattr(emu_mm_module, "MAX_GRID_YZ", 3)
@@ -339,7 +339,7 @@ SM90 = HAS_CUDA and not INTERPRET and torch.cuda.get_device_capability()[0] == 9
 def test_wgmma_kernel_same_bits_gpu(method):
     """The Gluon wgmma kernel runs the Triton kernel's products in its order: same bits, with ragged tiles,
     a batch, bias and Inf/NaN; where it cannot run (K not 16-byte aligned) the Triton kernel runs instead."""
-    from tcemu.emulation.gemm.emu_mm import _WGMMA_FAILED, _wgmma_eligible
+    from tcemu.emulation.gemm.launch import _WGMMA_FAILED, _wgmma_eligible
 
     gen = torch.Generator().manual_seed(24)
     for K in (336, 333):
@@ -390,7 +390,7 @@ def test_wgmma_ws_kernel_same_bits_gpu(method):
     the bits of the "pg" configuration (A split beforehand): batched, ragged tiles and K, bias, Inf/NaN in A
     and B; K-major A (not TMA-readable) runs the "pg" kernel. So does the variant without splitter on A split
     beforehand ("pgw", persistent "ptgw": a loader warp brings A's and B's pieces)."""
-    from tcemu.emulation.gemm.emu_mm import _WGMMA_FAILED
+    from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
     gen = torch.Generator().manual_seed(26)
     for Z, M, K, N in ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1000, 129), (1, 20000, 72, 260)):
@@ -450,7 +450,7 @@ def _check_ws_extremes(method, extremes, configs, seed):
     """The warp-specialised kernel (each of ``configs``) on A holding each kind of value of ``extremes`` among
     ordinary values of many magnitudes gives the bits of "pg" (A split beforehand, exactly); B holds Inf and 0,
     and Inf times a tiny A value stays Inf (NaN had the high piece been 0)."""
-    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
+    em = importlib.import_module("tcemu.emulation.gemm.launch")
     spec, gen = get_method(method), torch.Generator().manual_seed(seed)
     M, K, N = 2900, 336, 300
     b = torch.randn(K, N, generator=gen)
@@ -498,7 +498,7 @@ def test_ws_checked_split_extremes_bf16_gpu(method):
 
 def _gluon_available() -> bool:
     try:
-        from tcemu.emulation.gemm.emu_mm import _wgmma_module
+        from tcemu.emulation.gemm.launch import _wgmma_module
 
         return _wgmma_module() is not None
     except Exception:  # noqa: BLE001
@@ -517,7 +517,7 @@ def test_wgmma_kernel_waits_for_the_l0_tile_only(method, config, split_a, later)
     running accumulators waited for only after the loop (wait_group 0)."""
     import re
 
-    from tcemu.emulation.gemm.emu_mm import wgmma_compile
+    from tcemu.emulation.gemm.launch import wgmma_compile
 
     cfg = KernelConfig.parse(config)
     spec = get_method(method)
@@ -556,7 +556,7 @@ def test_wgmma_ws_kernel_waits_and_partitions(method, config, later):
     left: 256 - (24 + splitter) / 2 with 16 warps in all); nothing spills; the rings fit 227 KB."""
     import re
 
-    from tcemu.emulation.gemm.emu_mm import _SMEM_PER_BLOCK, _WS_SPLIT_REGS, _WS_SPLIT_WARPS, wgmma_ws_compile
+    from tcemu.emulation.gemm.launch import _SMEM_PER_BLOCK, _WS_SPLIT_REGS, _WS_SPLIT_WARPS, wgmma_ws_compile
 
     cfg = KernelConfig.parse(config)
     spec = get_method(method)
@@ -590,7 +590,7 @@ def test_wgmma_pieces_ws_kernel_compiles(method, config, later):
     fits 227 KB."""
     import re
 
-    from tcemu.emulation.gemm.emu_mm import _SMEM_PER_BLOCK, wgmma_pieces_ws_compile
+    from tcemu.emulation.gemm.launch import _SMEM_PER_BLOCK, wgmma_pieces_ws_compile
 
     cfg, spec = KernelConfig.parse(config), get_method(method)
     ck = wgmma_pieces_ws_compile(method, cfg, has_bias=True)
@@ -610,7 +610,7 @@ def test_tf32x3_short_k_products_take_the_persistent_warp_specialised_kernel():
     """The static table: TF32x3's edge-layer products (N < 640, and N <= 1024 with K <= 256) and BF16x3's
     narrow ones (N < 384) run the persistent warp-specialised kernel with its splitter; wide products with long
     K (8192^3) split A beforehand."""
-    from tcemu.emulation.gemm.emu_mm import WIDE_SHORTK_MAX_K, WIDE_SHORTK_MAX_N, _bucket
+    from tcemu.emulation.gemm.launch import WIDE_SHORTK_MAX_K, WIDE_SHORTK_MAX_N, _bucket
 
     spec = get_method("tf32x3")
     for M, K, N in ((604800, 256, 256), (604800, 512, 512), (604800, 256, 1024), (604800, 256, 768)):
@@ -670,7 +670,7 @@ def test_wgmma_ws_config_runs_triton_kernel_off_hopper_interpret(method):
 def test_wgmma_failure_falls_back_to_triton_interpret(monkeypatch, caplog):
     """A Gluon kernel that fails (e.g. another Triton's experimental API) is reported once and the same
     configuration runs the Triton kernel: the result is still the method's, bit for bit."""
-    emu_mm_module = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+    emu_mm_module = importlib.import_module("tcemu.emulation.gemm.launch")
     calls = []
 
     def broken(*args, **kwargs):
@@ -956,7 +956,7 @@ def test_compiled_fallback_is_a_plain_gemm_only_in_ieee_mode_interpret(monkeypat
     """Under torch.compile a fallback GEMM is a plain aten GEMM (Inductor fuses and schedules it) when FP32
     GEMMs are IEEE, and the ``tcemu::sgemm`` op (which forces IEEE) when TF32 is on; no weight split
     either way. The CUDA-only fallback decision is forced here so that the CPU interpreter runs the path."""
-    import tcemu.emulation.gemm.backend as gb
+    import tcemu.emulation.gemm.triton_backend as gb
 
     monkeypatch.setattr(gb, "_use_fallback", lambda *a, **k: True)
     old = torch.backends.cuda.matmul.fp32_precision
@@ -1000,7 +1000,7 @@ def test_compiled_fallback_graph_has_fp32s_kernels_interpret(monkeypatch):
     from torch._dynamo.backends.common import aot_autograd
 
     import tcemu
-    import tcemu.emulation.gemm.backend as gb
+    import tcemu.emulation.gemm.triton_backend as gb
 
     monkeypatch.setattr(gb, "_use_fallback", lambda *a, **k: True)
     free = {"aten.view.default", "aten._unsafe_view.default", "aten.t.default", "aten.transpose.int",
@@ -1044,7 +1044,7 @@ def test_compiled_fallback_graph_has_fp32s_kernels_interpret(monkeypatch):
 @interpret
 def test_ops_pass_opcheck_interpret():
     """The three torch ops (schema, fake implementations, AOT dispatch) pass torch.library.opcheck."""
-    import tcemu.emulation.gemm.backend as gb
+    import tcemu.emulation.gemm.triton_backend as gb
 
     gen = torch.Generator().manual_seed(3)
     a, b = torch.randn(12, 8, generator=gen), torch.randn(8, 5, generator=gen)
@@ -1085,21 +1085,21 @@ def test_backend_resolution_is_a_graph_constant(monkeypatch):
     """Resolving the backend for a CUDA device inside torch.compile, even the first time, neither breaks the
     graph (fullgraph=True raises on a break) nor differs from the eager resolution. A break here once cost
     every emulated layer a graph exit (8 graphs instead of 2 for PET, 1.9x the host time at 192 atoms)."""
-    from tcemu.emulation import backends
+    from tcemu.emulation import dispatch
 
     spec, dev = get_method("tf32x3"), torch.device("cuda", 0)
-    monkeypatch.setattr(backends, "_RESOLVED_CUDA", {})
-    monkeypatch.setattr(backends, "_INSTANCES", {})
+    monkeypatch.setattr(dispatch, "_RESOLVED_CUDA", {})
+    monkeypatch.setattr(dispatch, "_INSTANCES", {})
 
     def f(x):
-        be = backends.resolve_backend("auto", dev, spec)
+        be = dispatch.resolve_backend("auto", dev, spec)
         return x * (2.0 if be.name == "triton" else 3.0)
 
     torch._dynamo.reset()
     out = torch.compile(f, fullgraph=True, backend="eager")(torch.ones(3))
-    eager = backends.resolve_backend("auto", dev, spec)
+    eager = dispatch.resolve_backend("auto", dev, spec)
     assert torch.equal(out, torch.full((3,), 2.0 if eager.name == "triton" else 3.0))
-    assert backends._INSTANCES[eager.name] is eager
+    assert dispatch._INSTANCES[eager.name] is eager
 
 
 @interpret

@@ -14,7 +14,7 @@ import tcemu  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-emu_mm_module = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+emu_mm_module = importlib.import_module("tcemu.emulation.gemm.launch")
 interpret = pytest.mark.skipif(not INTERPRET, reason="runs only under TRITON_INTERPRET=1 (make test's second pass)")
 
 

@@ -20,13 +20,13 @@ import pytest
 
 pytest.importorskip("triton")
 
-from tcemu.emulation.gemm.emu_mm import KERNEL_METHODS, KernelConfig, config_candidates, pick_config  # noqa: E402
+from tcemu.emulation.gemm.launch import KERNEL_METHODS, KernelConfig, config_candidates, pick_config  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 from tcemu.numerics import get_preset  # noqa: E402
 from tcemu.numerics.schedule import KERNEL_INSTRUCTION, derive_schedule  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-EM = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (tcemu.emulation.gemm exports the function)
+EM = importlib.import_module("tcemu.emulation.gemm.launch")
 
 
 def _all_candidates(spec):

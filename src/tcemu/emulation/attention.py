@@ -258,7 +258,7 @@ def _launch_args(spec: MethodSpec, L: int, D: int, backward: bool = False) -> di
     import triton  # noqa: PLC0415
 
     from .gemm._kernels._split import FMT_BF16  # noqa: PLC0415
-    from .gemm.emu_mm import _fmt  # noqa: PLC0415
+    from .gemm.launch import _fmt  # noqa: PLC0415
 
     fmt = _fmt(spec)
     lp, dp = max(16, triton.next_power_of_2(L)), max(16, triton.next_power_of_2(D))

@@ -239,7 +239,7 @@ def _gemm():
     import importlib  # noqa: PLC0415
 
     try:
-        emu_mm = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
+        emu_mm = importlib.import_module("tcemu.emulation.gemm.launch")
     except ImportError as exc:  # pragma: no cover - the triton extra missing
         raise ImportError(f"deriving a kernel schedule reads tcemu.emulation.gemm's dispatcher, which needs "
                           f"Triton: pip install 'tcemu[triton]' ({exc})") from exc

@@ -1,9 +1,9 @@
 """Fast emulated FP32 GEMMs: Triton kernels for TF32x3, BF16x3, BF16x6 and BF16x9 (CUDA, sm80+; Hopper-tuned).
 
-* :class:`TritonBackend`: the ``"triton"`` :class:`~tcemu.emulation.backends.GemmBackend` (torch ops under
+* :class:`TritonBackend`: the ``"triton"`` :class:`~tcemu.emulation.dispatch.GemmBackend` (torch ops under
   ``torch.compile``, so that it and CUDA graphs work; direct kernel calls in eager code);
 * :func:`emu_mm` / :func:`emu_mm_reference`, :func:`split_t` / :func:`split_t_reference`: launchers and
-  their references, side by side (``emu_mm.py``; the Gluon launchers in ``_gluon.py``, the configurations in
+  their references, side by side (``launch.py``; the Gluon launchers in ``_gluon.py``, the configurations in
   ``configs.py``); the ``@triton.jit`` code is private in ``_kernels/``;
 * ``range_fixup.py``: the fix-up after every GEMM, which computes the rows the kernel flagged (a non-finite
   level or result) again with exact power-of-two scaling (docs/emulation.md, "The top of the range").
@@ -14,8 +14,8 @@ Settings (small-shape fallback and its threshold, autotuning, a forced kernel co
 
 from __future__ import annotations
 
-from .backend import PreparedWeight, TritonBackend, fallback_stats
-from .emu_mm import (
+from .triton_backend import PreparedWeight, TritonBackend, fallback_stats
+from .launch import (
     KERNEL_METHODS,
     KernelConfig,
     config_candidates,

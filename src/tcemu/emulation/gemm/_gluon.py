@@ -1,5 +1,5 @@
 """Launchers of the Gluon kernels (Hopper: ``_kernels/_emu_mm_wgmma.py``, ``_kernels/_emu_mm_wgmma_ws.py``),
-their tunables, and offline compiles (no GPU) for the tests. :func:`~.emu_mm.emu_mm` picks them; where one
+their tunables, and offline compiles (no GPU) for the tests. :func:`~.launch.emu_mm` picks them; where one
 cannot run or fails, the same configuration runs the Triton kernel (same bits)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _num_sms(device: torch.device) -> int:
 
 
 def _flags_arg(flags: Tensor | None, out3: Tensor, range_check: bool | None) -> tuple[Tensor, bool]:
-    """(flags, RANGE_CHECK) of a launch: by default the check runs (as :func:`~.emu_mm.emu_mm` launches the
+    """(flags, RANGE_CHECK) of a launch: by default the check runs (as :func:`~.launch.emu_mm` launches the
     kernels), into fresh flags where none are given (a direct launch: only a fix-up would read them)."""
     check = True if range_check is None else range_check
     if flags is None:

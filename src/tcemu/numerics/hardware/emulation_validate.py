@@ -114,7 +114,7 @@ class TorchGemmRunner:
     def run(self, method: str, config: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, bool]:
         import importlib  # noqa: PLC0415
 
-        em = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+        em = importlib.import_module("tcemu.emulation.gemm.launch")
         t = self.torch
         at = t.from_numpy(a).to(self.device)
         with contextlib.ExitStack() as stack:

@@ -27,7 +27,7 @@ _INT_ARGS = ("M", "N", "K", "stride_az", "stride_am", "stride_ak", "stride_bz", 
 def _emu_mm():
     import importlib  # noqa: PLC0415
 
-    return importlib.import_module("tcemu.emulation.gemm.emu_mm")
+    return importlib.import_module("tcemu.emulation.gemm.launch")
 
 
 def compile_gemm_kernel(method, config, *, K: int = 256, arch: int = 90, has_bias: bool = False):

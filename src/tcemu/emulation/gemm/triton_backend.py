@@ -31,7 +31,7 @@ from ..._hw import capability, interpreting, tensor_core_generation
 from ..configuration import setting
 from ..methods import MethodSpec
 from ..reference import cuda_fp32_precision
-from .emu_mm import KERNEL_METHODS, emu_mm, piece_dtype, split_t
+from .launch import KERNEL_METHODS, emu_mm, piece_dtype, split_t
 
 __all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
 

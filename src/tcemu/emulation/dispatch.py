@@ -1,4 +1,4 @@
-"""GEMM backends: where an emulated product runs.
+"""GEMM backends and the dispatch that picks one for each product (where an emulated product runs).
 
 * ``"torch"``: :class:`ReferenceBackend`, plain PyTorch on any device (the reference).
 * ``"triton"``: the fast CUDA kernels of :mod:`tcemu.emulation.gemm` (Hopper, Ampere).
