@@ -164,3 +164,28 @@ def test_the_report_switch_of_the_autoload_hook_follows_the_same_rule(monkeypatc
     monkeypatch.setenv("TCEMU_REPORT", "maybe")
     with pytest.raises(ValueError, match="TCEMU_REPORT='maybe'"):
         autoload.install_from_environment()
+
+
+def test_the_backend_hands_the_spec_to_the_launch(monkeypatch):
+    """Eager products reach the launchers with the MethodSpec the backend resolved (no name is looked up again
+    on the way; the torch ops, whose schema carries a name, are for torch.compile)."""
+    pytest.importorskip("triton")
+    from tcemu.emulation.gemm import TritonBackend, triton_backend
+    from tcemu.emulation.methods import METHODS
+
+    seen = []
+
+    def split(b, spec):
+        seen.append(("split", spec))
+        return tuple(torch.zeros(b.shape[1], b.shape[0]) for _ in range(spec.n_pieces))
+
+    def gemm(a, pieces, spec, bias=None, **kwargs):
+        seen.append(("gemm", spec))
+        return torch.zeros(a.shape[0], pieces[0].shape[0])
+
+    monkeypatch.setattr(triton_backend, "_split_t", split)
+    monkeypatch.setattr(triton_backend, "_emu_mm", gemm)
+    spec = METHODS["tf32x3"]
+    TritonBackend().linear(torch.randn(4, 3), torch.randn(5, 3), None, spec, None)
+    assert seen == [("split", spec), ("gemm", spec)]
+    assert all(s is spec for _, s in seen)

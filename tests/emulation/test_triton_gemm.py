@@ -1050,7 +1050,7 @@ def test_ops_pass_opcheck_interpret():
     a, b = torch.randn(12, 8, generator=gen), torch.randn(8, 5, generator=gen)
     bias = torch.randn(5, generator=gen)
     for method in ("tf32x3", "bf16x6"):
-        pieces = gb._split_pieces(b, method)
+        pieces = gb.split_t(b, method)
         torch.library.opcheck(torch.ops.tcemu.split_t.default, (b, method))
         torch.library.opcheck(torch.ops.tcemu.emu_mm.default, (a, *gb._pieces_args(pieces), bias, method))
     torch.library.opcheck(torch.ops.tcemu.sgemm.default, (a, b, bias))

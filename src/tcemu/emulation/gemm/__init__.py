@@ -14,7 +14,6 @@ Settings (small-shape fallback and its threshold, autotuning, a forced kernel co
 
 from __future__ import annotations
 
-from .triton_backend import PreparedWeight, TritonBackend, fallback_stats
 from .launch import (
     KERNEL_METHODS,
     KernelConfig,
@@ -26,6 +25,7 @@ from .launch import (
     split_t_reference,
     tuned_configs,
 )
+from .triton_backend import PreparedWeight, TritonBackend, fallback_stats
 
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "PreparedWeight", "TritonBackend", "config_candidates", "emu_mm", "emu_mm_reference", "fallback_stats",

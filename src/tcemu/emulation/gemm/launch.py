@@ -82,9 +82,13 @@ def piece_dtype(spec: MethodSpec) -> torch.dtype:
     return torch.float32 if spec.piece_format == "tf32" else torch.bfloat16
 
 
-def _check_kernel_method(spec: MethodSpec) -> None:
+def _kernel_spec(method: str | MethodSpec) -> MethodSpec:
+    """The spec of ``method``, which must have a Triton kernel: what the public launchers check once, at their
+    boundary (the backend, which resolved and checked the spec already, calls the private launchers)."""
+    spec = get_method(method)
     if spec.name not in KERNEL_METHODS:
         raise ValueError(f"method {spec.name} has no Triton kernel (have: {', '.join(KERNEL_METHODS)})")
+    return spec
 
 
 def _bits(t: Tensor) -> Tensor:
@@ -107,8 +111,11 @@ def split_t(b: Tensor, method: str | MethodSpec) -> tuple[Tensor, ...]:
     ``split_t(w, m)`` the pieces of ``w.T`` (K, N) for the input gradient ``dy @ w``.
     Pieces are float32 (TF32 values) or bfloat16 (:func:`piece_dtype`).
     """
-    spec = get_method(method)
-    _check_kernel_method(spec)
+    return _split_t(b, _kernel_spec(method))
+
+
+def _split_t(b: Tensor, spec: MethodSpec) -> tuple[Tensor, ...]:
+    """:func:`split_t` for a kernel method's spec."""
     if b.dtype != torch.float32 or b.dim() != 2:
         raise TypeError(f"split_t needs a 2-D float32 tensor, got {b.dtype} of shape {tuple(b.shape)}")
     R, C = b.shape
@@ -178,8 +185,12 @@ def emu_mm(
     Returns:
         float32 (M, N) or (Z, M, N).
     """
-    spec = get_method(method)
-    _check_kernel_method(spec)
+    return _emu_mm(a, bt, _kernel_spec(method), bias, out=out, config=config, b=b)
+
+
+def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | None = None, *,
+            out: Tensor | None = None, config: KernelConfig | None = None, b: Tensor | None = None) -> Tensor:
+    """:func:`emu_mm` for a kernel method's spec."""
     if len(bt) != spec.n_pieces:
         raise ValueError(f"{spec.name} needs {spec.n_pieces} pieces of b, got {len(bt)}")
     if a.dtype != torch.float32:
@@ -220,7 +231,7 @@ def emu_mm(
     if Z > MAX_GRID_YZ:  # the batch is the grid's y dimension: run it in slices (entries are independent)
         for z0 in range(0, Z, MAX_GRID_YZ):
             zs = slice(z0, z0 + MAX_GRID_YZ)
-            emu_mm(a3[zs], tuple(q[zs] if Zb == Z else q for q in bt3), spec, bias, out=out3[zs], config=config,
+            _emu_mm(a3[zs], tuple(q[zs] if Zb == Z else q for q in bt3), spec, bias, out=out3[zs], config=config,
                    b=(b3[zs] if Zb == Z else b3) if b3 is not None else None)
         return result
 
@@ -243,7 +254,7 @@ def emu_mm(
                 if split_a:  # A's FP32 rows by TMA, split in the kernel
                     ap = (a3,)
                 else:  # (also "gw": A split beforehand, then the "pg" kernel)
-                    ap = split_t(a3.reshape(Z * M, K).mT, spec)
+                    ap = _split_t(a3.reshape(Z * M, K).mT, spec)
                 try:
                     bp = tuple(q[0] for q in bt3)
                     if split_a and cfg.warp_specialized:  # split by the kernel's own splitter warps
@@ -263,7 +274,7 @@ def emu_mm(
         tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
         grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
         if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
-            ap = split_t(a3.reshape(Z * M, K).mT, spec)
+            ap = _split_t(a3.reshape(Z * M, K).mT, spec)
             ap = ap + (ap[0],) * (3 - len(ap))
             a_args, a_strides = ap, (M * K, K, 1)
         else:

@@ -31,7 +31,7 @@ from ..._hw import capability, interpreting, tensor_core_generation
 from ..configuration import setting
 from ..methods import MethodSpec
 from ..reference import cuda_fp32_precision
-from .launch import KERNEL_METHODS, emu_mm, piece_dtype, split_t
+from .launch import KERNEL_METHODS, _emu_mm, _split_t, emu_mm, piece_dtype, split_t
 
 __all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
 
@@ -153,16 +153,20 @@ def _pieces_args(pieces: tuple[Tensor, ...]) -> tuple[Tensor, Tensor | None, Ten
 # dispatch costs host time on every call, which small emulated MD steps (host-bound) pay in full.
 
 
-def _split_pieces(b: Tensor, method: str) -> tuple[Tensor, ...]:
-    return tuple(_split_t_op(b, method)) if torch.compiler.is_compiling() else split_t(b, method)
+# The method travels as its spec from the backend (which resolved it and checked that it has a kernel) to the
+# launch; only the torch ops, whose schema carries a name, look the spec up again.
 
 
-def _emu(a: Tensor, pieces: tuple[Tensor, ...], bias: Tensor | None, method: str, b_t: Tensor | None) -> Tensor:
+def _split_pieces(b: Tensor, spec: MethodSpec) -> tuple[Tensor, ...]:
+    return tuple(_split_t_op(b, spec.name)) if torch.compiler.is_compiling() else _split_t(b, spec)
+
+
+def _emu(a: Tensor, pieces: tuple[Tensor, ...], bias: Tensor | None, spec: MethodSpec, b_t: Tensor | None) -> Tensor:
     """``a @ b + bias`` from b's transposed pieces; ``b_t``: FP32 b transposed, a view (for the range fix-up), or
     None where it is not at hand without a copy (the fix-up then rebuilds b from the pieces)."""
     if torch.compiler.is_compiling():
-        return _emu_mm_op(a, *_pieces_args(pieces), bias, method, b_t)
-    return emu_mm(a, tuple(pieces), method, bias, b=b_t)
+        return _emu_mm_op(a, *_pieces_args(pieces), bias, spec.name, b_t)
+    return _emu_mm(a, tuple(pieces), spec, bias, b=b_t)
 
 
 def _sgemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
@@ -242,15 +246,15 @@ class TritonBackend:
         if _use_fallback(spec, M * Z, N, K, a.device):
             return _sgemm(a, b, None)
         if b.dim() == 2:  # one weight-like b: fold the batch into M where a allows it
-            pieces = _split_pieces(b, spec.name)
+            pieces = _split_pieces(b, spec)
             a_b = a.expand(*batch, M, K)
             try:
                 a2 = a_b.view(-1, K)
-                out = _emu(a2, pieces, None, spec.name, b.mT)
+                out = _emu(a2, pieces, None, spec, b.mT)
                 return out.view(*batch, M, N)
             except RuntimeError:
                 a3 = a_b.reshape(-1, M, K)
-                out = _emu(a3, pieces, None, spec.name, b.mT)
+                out = _emu(a3, pieces, None, spec, b.mT)
                 return out.view(*batch, M, N)
         a3 = a.expand(*batch, M, K).reshape(-1, M, K)
         b_batch = b.shape[:-2]
@@ -258,14 +262,14 @@ class TritonBackend:
         Zb = b3.shape[0]
         # every entry's pieces from one split of (K, Zb * N): its transposed pieces are (Zb * N, K) = (Zb, N, K)
         wide = b3.permute(1, 0, 2).reshape(K, Zb * N)
-        stacked = tuple(p.view(Zb, N, K) for p in _split_pieces(wide, spec.name))
+        stacked = tuple(p.view(Zb, N, K) for p in _split_pieces(wide, spec))
         b_t = b3.mT
         if b3.shape[0] != Z:  # broadcast b's pieces over the batch (stride 0 where possible)
             stacked = tuple(
                 p.view(*b_batch, N, K).expand(*batch, N, K).reshape(-1, N, K) for p in stacked
             )
             b_t = None  # (a broadcast b would need a copy: the fix-up rebuilds it from the pieces)
-        out = _emu(a3, stacked, None, spec.name, b_t)
+        out = _emu(a3, stacked, None, spec, b_t)
         return out.view(*batch, M, N)
 
     # ---- linear layers ----
@@ -281,7 +285,7 @@ class TritonBackend:
             return getattr(prepared, layout)
         with torch.no_grad():
             w = weight.detach()
-            return _split_pieces(w.t() if layout == "fwd" else w, spec.name)
+            return _split_pieces(w.t() if layout == "fwd" else w, spec)
 
     def linear(self, x: Tensor, weight: Tensor, prepared, spec: MethodSpec, bias: Tensor | None) -> Tensor:
         """``x @ W.T + bias`` for x (M, K) (or (..., K)), W (N, K), bias (N,) fused in the kernel."""
@@ -291,7 +295,7 @@ class TritonBackend:
         M = x2.shape[0]
         if _use_fallback(spec, M, N, K, x.device):
             return _unflatten(_sgemm(x2, weight.t(), bias), lead, N)
-        return _unflatten(_emu(x2, self._pieces(weight, prepared, spec, "fwd"), bias, spec.name, weight), lead, N)
+        return _unflatten(_emu(x2, self._pieces(weight, prepared, spec, "fwd"), bias, spec, weight), lead, N)
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
@@ -301,4 +305,4 @@ class TritonBackend:
         M = g2.shape[0]
         if _use_fallback(spec, M, K, N, grad_out.device):
             return _unflatten(_sgemm(g2, weight, None), lead, K)
-        return _unflatten(_emu(g2, self._pieces(weight, prepared, spec, "bwd"), None, spec.name, weight.t()), lead, K)
+        return _unflatten(_emu(g2, self._pieces(weight, prepared, spec, "bwd"), None, spec, weight.t()), lead, K)
