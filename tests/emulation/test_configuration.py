@@ -189,3 +189,32 @@ def test_the_backend_hands_the_spec_to_the_launch(monkeypatch):
     TritonBackend().linear(torch.randn(4, 3), torch.randn(5, 3), None, spec, None)
     assert seen == [("split", spec), ("gemm", spec)]
     assert all(s is spec for _, s in seen)
+
+
+@pytest.mark.parametrize(("text", "method", "attention"), [
+    ("tf32x3", "tf32x3", "none"), ("BF16x6+attn", "bf16x6", "blocks"), ("tf32x3+attn-step", "tf32x3", "step")])
+def test_the_method_string_of_the_command_line(text, method, attention):
+    cfg = tcemu.EmulationConfig.from_method_string(text)
+    assert (cfg.method, cfg.attention) == (method, attention)
+    assert cfg.method_string == text.lower()
+    assert tcemu.EmulationConfig.from_method_string(cfg.method_string) == cfg
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("tf32x3+att", "unknown suffix"), ("fp32+attn", "emulation methods only"), ("tf33x3", "tf33x3"),
+    ("tf32x3+attn+attn", "unknown suffix")])
+def test_a_bad_method_string_is_refused(text, match):
+    with pytest.raises(ValueError, match=match):
+        tcemu.EmulationConfig.from_method_string(text)
+
+
+def test_a_potential_takes_the_configuration_or_its_string():
+    from torch import nn
+
+    from tcemu.mlip import models
+
+    layer = models.apply_method(nn.Linear(3, 2), tcemu.EmulationConfig(method="bf16x6", backend="torch"))
+    assert layer.gemm_config.forward.name == "bf16x6" and layer.gemm_config.backend == "torch"
+    assert models.check_method("TF32x3+attn") == "tf32x3+attn"
+    with pytest.raises(ValueError, match="attention in its attention blocks"):
+        models.apply_method(nn.Linear(3, 2), tcemu.EmulationConfig(attention="step"))

@@ -25,8 +25,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["ATTENTION_SCOPES", "BACKENDS", "ENV_VARS", "EmulationConfig", "config", "env_flag", "get_config",
-           "setting"]
+__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "EmulationConfig", "config", "env_flag",
+           "get_config", "setting"]
 
 #: strings an environment switch accepts (after stripping and lower-casing); unset or empty means its default
 TRUE_STRINGS = ("1", "true", "yes", "on")
@@ -35,6 +35,9 @@ BACKENDS = ("auto", "torch", "triton")
 #: where attention is emulated by whole-model entry points: nowhere, in the model's attention blocks, or in the
 #: whole step (every call of the step runs inside :func:`tcemu.emulation_mode` with ``attention=True``)
 ATTENTION_SCOPES = ("none", "blocks", "step")
+#: the command line's and ``TCEMU_FP32_PRECISION``'s spelling of an attention scope after the method
+#: (``tf32x3+attn``): :meth:`EmulationConfig.from_method_string` and :attr:`EmulationConfig.method_string`
+ATTENTION_SUFFIXES = {"none": "", "blocks": "+attn", "step": "+attn-step"}
 
 
 def env_flag(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
@@ -60,7 +63,8 @@ def _env_float(name: str, default: float, environ: Mapping[str, str]) -> float:
     except ValueError:
         value = float("nan")
     if not value >= 0 or value == float("inf"):
-        raise ValueError(f"{name}={raw!r} is not a FLOP count: set it to a finite number >= 0 (e.g. 6e9), or unset it")
+        raise ValueError(f"{name}={raw!r} is not a FLOP count: set it to a finite number >= 0 (e.g. 6e9), "
+                         "or unset it")
     return value
 
 
@@ -114,7 +118,8 @@ class EmulationConfig:
         if self.backend not in BACKENDS:
             raise ValueError(f"unknown backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
         if self.attention not in ATTENTION_SCOPES:
-            raise ValueError(f"unknown attention scope {self.attention!r}; choose one of {', '.join(ATTENTION_SCOPES)}")
+            raise ValueError(f"unknown attention scope {self.attention!r}; choose one of "
+                             f"{', '.join(ATTENTION_SCOPES)}")
         if not self.small_shape_min_flops >= 0:
             raise ValueError(f"small_shape_min_flops must be >= 0, got {self.small_shape_min_flops!r}")
         if self.kernel_config is not None:
@@ -132,6 +137,28 @@ class EmulationConfig:
             raise TypeError(f"EmulationConfig has no field {', '.join(sorted(unknown))}; fields: "
                             f"{', '.join(f.name for f in dataclasses.fields(self))}")
         return dataclasses.replace(self, **changes)
+
+    @classmethod
+    def from_method_string(cls, text: str, **fields: Any) -> EmulationConfig:
+        """``"tf32x3+attn"`` -> ``EmulationConfig(method="tf32x3", attention="blocks")`` (any case; ``+attn-step``:
+        ``"step"``), with ``fields`` set too: the spelling of the command line and of ``TCEMU_FP32_PRECISION``."""
+        raw = str(text).strip().lower()
+        method, plus, suffix = raw.partition("+")
+        scopes = {v: k for k, v in ATTENTION_SUFFIXES.items()}
+        scope = scopes.get(plus + suffix)
+        if scope is None:
+            raise ValueError(f"{text!r}: unknown suffix {plus + suffix!r}; write a method alone or with "
+                             f"{' or '.join(repr(v) for v in ATTENTION_SUFFIXES.values() if v)} (e.g. tf32x3+attn)")
+        from .methods import get_method  # noqa: PLC0415
+
+        if scope != "none" and not get_method(method).uses_tensor_cores:
+            raise ValueError(f"{text!r}: attention is emulated by emulation methods only, not {method}")
+        return cls(method=method, attention=scope, **fields)
+
+    @property
+    def method_string(self) -> str:
+        """The method with its attention scope, as :meth:`from_method_string` reads it (``"tf32x3+attn"``)."""
+        return self.method + ATTENTION_SUFFIXES[self.attention]
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> EmulationConfig:
