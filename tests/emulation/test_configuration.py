@@ -218,3 +218,24 @@ def test_a_potential_takes_the_configuration_or_its_string():
     assert models.check_method("TF32x3+attn") == "tf32x3+attn"
     with pytest.raises(ValueError, match="attention in its attention blocks"):
         models.apply_method(nn.Linear(3, 2), tcemu.EmulationConfig(attention="step"))
+
+
+def test_the_range_cost_benchmark_switches_the_check_on_top_of_its_settings():
+    """benchmarks/gemm_range_cost.py flips range_fixup many times in a run; its other settings stay."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gemm_range_cost.py"
+    spec = importlib.util.spec_from_file_location("gemm_range_cost", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    before = tcemu.get_config()
+    try:
+        bench._SETTINGS.enter_context(tcemu.config(small_shape_fallback=False))
+        for on in (False, True, False):
+            bench.set_check(on)
+            assert (tcemu.get_config().range_fixup, tcemu.get_config().small_shape_fallback) == (on, False)
+    finally:
+        bench._CHECK.close()
+        bench._SETTINGS.close()
+    assert tcemu.get_config() == before
