@@ -19,7 +19,7 @@ these implementations (``impl``, ``method``):
 * ``xla``: ``jax.lax.dot_general`` with ``precision=DotAlgorithmPreset.<method>`` (jit, XLA's autotuner on),
   presets TF32_TF32_F32_X3, BF16_BF16_F32_X3, BF16_BF16_F32_X6, on the goal shapes only (8192^3 and the
   17,280-atom edge shapes; ``--xla-all`` for all): each compile takes seconds. BF16_BF16_F32_X9 and
-  F32_F32_F32 are left out (X9 returned single-pass TF32 accuracy on this H200, EMULATION.md 8.3; F32 is SGEMM).
+  F32_F32_F32 are left out (X9 gave single-pass TF32 accuracy on the H200, a check not stored; F32 is SGEMM).
 * ``tcemu``: ``tf32x3``, ``bf16x3``, ``bf16x6``, ``bf16x9`` through ``TritonBackend.linear`` /
   ``linear_input_grad`` (the torch custom op, small-shape fallback OFF: the kernel is what is timed), with
   autotuning on (``--no-autotune``: the static table); the ``config`` column gives the configuration and
@@ -62,7 +62,7 @@ import triton.language as tl  # noqa: E402
 from tcemu._results import Provenance, from_wide, read_wide, write_results  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------------
-# shapes (label, M, K, N): square, then the PET-S linear layers (shared/docs/MLIP.md) at 192 and 17,280 atoms
+# shapes (label, M, K, N): square, then the PET-S linear layers (docs/md_step.md) at 192 and 17,280 atoms
 # ------------------------------------------------------------------------------------------------------
 EDGE_KN = [(256, 1024), (256, 768), (512, 256), (768, 256), (256, 256), (512, 512)]
 NODE_KN = [(1024, 4096), (2048, 1024)]
@@ -77,7 +77,7 @@ XLA_SHAPES = {(8192, 8192, 8192)} | {(604800, k, n) for k, n in EDGE_KN}
 
 TCEMU_METHODS = ["tf32x3", "bf16x3", "bf16x6", "bf16x9"]
 BUILTIN_MODES = ["ieee", "tf32", "tf32x3", "bf16x3", "bf16x6"]
-# BF16_BF16_F32_X9 is left out: on this H200 it returned single-pass TF32 accuracy (EMULATION.md 8.3)
+# BF16_BF16_F32_X9 is left out: on this H200 it returned single-pass TF32 accuracy (see the docstring)
 XLA_PRESETS = ["TF32_TF32_F32_X3", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6"]
 #: a measured case of the comparison, and every metric's unit (err_*: relative to the FP64 product)
 CASE_FIELDS = ("direction", "M", "K", "N")

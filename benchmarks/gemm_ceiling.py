@@ -7,7 +7,7 @@
 An n-product emulation (TF32x3: n = 3; BF16x6: 6; BF16x3: 3) does n single-pass products of (M, K, N) and
 writes C once. cuBLAS on the K-concatenated problem (M, nK, N) does the same Tensor Core work with one C write
 and no split, so ``SGEMM time (M, K, N) / cuBLAS time (M, nK, N)`` is what an emulation kernel as efficient as
-cuBLAS would reach against SGEMM. Section 1 of docs/kernels.md compares it with the single-pass ceiling
+cuBLAS would reach against SGEMM. Section 2 of docs/kernels.md uses it instead of the single-pass ceiling
 (cuBLAS (M, K, N) / n), which under-rates short-K shapes since each pass pays its own pipeline fill and C write.
 
 It also times the split of A into pieces (``split_t``: the memory pass that the ``p`` kernels run before

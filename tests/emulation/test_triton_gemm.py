@@ -34,6 +34,7 @@ from tcemu.emulation.gemm import (  # noqa: E402
     split_t,
     split_t_reference,
 )
+from tcemu.emulation.gemm.range_fixup import range_fixup  # noqa: E402
 from tcemu.emulation.linear import EmulatedLinear  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 from tcemu.emulation.reference import ieee_fp32_matmul, mm_reference  # noqa: E402
@@ -69,7 +70,7 @@ def gemm_bound(method: str, k: int, safety: float = 4.0) -> float:
     """Bound on |C - C64| / (|A| @ |B|) elementwise.
 
     Split residual of the kept products (methods.py derives it), plus FP32 accumulation of k terms
-    (k u worst case), plus Tensor Core truncation, at most a few ulps per K-tile (NUMERICS.md):
+    (k u worst case), plus Tensor Core truncation, at most a few ulps per K-tile (docs/numerics.md):
     generous, worst-case terms times a safety factor.
     """
     return safety * (k * U_FP32 + get_method(method).split_residual + TC_TILE_TRUNCATION)
@@ -471,7 +472,11 @@ def _check_ws_extremes(method, extremes, configs, seed):
         want = emu_mm(a, pieces, method, bias, config=pg)
         for text in configs:
             out = torch.empty(1, M, N, device=DEVICE)
-            em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K)
+            flags = torch.zeros(M, dtype=torch.int8, device=DEVICE)
+            em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K,
+                                flags=flags, range_check=True)
+            # the launch marks what its range check found; the fix-up after it computes those elements again
+            range_fixup(a.unsqueeze(0), tuple(p.unsqueeze(0) for p in pieces), None, bias, out, flags, spec)
             got, nan = out[0], torch.isnan(want)
             assert torch.equal(torch.isnan(got), nan), f"{kind} {text}"
             assert torch.equal(_bits(got[~nan]), _bits(want[~nan])), f"{kind} {text}"

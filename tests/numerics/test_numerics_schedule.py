@@ -81,18 +81,10 @@ def test_instruction_choice_per_arch():
     assert derive_schedule("tf32x3", "128x128x32w8s3m1pg", arch="a100", K=256).kernel == "triton"
 
 
-def _can_compile() -> bool:
-    try:
-        from tcemu.numerics.hardware.kernel_sass import compile_gemm_kernel
-
-        compile_gemm_kernel("tf32x3", "128x128x32w8s3m1p", arch=90)
-        return True
-    except Exception:  # noqa: BLE001 - no ptxas / an incompatible Triton
-        return False
-
-
-needs_compile = pytest.mark.skipif(INTERPRET or not _can_compile(),
-                                   reason="needs Triton's offline compile for sm_90 (and no TRITON_INTERPRET)")
+# The offline compiles need only Triton (its ptxas and cuobjdump ship with it): wherever Triton imports and the
+# interpreter is off they run, and a compile that fails is a failure here, never a skip.
+needs_compile = pytest.mark.skipif(INTERPRET, reason="TRITON_INTERPRET=1 replaces Triton's compiler (the CPU pass "
+                                   "runs these)")
 
 
 @needs_compile

@@ -17,7 +17,7 @@ Inside ``tcemu.emulation_mode(method, attention=True)`` every float32 ``F.scaled
 call without dropout or causal masking runs here.
 
 On an H200, PET S's attention (17,280 atoms, 8 heads of 32 over 41 tokens) takes 11.75 ms forward+backward
-fused in TF32x3 against torch's float32 19.1 ms (1.62x; session 9) and the reference's 51.8 ms; PET M's (8 heads of 48)
+fused in TF32x3 against torch's float32 19.1 ms (1.62x) and the reference's 51.8 ms; PET M's (8 heads of 48)
 24.5 ms against 23.3 ms (0.95x) and 56.8 ms (docs/attention.md). So ``backend="auto"`` runs the fused kernels
 where they apply (``TCEMU_FUSED_ATTENTION=0``: the reference).
 """

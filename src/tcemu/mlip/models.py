@@ -250,7 +250,7 @@ class Potential:
 
 @dataclass(frozen=True)
 class PETShape:
-    """Size hypers of a PET model (MLIP.md §3). d_feedforward = 2 d_pet and d_head = d_pet."""
+    """Size hypers of a PET model (docs/mlip.md, "Methods and models"): d_ff = 2 d_pet, d_head = d_pet."""
 
     d_node: int
     d_pet: int

@@ -122,10 +122,10 @@ _C = KernelConfig.parse
 #             splitter run into the next tile while the MMA warps store this one): 1.04-1.10x "gw" and the best
 #             of "gw"/"pg" on the seven PET-S edge products with N < 1024, 1.00-1.03x "pg" at N = 768 and
 #             1024 (K = 256), two rounds (benchmarks/results/h200/gemm/sweep_persistent_ws_tgw.csv).
-#   Session 11: A split beforehand, then the warp-specialised kernel without a splitter, persistent ("ptgw":
-#             a loader warp brings A's and B's pieces by TMA and runs into the next tile while the MMA warps
+#   "ptgw":   A split beforehand, then the warp-specialised kernel without a splitter, persistent (a
+#             loader warp brings A's and B's pieces by TMA and runs into the next tile while the MMA warps
 #             store this one): BF16x6 1.09-1.53x SGEMM on five PET-S edge products and 1.98-2.02x at 8192^3
-#             (default before: 0.93-1.28x and 1.77-1.79x), BF16x3 1.62-2.63x and 4.21-4.26x (1.40-2.41x,
+#             ("pg": 0.93-1.28x and 1.77-1.79x), BF16x3 1.62-2.63x and 4.21-4.26x (1.40-2.41x,
 #             3.87-4.00x), TF32x3 2.32-2.34x at 8192^3 (pg 2.15-2.19x); two rounds
 #             (benchmarks/results/h200/gemm_variants/ptgw_presplit_warp_specialized.csv). First for BF16x3/x6
 #             (large M) and TF32x3 "wide".
@@ -144,9 +144,9 @@ _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
                           _C("128x128x32w8s3m1ptgw")],
                "small_longk": [_C("128x64x32w8s4m1po"), _C("128x64x32w8s4m1")],
                "small": [_C("128x64x32w8s4m1"), _C("128x64x32w8s4m1po"), _C("64x128x32w4s3m0")]},
-    # BF16x3 and BF16x6: A split beforehand, then the persistent warp-specialised kernel ("ptgw", session 11);
+    # BF16x3 and BF16x6: A split beforehand, then the persistent warp-specialised kernel ("ptgw");
     # BF16x3's narrow products (N < 384: A's tiles split at most three times) the persistent warp-specialised
-    # kernel with the checked split in its splitter warps ("tgw", session 12: 1.03-1.13x "ptgw" at N = 256 on
+    # kernel with the checked split in its splitter warps ("tgw": 1.03-1.13x "ptgw" at N = 256 on
     # the H200, 0.80-0.92x at N = 512-1024; BF16x6 0.57-0.89x everywhere,
     # benchmarks/results/h200/gemm_variants/bf16_checked_split.csv)
     "bf16x3": {"wide": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p")],

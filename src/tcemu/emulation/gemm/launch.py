@@ -45,7 +45,7 @@ from ._gluon import (  # noqa: F401 - re-exported: tests and benchmarks reach th
 )
 from ._kernels._emu_mm import _emu_mm_kernel
 from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
-from ._offline import triton_compile
+from ._offline import launch_compile
 from .configs import (  # noqa: F401 - re-exported: tests and benchmarks read them here
     _TUNED,
     WIDE_SHORTK_MAX_K,
@@ -330,24 +330,17 @@ def emu_mm_compile(
     cfg = replace(config or pick_config(spec, M, N, K))
     if cfg.wgmma:  # the Gluon kernel compiles at its first launch; this is the Triton kernel it falls back to
         cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
-    sa = a_strides or (K, 1)
+    sa = (K, 1) if cfg.presplit or a_strides is None else a_strides
     f32, pd = torch.float32, piece_dtype(spec)
     at = pd if cfg.presplit else f32
-    if cfg.presplit:
-        sa = (K, 1)
-    if arch is not None:
-        ptr = {torch.float32: "*fp32", torch.bfloat16: "*bf16"}
-        names = _emu_mm_kernel.arg_names
-        args = list(zip(names[:9], [ptr[at]] * 3 + [ptr[pd]] * 3 + ["*fp32", "*fp32", "*i8"]))
-        args += [(n, "i32") for n in names[9:21]]
-        constexprs = _constexprs(spec, cfg, K, has_bias, range_check=range_check)
+    # the launch's arguments (emu_mm's launch on 2-D operands): pointers by their dtype, then sizes and strides
+    values = [at, at, at, pd, pd, pd, f32, f32, torch.int8, M, N, K,
+              M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1]
+    constexprs = _constexprs(spec, cfg, K, has_bias, range_check=range_check)
+    if arch is not None:  # specialised as the launch is (divisibility, strides of 1), for sm_<arch>
         warps, stages = constexprs.pop("num_warps"), constexprs.pop("num_stages")
-        return triton_compile(_emu_mm_kernel, args, constexprs, arch, warps, stages)
-    return _emu_mm_kernel.warmup(
-        at, at, at, pd, pd, pd, f32, f32, torch.int8, M, N, K,
-        M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1,
-        grid=(1, 1), **_constexprs(spec, cfg, K, has_bias, range_check=range_check),
-    )
+        return launch_compile(_emu_mm_kernel, values, constexprs, arch, warps, stages)
+    return _emu_mm_kernel.warmup(*values, grid=(1, 1), **constexprs)
 
 
 # =====================================================================================================

@@ -14,8 +14,9 @@ Products (``MethodSpec.products``; a_i b_j carries the scale 2^-s(i+j), level i+
 The high level L0 = a0 b0 is always summed per K-tile on the Tensor Core from zero and added to
 the FP32 register accumulator ``acc`` outside it (round to nearest): the Tensor Core truncates its
 accumulator input, so a running L0 accumulator inside it loses accuracy linearly in K
-(EMULATION.md section 8). Triton rewrites ``acc + dot(a, b, 0)`` into ``dot(a, b, acc)``
-(CombineDotAddFPattern); a nonzero ``max_num_imprecise_acc``, which only fp8 dots read, blocks that.
+(docs/numerics.md, "What Tensor Cores do", items 3 and 8). Triton rewrites ``acc + dot(a, b, 0)``
+into ``dot(a, b, acc)`` (CombineDotAddFPattern); a nonzero ``max_num_imprecise_acc``, which only fp8 dots
+read, blocks that.
 
 Correction levels (MODE)
     0 "tile": per K-tile, the correction levels are summed on the Tensor Core from zero, smallest
