@@ -23,6 +23,7 @@ benchmark ``gemm_ceiling``, one case per (round, direction, M, K, N); each timin
     PYTHONPATH=src python3 benchmarks/gemm_ceiling.py --out out/gemm_ceiling.csv
 """
 import argparse
+import contextlib
 import statistics
 
 import torch
@@ -97,15 +98,19 @@ def bf16_fp32_out(a, b):
         return None
 
 
+#: the emulation settings of this run (entered for the rest of the process)
+_SETTINGS = contextlib.ExitStack()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="out/gemm_ceiling.csv", help="result file")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
-    from tcemu.emulation import gemm
+    import tcemu
     from tcemu.emulation.gemm import emu_mm, split_t
-    gemm.SMALL_SHAPE_FALLBACK = False  # time the kernels themselves
-    gemm.AUTOTUNE = True  # as benchmarks/gemm.py: each shape's first call picks its configuration
+    # the kernels themselves; as benchmarks/gemm.py, each shape's first call picks its configuration
+    _SETTINGS.enter_context(tcemu.config(small_shape_fallback=False, autotune=True))
     prov = Provenance.current()
     print(prov, flush=True)
     gen = torch.Generator(device="cuda").manual_seed(0)

@@ -81,13 +81,14 @@ def test_verdict_row():
 
 def test_suite_switches_off_the_small_shape_sgemm_fallback():
     """A verdict must judge the method, not cuBLAS SGEMM: the suite turns the CUDA fallback off and back on."""
-    gemm = pytest.importorskip("tcemu.emulation.gemm")
+    import tcemu
     from tcemu.mlip.report import every_gemm_emulated
 
-    before = getattr(gemm, "SMALL_SHAPE_FALLBACK", True)
+    before = tcemu.get_config()
     with every_gemm_emulated():
-        assert gemm.SMALL_SHAPE_FALLBACK is False
-    assert gemm.SMALL_SHAPE_FALLBACK == before
+        assert tcemu.get_config().small_shape_fallback is False
+        assert tcemu.get_config().attention_fallback is False
+    assert tcemu.get_config() == before
 
 
 def test_energy_threshold_is_at_least_one_fp32_ulp_of_the_energy():

@@ -24,7 +24,7 @@ import torch
 
 pytest.importorskip("triton")
 
-from tcemu.emulation.gemm.emu_mm import KernelConfig  # noqa: E402
+from tcemu.emulation.gemm.launch import KernelConfig  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 from tcemu.numerics import get_preset  # noqa: E402
 from tcemu.numerics.emulated import (  # noqa: E402

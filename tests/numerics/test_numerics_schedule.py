@@ -20,13 +20,13 @@ import pytest
 
 pytest.importorskip("triton")
 
-from tcemu.emulation.gemm.emu_mm import KERNEL_METHODS, KernelConfig, config_candidates, pick_config  # noqa: E402
+from tcemu.emulation.gemm.launch import KERNEL_METHODS, KernelConfig, config_candidates, pick_config  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 from tcemu.numerics import get_preset  # noqa: E402
 from tcemu.numerics.schedule import KERNEL_INSTRUCTION, derive_schedule  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-EM = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (tcemu.emulation.gemm exports the function)
+EM = importlib.import_module("tcemu.emulation.gemm.launch")
 
 
 def _all_candidates(spec):
@@ -44,7 +44,7 @@ def test_every_candidate_config_derives_a_schedule(method):
             assert sorted(st.product for st in mmas) == sorted(spec.products), (cfg, s.tile)
             gluon = cfg.wgmma and method != "bf16x9" and (k * elem) % 16 == 0
             assert (s.kernel != "triton") == gluon, (cfg, k)
-            want_mode = 1 if cfg.wgmma else EM._constexprs(spec, cfg, k, False, False)["MODE"]
+            want_mode = 1 if cfg.wgmma else EM._constexprs(spec, cfg, k, False)["MODE"]
             assert s.mode == want_mode, (cfg, k)
             assert s.bk == cfg.bk and s.params.k_instr == (8 if spec.piece_format == "tf32" else 16)
             l0 = next(st for st in mmas if st.product == (0, 0))

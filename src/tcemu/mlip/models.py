@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from ._torchani import import_torchani
+from .methods import ATTENTION_SUFFIX, REFERENCE_METHODS, apply_method, check_method, emulation_config
 from .pet_compile import PET_COMPILE_SCOPE, compile_pet_
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "Potential",
     "PotentialCalculator",
     "ATTENTION_SUFFIX",
+    "emulation_config",
     "REFERENCE_METHODS",
     "ani1x",
     "apply_method",
@@ -63,63 +65,6 @@ __all__ = [
     "PET_COMPILE_SCOPE",
     "POTENTIALS",
 ]
-
-#: Methods that are not emulation methods: the float64 reference and plain float32.
-REFERENCE_METHODS = ("fp64", "fp32")
-#: Suffix of an emulation method that also emulates the potential's attention blocks.
-ATTENTION_SUFFIX = "+attn"
-
-# ---------------------------------------------------------------------------------------------
-# Methods
-# ---------------------------------------------------------------------------------------------
-
-
-def check_method(method: str) -> str:
-    """Return ``method`` lower-cased if it is ``fp64``, ``fp32``, a tcemu emulation method, or one with
-    ``"+attn"``, else raise."""
-    m = str(method).lower()
-    base = m.removesuffix(ATTENTION_SUFFIX)
-    if m in REFERENCE_METHODS:
-        return m
-    from tcemu.emulation.methods import METHODS
-
-    if base in REFERENCE_METHODS:
-        raise ValueError(f"{method!r}: '{ATTENTION_SUFFIX}' applies to emulation methods only")
-    if base not in METHODS or "+" in base:
-        raise ValueError(f"unknown method {method!r}; choose one of fp64, {', '.join(METHODS)}, "
-                         f"or an emulation method with '{ATTENTION_SUFFIX}' (e.g. tf32x3{ATTENTION_SUFFIX})")
-    return m
-
-
-def apply_method(module: nn.Module, method: str, filter_fn: Callable | None = None,
-                 attention_filter: Callable | None = None) -> nn.Module:
-    """Put ``module`` (a float32 model) into ``method``: ``.double()`` for fp64, as is for fp32, else emulate.
-
-    Emulation is :func:`tcemu.emulate_` in place (same parameters): the ``nn.Linear`` swap and the functional
-    products of the modules ``filter_fn`` selects. With
-    ``"+attn"`` the modules selected by ``attention_filter(module, fqn)`` also run their
-    ``F.scaled_dot_product_attention`` emulated (:func:`tcemu.emulate_functional_`); a model without
-    attention blocks (``attention_filter`` None) runs the plain method, with a warning.
-    """
-    m = check_method(method)
-    if m == "fp64":
-        return module.double()
-    if m == "fp32":
-        return module
-    import tcemu
-
-    base = m.removesuffix(ATTENTION_SUFFIX)
-    module = tcemu.emulate_(module, base, filter_fn=filter_fn)  # a bare nn.Linear is returned swapped
-    if m.endswith(ATTENTION_SUFFIX):
-        if attention_filter is None:  # nothing more to emulate: the plain method, said once per call
-            import warnings
-
-            warnings.warn(f"{method!r}: this model has no attention blocks that tcemu.mlip knows of, so it runs "
-                          f"as {base!r}", stacklevel=2)
-        else:
-            tcemu.emulate_functional_(module, base, attention_filter, attention=True, matmuls=False)
-    return module
-
 
 # ---------------------------------------------------------------------------------------------
 # The calculator wrapper: input checks, then the model's own ASE calculator

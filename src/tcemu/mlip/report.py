@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tcemu.emulation.backends import every_gemm_emulated
+from tcemu.emulation.dispatch import every_gemm_emulated
 from tcemu.mlip._common import ALL_METHODS, write_csv
 from tcemu.mlip.criteria import (
     THRESHOLDS,

@@ -299,7 +299,7 @@ def emulated_matmul(
         bias: float32 (N,), added after the combine as the kernels do.
         variant: the presets' variant for the disputed floors (``measured``, ``mmasim``, ``toolbox``).
         range_fixup: the kernels' range check and fix-up (False: neither, the diagnostic
-            ``emu_mm._RANGE_FIXUP = False``: false overflows and lost levels near FLT_MAX stay).
+            ``tcemu.config(range_fixup=False)``: false overflows and lost levels near FLT_MAX stay).
         fixup_b: what the fix-up reads as B: ``fp32`` (the FP32 b, as tcemu's matmul and linear layers pass it
             to ``emu_mm``) or ``recombined`` (``emu_mm`` without ``b``: the value of b's pieces).
 

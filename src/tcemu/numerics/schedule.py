@@ -326,7 +326,7 @@ def _gemm():
     import importlib  # noqa: PLC0415
 
     try:
-        emu_mm = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
+        emu_mm = importlib.import_module("tcemu.emulation.gemm.launch")
     except ImportError as exc:  # pragma: no cover - the triton extra missing
         raise ImportError(f"deriving a kernel schedule reads tcemu.emulation.gemm's dispatcher, which needs "
                           f"Triton: pip install 'tcemu[triton]' ({exc})") from exc
@@ -353,7 +353,7 @@ def kernel_family(method, config, arch: str, K: int | None = None):
             kernel = ("pgw" if cfg.presplit else "gw") if cfg.warp_specialized else ("pg" if cfg.presplit else "g")
             return kernel, cfg, 1
         cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
-    mode = emu_mm._constexprs(spec, cfg, K if K is not None else cfg.bk, False, False)["MODE"]
+    mode = emu_mm._constexprs(spec, cfg, K if K is not None else cfg.bk, False)["MODE"]
     return "triton", cfg, mode
 
 
@@ -389,7 +389,7 @@ def derive_schedule(
         fp_fusion: whether the kernels are compiled with FP fusion; None: this Triton's default
             (:func:`fp_fusion_enabled`). A replay of another machine's run passes that run's value.
         range_fixup: the range check and fix-up, as ``emu_mm`` launches them (False: neither, the diagnostic
-            ``emu_mm._RANGE_FIXUP = False``).
+            ``tcemu.config(range_fixup=False)``).
         fixup_b: what the fix-up reads as B: ``fp32`` (``emu_mm(..., b=)``, as tcemu's matmul and linear layers
             pass it) or ``recombined`` (no ``b``: the value of B's pieces).
     """

@@ -1,7 +1,7 @@
 """The GEMM kernels' configurations: :class:`KernelConfig`, the static table per method and shape bucket
 (measured on an H200, docs/kernels.md), and autotuning.
 
-With ``tcemu.emulation.gemm.AUTOTUNE = True`` (env ``TCEMU_GEMM_AUTOTUNE=1``) the first product of each
+With ``tcemu.config(autotune=True)`` (env ``TCEMU_GEMM_AUTOTUNE=1``) the first product of each
 (method, M bucket, N, K) times the bucket's few candidates on the real operands, keeps only candidates
 whose result agrees with the first one, and caches the fastest (compile time is user time: off by default).
 """
@@ -9,23 +9,19 @@ whose result agrees with the first one, and caches the fastest (compile time is 
 from __future__ import annotations
 
 import logging
-import os
-import sys
 from dataclasses import dataclass
 
 import torch
 import triton
 from torch import Tensor
 
+from ..._hw import interpreting
+from ..configuration import setting
 from ..methods import MethodSpec
 
 __all__ = ["KernelConfig", "config_candidates", "pick_config", "tuned_configs"]
 
 log = logging.getLogger("tcemu.emulation.gemm")
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @dataclass(frozen=True)
@@ -204,11 +200,12 @@ def config_candidates(spec: MethodSpec, M: int, N: int | None = None, K: int | N
 
 
 def pick_config(spec: MethodSpec, M: int, N: int, K: int) -> KernelConfig:
-    """The configuration used without autotuning; ``TCEMU_GEMM_CONFIG=128x128x32w8s3m0`` overrides it."""
-    override = os.environ.get("TCEMU_GEMM_CONFIG")
+    """The configuration used without autotuning; the configuration's ``kernel_config`` (env
+    ``TCEMU_GEMM_CONFIG=128x128x32w8s3m0``) overrides it."""
+    override = setting("kernel_config")
     if override:
         return KernelConfig.parse(override)
-    if _interpreting():
+    if interpreting():
         return _INTERPRET_CONFIG
     tuned = _TUNED.get(_tune_key(spec, M, N, K))
     return tuned if tuned is not None else config_candidates(spec, M, N, K)[0]
@@ -224,8 +221,7 @@ def _tune_key(spec: MethodSpec, M: int, N: int, K: int, has_bias: bool = False) 
 
 
 def _autotune_enabled() -> bool:
-    pkg = sys.modules.get(__package__)
-    return bool(getattr(pkg, "AUTOTUNE", False)) and not _interpreting() and not os.environ.get("TCEMU_GEMM_CONFIG")
+    return bool(setting("autotune")) and not interpreting() and setting("kernel_config") is None
 
 
 def _autotune(spec: MethodSpec, key: tuple, launch, out: Tensor) -> KernelConfig:

@@ -11,11 +11,10 @@ launch only reads the flags.
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import Tensor
 
+from ..._hw import interpreting
 from ..methods import MethodSpec, get_method
 from ..reference import mm_range_scaled
 from ..split import recombine
@@ -62,7 +61,7 @@ def range_fixup(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: T
     src = tuple(bt3) + (bt3[0],) * (3 - len(bt3)) if pieces else (b_t, b_t, b_t)
     values = _launch_values(spec, a3, src, bias if bias is not None else out3, out3, flags)
     _fix._range_fixup_kernel[_fix.grid(Z, M, N)](
-        *values, **_constexprs(spec, bias is not None, pieces, os.environ.get("TRITON_INTERPRET") == "1"),
+        *values, **_constexprs(spec, bias is not None, pieces, interpreting()),
         num_warps=_fix.FIX_WARPS,
     )
 

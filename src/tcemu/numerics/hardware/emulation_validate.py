@@ -78,7 +78,9 @@ class TorchGemmRunner:
         self.torch = torch
         self.device = torch.device(device)
         self._arch = None  # read at first use: the validation's process pool is forked before CUDA starts here
-        if self.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        from tcemu._hw import interpreting  # noqa: PLC0415
+
+        if self.device.type != "cuda" and not interpreting():
             raise ValueError("the emulated-GEMM validation needs a CUDA device; for a dry run on the CPU set "
                              "TRITON_INTERPRET=1 (the kernels' interpreter, slow: use small --outputs)")
 
@@ -86,7 +88,9 @@ class TorchGemmRunner:
     def arch(self) -> str:
         if self._arch is None:
             if self.device.type == "cuda":
-                self._arch = arch_of_capability(*self.torch.cuda.get_device_capability(self.device))
+                from tcemu._hw import capability  # noqa: PLC0415
+
+                self._arch = arch_of_capability(*capability(self.device))
             else:  # the CPU under TRITON_INTERPRET=1 (a dry run of this pipeline): tl.dot by the H200's model
                 self._arch = "h200"
         return self._arch
@@ -107,14 +111,16 @@ class TorchGemmRunner:
             pass
         if self.device.type == "cuda":
             out["gpu"] = self.torch.cuda.get_device_name(self.device)
-            out["sm_count"] = self.torch.cuda.get_device_properties(self.device).multi_processor_count
+            from tcemu._hw import sm_count  # noqa: PLC0415
+
+            out["sm_count"] = sm_count(self.device)
         return out
 
     def run(self, method: str, config: str, a: np.ndarray, b: np.ndarray,
             fixup_b: str = "fp32") -> tuple[np.ndarray, bool]:
         import importlib  # noqa: PLC0415
 
-        em = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+        em = importlib.import_module("tcemu.emulation.gemm.launch")
         t = self.torch
         at = t.from_numpy(a).to(self.device)
         with contextlib.ExitStack() as stack:

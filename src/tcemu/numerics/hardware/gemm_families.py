@@ -132,7 +132,7 @@ def family_configs(method: str, kernel: str) -> list[str]:
     this one (e.g. BF16x6 ``gw`` from its ``pg``). BF16x9 has the Triton kernel only."""
     import importlib  # noqa: PLC0415
 
-    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+    em = importlib.import_module("tcemu.emulation.gemm.launch")
     from tcemu.emulation.methods import get_method  # noqa: PLC0415
 
     from ..schedule import kernel_family  # noqa: PLC0415

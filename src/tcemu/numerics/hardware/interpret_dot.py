@@ -56,7 +56,7 @@ def tensor_core_dot(piece_format: str, arch: str = "h200", instruction: str = "w
         state["fixup_dots"] += state["kernel"] == "fixup"
         return interpreter.TensorHandle(out.view(np.float32).reshape(m, n), d.dtype.scalar)
 
-    emu_mm = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+    emu_mm = importlib.import_module("tcemu.emulation.gemm.launch")
     fixup = emu_mm.range_fixup
 
     def range_fixup(*args, **kwargs):  # emu_mm's launch of the fix-up: its dots by the fix-up's model

@@ -26,7 +26,7 @@ __all__ = ["compile_gemm_kernel", "compile_fixup_kernel", "sass_text", "sass_opc
 def _emu_mm():
     import importlib  # noqa: PLC0415
 
-    return importlib.import_module("tcemu.emulation.gemm.emu_mm")
+    return importlib.import_module("tcemu.emulation.gemm.launch")
 
 
 def compile_gemm_kernel(method, config, *, K: int = 256, arch: int = 90, has_bias: bool = False,
