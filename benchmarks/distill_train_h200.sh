@@ -2,12 +2,12 @@
 # Train tcemu's distilled PET (pet-distilled) on one H200 in under 8 minutes of wall time: docs/mlip.md,
 # "A trained PET to validate on". Run from the repository root on the GPU machine:
 #
-#   OUT=$OUT bash benchmarks/distill_train_h200.sh
+#   OUT=$OUT bash benchmarks/distill_train_h200.sh            (EPOCHS=7: fixed epochs, no calibration run)
 #
 # Needs the committed data (benchmarks/data/pet_distilled/) and, where metatrain is not installed, its wheels in
 # .whl/ (made with network access by /work/shared/tools/device-wheels.sh .whl; carry .whl to the machine).
 # Writes into $OUT: pet_distilled.ckpt and pet_distilled.json (-> src/tcemu/mlip/data/), options.yaml,
-# train.csv, train.log, errors.csv, training_curves.png, distill_train.log (-> benchmarks/results/pet_distilled_h200_*).
+# train.csv, train.log, errors.csv, training_curves.png, distill_train.log (-> benchmarks/results/h200/mlip/pet_distilled/).
 set -euo pipefail
 start=$(date +%s)
 OUT=${OUT:-distill-out}
@@ -22,6 +22,7 @@ export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 left=$(( BUDGET_S - ($(date +%s) - start) ))
 echo "wheels ready after $(( $(date +%s) - start )) s; training budget ${left} s"
-python3 -m tcemu.mlip.distill train --data benchmarks/data/pet_distilled --out "$OUT" --device cuda --budget-s "$left"
+python3 -m tcemu.mlip.distill train --data benchmarks/data/pet_distilled --out "$OUT" --device cuda --budget-s "$left" \
+  ${EPOCHS:+--epochs $EPOCHS}
 echo "total $(( $(date +%s) - start )) s"
 ls -la "$OUT"

@@ -19,7 +19,7 @@ these implementations (``impl``, ``method``):
 * ``xla``: ``jax.lax.dot_general`` with ``precision=DotAlgorithmPreset.<method>`` (jit, XLA's autotuner on),
   presets TF32_TF32_F32_X3, BF16_BF16_F32_X3, BF16_BF16_F32_X6, on the goal shapes only (8192^3 and the
   17,280-atom edge shapes; ``--xla-all`` for all): each compile takes seconds. BF16_BF16_F32_X9 and
-  F32_F32_F32 are left out (X9 returned single-pass TF32 accuracy on this H200, EMULATION.md 8.3; F32 is SGEMM).
+  F32_F32_F32 are left out (X9 gave single-pass TF32 accuracy on the H200, a check not stored; F32 is SGEMM).
 * ``tcemu``: ``tf32x3``, ``bf16x3``, ``bf16x6``, ``bf16x9`` through ``TritonBackend.linear`` /
   ``linear_input_grad`` (the torch custom op, small-shape fallback OFF: the kernel is what is timed), with
   autotuning on (``--no-autotune``: the static table); the ``config`` column gives the configuration and
@@ -44,6 +44,7 @@ Usage: ``PYTHONPATH=src python3 benchmarks/gemm.py --out out/gemm.csv [--quick] 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
@@ -61,7 +62,7 @@ import triton.language as tl  # noqa: E402
 from tcemu._results import Provenance, from_wide, read_wide, write_results  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------------
-# shapes (label, M, K, N): square, then the PET-S linear layers (shared/docs/MLIP.md) at 192 and 17,280 atoms
+# shapes (label, M, K, N): square, then the PET-S linear layers (docs/md_step.md) at 192 and 17,280 atoms
 # ------------------------------------------------------------------------------------------------------
 EDGE_KN = [(256, 1024), (256, 768), (512, 256), (768, 256), (256, 256), (512, 512)]
 NODE_KN = [(1024, 4096), (2048, 1024)]
@@ -76,7 +77,7 @@ XLA_SHAPES = {(8192, 8192, 8192)} | {(604800, k, n) for k, n in EDGE_KN}
 
 TCEMU_METHODS = ["tf32x3", "bf16x3", "bf16x6", "bf16x9"]
 BUILTIN_MODES = ["ieee", "tf32", "tf32x3", "bf16x3", "bf16x6"]
-# BF16_BF16_F32_X9 is left out: on this H200 it returned single-pass TF32 accuracy (EMULATION.md 8.3)
+# BF16_BF16_F32_X9 is left out: on this H200 it returned single-pass TF32 accuracy (see the docstring)
 XLA_PRESETS = ["TF32_TF32_F32_X3", "BF16_BF16_F32_X3", "BF16_BF16_F32_X6"]
 #: a measured case of the comparison, and every metric's unit (err_*: relative to the FP64 product)
 CASE_FIELDS = ("direction", "M", "K", "N")
@@ -144,10 +145,10 @@ def _compile_job(job: tuple) -> tuple:
     t0 = time.perf_counter()
     try:
         if kind == "tcemu":
-            from tcemu.emulation.gemm.emu_mm import KernelConfig, emu_mm_compile
+            from tcemu.emulation.gemm.launch import KernelConfig, emu_mm_compile
 
-            _, method, M, N, K, cfg_text, has_bias, hw = job
-            k = emu_mm_compile(method, M, N, K, has_bias=has_bias, config=KernelConfig.parse(cfg_text), hw=hw)
+            _, method, M, N, K, cfg_text, has_bias = job
+            k = emu_mm_compile(method, M, N, K, has_bias=has_bias, config=KernelConfig.parse(cfg_text))
         else:  # builtin: (kind, prec, M, N, K, sa, sb)
             _, prec, M, N, K, sa, sb = job
             f32 = torch.float32
@@ -177,7 +178,7 @@ def _signature(job: tuple) -> tuple:
     for v in job:
         flat.extend(v if isinstance(v, tuple) else (v,))
     if job[0] == "tcemu":  # EVEN_K depends on K modulo the K-tile
-        from tcemu.emulation.gemm.emu_mm import KernelConfig
+        from tcemu.emulation.gemm.launch import KernelConfig
 
         flat.append(job[4] % KernelConfig.parse(job[5]).bk == 0)
     return tuple(sig(v) for v in flat)
@@ -265,21 +266,23 @@ class Xla:
 # ------------------------------------------------------------------------------------------------------
 # the full comparison
 # ------------------------------------------------------------------------------------------------------
+#: the emulation settings of this run (entered for the rest of the process)
+_SETTINGS = contextlib.ExitStack()
+
+
 def run_full(args) -> None:
-    from tcemu.emulation.gemm import TritonBackend, config_candidates, hw_split_exact, pick_config
-    from tcemu.emulation.methods import get_method
-
-    import tcemu.emulation.gemm as gemm
-
-    gemm.SMALL_SHAPE_FALLBACK = False  # time the kernels themselves
     import logging
+
+    import tcemu
+    from tcemu.emulation.gemm import TritonBackend, config_candidates, pick_config
+    from tcemu.emulation.methods import get_method
 
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
     logging.getLogger("tcemu.emulation.gemm").setLevel(logging.INFO)  # every autotune candidate's time
-    gemm.AUTOTUNE = not args.no_autotune  # each shape's first call picks among a few configurations
+    # the kernels themselves (no small-shape fallback); each shape's first call picks among a few configurations
+    settings = _SETTINGS.enter_context(tcemu.config(small_shape_fallback=False, autotune=not args.no_autotune))
     prov = Provenance.current()
-    hw = hw_split_exact("cuda")
-    print(prov, f"hardware BF16 split exact: {hw}; autotune: {gemm.AUTOTUNE}", flush=True)
+    print(prov, f"autotune: {settings.autotune}", flush=True)
     shapes = SHAPES
     if args.quick:
         shapes = [s for s in SHAPES if (s[1], s[2], s[3]) in ((4096, 4096, 4096), (6720, 256, 1024))]
@@ -295,7 +298,7 @@ def run_full(args) -> None:
             for meth in methods:
                 for cfg in config_candidates(get_method(meth), m_, n_, k_):
                     if not cfg.wgmma:  # the Gluon kernel compiles at its first launch
-                        jobs.append(("tcemu", meth, m_, n_, k_, str(cfg), False, hw))
+                        jobs.append(("tcemu", meth, m_, n_, k_, str(cfg), False))
             if not args.no_builtin:
                 # fwd: B = W^T (strides 1, K); bwd: B = W (strides K, 1)
                 sb = (1, K) if direction == "fwd" else (K, 1)
@@ -519,10 +522,7 @@ def run_sweep(args) -> None:
     shapes = SWEEP_SHAPES
     if args.shapes:  # any MxKxN, listed or not
         shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
-    from tcemu.emulation.gemm import hw_split_exact
-
-    hw = hw_split_exact("cuda")
-    jobs = [("tcemu", m, M, N, K, c, False, hw) for m, cfgs in sweep.items() for c in cfgs for (M, K, N) in shapes
+    jobs = [("tcemu", m, M, N, K, c, False) for m, cfgs in sweep.items() for c in cfgs for (M, K, N) in shapes
             if not KernelConfig.parse(c).wgmma]  # the Gluon kernel compiles at its first launch
     comp = precompile(jobs, args.workers)
     rows = []
@@ -544,7 +544,7 @@ def run_sweep(args) -> None:
             outs = {}
             for c in cfgs:
                 cfg = KernelConfig.parse(c)
-                ci = comp.get(("tcemu", meth, M, N, K, c, False, hw), {})
+                ci = comp.get(("tcemu", meth, M, N, K, c, False), {})
                 if ci.get("error"):
                     continue
                 try:

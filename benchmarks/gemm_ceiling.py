@@ -7,7 +7,7 @@
 An n-product emulation (TF32x3: n = 3; BF16x6: 6; BF16x3: 3) does n single-pass products of (M, K, N) and
 writes C once. cuBLAS on the K-concatenated problem (M, nK, N) does the same Tensor Core work with one C write
 and no split, so ``SGEMM time (M, K, N) / cuBLAS time (M, nK, N)`` is what an emulation kernel as efficient as
-cuBLAS would reach against SGEMM. Section 1 of docs/kernels.md compares it with the single-pass ceiling
+cuBLAS would reach against SGEMM. Section 2 of docs/kernels.md uses it instead of the single-pass ceiling
 (cuBLAS (M, K, N) / n), which under-rates short-K shapes since each pass pays its own pipeline fill and C write.
 
 It also times the split of A into pieces (``split_t``: the memory pass that the ``p`` kernels run before
@@ -23,6 +23,7 @@ benchmark ``gemm_ceiling``, one case per (round, direction, M, K, N); each timin
     PYTHONPATH=src python3 benchmarks/gemm_ceiling.py --out out/gemm_ceiling.csv
 """
 import argparse
+import contextlib
 import statistics
 
 import torch
@@ -97,15 +98,19 @@ def bf16_fp32_out(a, b):
         return None
 
 
+#: the emulation settings of this run (entered for the rest of the process)
+_SETTINGS = contextlib.ExitStack()
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="out/gemm_ceiling.csv", help="result file")
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
-    from tcemu.emulation import gemm
+    import tcemu
     from tcemu.emulation.gemm import emu_mm, split_t
-    gemm.SMALL_SHAPE_FALLBACK = False  # time the kernels themselves
-    gemm.AUTOTUNE = True  # as benchmarks/gemm.py: each shape's first call picks its configuration
+    # the kernels themselves; as benchmarks/gemm.py, each shape's first call picks its configuration
+    _SETTINGS.enter_context(tcemu.config(small_shape_fallback=False, autotune=True))
     prov = Provenance.current()
     print(prov, flush=True)
     gen = torch.Generator(device="cuda").manual_seed(0)

@@ -10,7 +10,7 @@ input gradient by ``torch.autograd.grad``), these variants (``impl``):
 
 * ``checked``: the library as it runs, on N(0, 1) data (nothing flagged);
 * ``unchecked``: the same products with the check and the fix-up switched off
-  (``tcemu.emulation.gemm.emu_mm._RANGE_FIXUP = False``, a diagnostic switch: kernels compiled without the
+  (``tcemu.config(range_fixup=False)``, a diagnostic setting: kernels compiled without the
   check, no flags, no fix-up launch), so that ``checked / unchecked - 1`` is the cost, measured in one run;
 * ``checked_4_rows`` (fwd only): N(0, 1) data with 4 rows of x holding an Inf, so that every element of those
   rows is marked and the fix-up recomputes them: its cost when it runs.
@@ -32,17 +32,16 @@ Usage: ``PYTHONPATH=src python benchmarks/gemm_range_cost.py [--out DIR] [--quic
 from __future__ import annotations
 
 import argparse
-import importlib
+import contextlib
 import os
 import statistics
 import time
 
 import torch
 
+import tcemu
 from tcemu._results import Provenance, case, measurement, write_results
 from tcemu.emulation.linear import EmulatedLinear
-
-em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
 
 SHAPES = [(8192, 8192, 8192), (604800, 256, 1024), (604800, 256, 768), (604800, 512, 256), (604800, 768, 256),
           (604800, 256, 256), (604800, 512, 512), (17280, 1024, 4096)]
@@ -61,8 +60,15 @@ def timed(fn) -> float:
     return start.elapsed_time(end)
 
 
+#: this run's settings (entered for the rest of the process), and on top of them the range check's switch
+_SETTINGS = contextlib.ExitStack()
+_CHECK = contextlib.ExitStack()
+
+
 def set_check(on: bool) -> None:
-    em._RANGE_FIXUP = on
+    """Run what follows with the range check and fix-up on or off (``tcemu.config(range_fixup=...)``)."""
+    _CHECK.close()
+    _CHECK.enter_context(tcemu.config(range_fixup=on))
 
 
 def percentile(xs: list[float], q: float) -> float:
@@ -121,9 +127,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="two shapes, fewer repeats")
     parser.add_argument("--budget-s", type=float, default=220.0, help="start no case after this many seconds")
     args = parser.parse_args()
-    import tcemu.emulation.gemm as gemm  # noqa: PLC0415
-
-    gemm.SMALL_SHAPE_FALLBACK = False  # (every goal shape is above the threshold anyway)
+    _SETTINGS.enter_context(tcemu.config(small_shape_fallback=False))  # (every goal shape is above it anyway)
     torch.backends.cuda.matmul.fp32_precision = "ieee"
     shapes = SHAPES[:2] if args.quick else SHAPES
     rounds, calls = (3, 3) if args.quick else (4, 4)

@@ -4,7 +4,7 @@
 # ///
 """Where emulation starts to pay: emulated GEMM vs cuBLAS SGEMM by row count, on PET's layer shapes.
 
-The small-shape fallback (``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS``) sends GEMMs below a FLOP count
+The small-shape fallback (``tcemu.EmulationConfig.small_shape_min_flops``) sends GEMMs below a FLOP count
 to cuBLAS SGEMM. This script times, for the PET-S layer shapes (K, N) and row counts M from a 192-atom
 system's edges (7,680) upwards, each method's kernel as ``linear`` runs it (weight split beforehand, A
 split in the call) against ``torch.mm`` in IEEE FP32, two ways:

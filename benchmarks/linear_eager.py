@@ -28,7 +28,7 @@ import time
 import torch
 
 import tcemu
-from tcemu.emulation.backends import resolve_backend
+from tcemu.emulation.dispatch import resolve_backend
 
 CPU_SHAPES = "64x256x256,1024x256x256,8192x256x256,1024x1024x1024"
 CUDA_SHAPES = "6720x256x256,6720x256x1024,604800x256x1024,604800x512x256,17280x1024x4096,8192x8192x8192"

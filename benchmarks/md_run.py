@@ -72,13 +72,13 @@ def graphs_compiled() -> int:
 
 
 def split_method(method: str) -> tuple[str, bool]:
-    """``"tf32x3+attn"`` -> ("tf32x3", True)."""
-    base, plus, extra = method.partition("+")
-    if plus and extra != "attn":
-        raise ValueError(f"unknown suffix in {method!r}: only '+attn'")
-    if plus and base == "fp32":
-        raise ValueError("fp32+attn: attention is emulated by emulation methods only")
-    return base, bool(plus)
+    """``"tf32x3+attn"`` -> ("tf32x3", True) (:meth:`tcemu.EmulationConfig.from_method_string`)."""
+    from tcemu.emulation.configuration import EmulationConfig
+
+    cfg = EmulationConfig.from_method_string(method)
+    if cfg.attention == "step":
+        raise ValueError(f"{method!r}: only '+attn' (PET's attention blocks) applies here")
+    return cfg.method, cfg.attention == "blocks"
 
 
 #: ``--compile-scope``: PET's methods compiled (``full``: tcemu.mlip.models.PET_COMPILE_SCOPE)

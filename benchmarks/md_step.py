@@ -243,16 +243,17 @@ def split_config_method(method: str, emulate_attention: bool = False) -> tuple[s
     ``"step"`` (``+attn-step``): the whole step does, as before session 10 (the mode then intercepts every
     torch call of the step's eager code); ``""``: torch's FP32 attention.
     """
-    base, _, extra = method.partition("+")
-    scopes = {"": "", "attn": "blocks", "attn-step": "step"}
-    if extra not in scopes:
-        raise ValueError(f"unknown method suffix {extra!r} in {method!r} (only '+attn' or '+attn-step')")
-    scope = scopes[extra] or ("blocks" if emulate_attention else "")
-    if scope and base in ("fp32", "tf32"):
-        if extra:
+    from tcemu.emulation.configuration import EmulationConfig
+
+    written = "+" in method
+    cfg = EmulationConfig.from_method_string(method)  # the suffix: attention "blocks" or "step"
+    scope = "" if cfg.attention == "none" else cfg.attention
+    scope = scope or ("blocks" if emulate_attention else "")
+    if scope and cfg.method in ("fp32", "tf32"):
+        if written:
             raise ValueError(f"{method!r}: attention is emulated by split methods only")
         scope = ""
-    return base, scope
+    return cfg.method, scope
 
 
 #: the ``attention`` column for each scope, and the suffix that names it in plots and summaries

@@ -10,8 +10,9 @@ repeated ``--repeats`` times; reported as dot products per second (median, 20th 
 The exact rational oracle (tcemu.numerics.oracle) is timed on 2,000 rows for comparison.
 Threads are pinned to one (OMP/OpenBLAS/MKL env vars); NumPy's elementwise kernels are single-threaded.
 
-Reference points (not measured here, from NUMERICS.md §7): MMA-Sim about 1.4e4 outputs/s, a NumPy port of
-it about 1.2e6 outputs/s. The issue's target: at least 2e6 dot products of length 16 per second.
+Reference points (the public models' own figures, not measured here; docs/numerics.md, "Speed"): MMA-Sim
+about 1.4e4 outputs/s, a NumPy port of it about 1.2e6 outputs/s. The issue's target: at least 2e6 dot
+products of length 16 per second.
 
 Output: a result file (``tcemu._results``), benchmark ``numerics_speed``, impl the function timed, one case
 per (recipe: the preset, K), metrics ``dot_products_per_s`` (median) and its ``_p20`` / ``_p80``; the provenance's
@@ -27,7 +28,7 @@ the H200 run's twin for ``--outputs`` outputs per (method, kernel). Stored run:
 ``benchmarks/results/cpu/numerics/twin_speed_ci_machine.csv``.
 
 Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]
-[--out out/numerics_speed.csv]``; ``python benchmarks/numerics_speed.py --twin [--outputs 1e7] [--gemms 6]
+[--out out/numerics_speed.csv]``; ``python benchmarks/numerics_speed.py --twin [--outputs 4e6] [--gemms 6]
 [--twin-rows 24] --out out/twin_speed.csv``
 """
 
@@ -95,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2^17 rows, 3 repeats, no oracle")
     ap.add_argument("--out", default="out/numerics_speed.csv", help="result file")
     ap.add_argument("--twin", action="store_true", help="time the emulated-GEMM twin on the validation plan")
-    ap.add_argument("--outputs", type=float, default=1e7, help="--twin: outputs per (method, kernel) of the plan")
+    ap.add_argument("--outputs", type=float, default=4e6, help="--twin: outputs per (method, kernel) of the plan")
     ap.add_argument("--gemms", type=int, default=6, help="--twin: GEMMs timed per (method, kernel)")
     ap.add_argument("--twin-rows", type=int, default=24, help="--twin: rows of each GEMM timed")
     args = ap.parse_args(argv)

@@ -13,14 +13,17 @@ from .emulation import (
     METHODS,
     Coverage,
     EmulatedLinear,
+    EmulationConfig,
     GemmConfig,
     Method,
     MethodSpec,
+    config,
     coverage,
     einsum,
     emulate_,
     emulate_functional_,
     emulation_mode,
+    get_config,
     get_method,
     linear,
     matmul,
@@ -34,7 +37,8 @@ from .emulation import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Coverage", "EmulatedLinear", "GemmConfig", "METHODS", "Method", "MethodSpec", "coverage", "einsum", "emulate_",
-    "emulate_functional_", "emulation_mode", "get_method", "linear", "matmul", "method_names", "restore_",
+    "Coverage", "EmulatedLinear", "EmulationConfig", "GemmConfig", "METHODS", "Method", "MethodSpec", "config",
+    "coverage", "einsum", "emulate_", "emulate_functional_", "emulation_mode", "get_config", "get_method", "linear",
+    "matmul", "method_names", "restore_",
     "scaled_dot_product_attention", "tensordot", "unreachable_layers", "__version__",
 ]

@@ -66,14 +66,18 @@ def parse_precision(value: str | None) -> AutoloadConfig | None:
     text = (value or "").strip().lower()
     if text in OFF_VALUES:
         return None
+    from .emulation.configuration import EmulationConfig
     from .emulation.methods import METHODS
 
-    base, plus, extra = text.partition("+")
-    if base not in METHODS or base == "fp32" or (plus and extra != "attn"):
+    try:
+        cfg = EmulationConfig.from_method_string(text)
+    except ValueError:
+        cfg = None
+    if cfg is None or cfg.method == "fp32" or cfg.attention not in ("none", "blocks"):
         choices = ", ".join(m for m in METHODS if m != "fp32")
         raise ValueError(f"{ENV_VAR}={value!r}: choose an emulation method ({choices}), optionally with '+attn' "
                          f"(e.g. tf32x3+attn), or {', '.join(repr(v) for v in OFF_VALUES[1:4])} for plain FP32")
-    return AutoloadConfig(base, attention=bool(plus))
+    return AutoloadConfig(cfg.method, attention=cfg.attention == "blocks")
 
 
 class _State:
@@ -199,5 +203,7 @@ def install_from_environment() -> AutoloadConfig | None:
     cfg = parse_precision(os.environ.get(ENV_VAR))
     if cfg is None:
         return None
-    report = os.environ.get(REPORT_VAR, "").strip().lower() in ("1", "true", "yes", "on")
+    from .emulation.configuration import env_flag  # noqa: PLC0415 - the one true/false rule
+
+    report = env_flag(REPORT_VAR, False)
     return install(AutoloadConfig(cfg.method, cfg.attention, report=report))

@@ -245,7 +245,7 @@ def test_tiles_beyond_the_shared_memory_are_refused(monkeypatch):
     """A device with less shared memory than the tiles need: backend='triton' says why; 'auto' runs the reference."""
     monkeypatch.setenv("TRITON_INTERPRET", "1")  # the CPU stands in for a device (nothing is launched)
     monkeypatch.setattr(attention, "_smem_limit", lambda device: 40 * 1024)
-    monkeypatch.setattr(attention, "FUSED_BY_DEFAULT", True)
+    assert tcemu.get_config().fused_attention  # the default
     x, m = _pet_like(B=2, L=41, H=2, D=32)
     q, k, v = x.float().permute(2, 0, 3, 1, 4)
     with pytest.raises(ValueError, match="about 64 KB of shared memory, the device allows 40 KB"):
@@ -283,10 +283,10 @@ def test_emulation_mode_routes_attention_only_when_asked(monkeypatch):
 
 def test_small_batch_fallback_is_cuda_only_and_switchable(monkeypatch):
     """The small-batch decision: only for CUDA tensors, only below FUSED_MIN_HEADS heads in all, and off with
-    SMALL_BATCH_FALLBACK = False. (CPU tensors here: the decision is False.)"""
+    ``attention_fallback=False``. (CPU tensors here: the decision is False.)"""
     q = torch.zeros(2, 3, 5, 4)
     assert not attention._small_batch(q)
-    assert attention.FUSED_MIN_HEADS > 2 * 3 and attention.SMALL_BATCH_FALLBACK
+    assert attention.FUSED_MIN_HEADS > 2 * 3 and tcemu.get_config().attention_fallback
 
 
 @interpret
@@ -352,8 +352,8 @@ def test_small_batch_fallback_gpu(monkeypatch):
     monkeypatch.setattr(attention, "FUSED_MIN_HEADS", 4 * 8)
     assert torch.equal(scaled_dot_product_attention(q, k, v, mask), fused)
     monkeypatch.setattr(attention, "FUSED_MIN_HEADS", 10**9)
-    monkeypatch.setattr(attention, "SMALL_BATCH_FALLBACK", False)
-    assert torch.equal(scaled_dot_product_attention(q, k, v, mask), fused)
+    with tcemu.config(attention_fallback=False):
+        assert torch.equal(scaled_dot_product_attention(q, k, v, mask), fused)
 
 
 @interpret

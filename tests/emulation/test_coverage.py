@@ -144,11 +144,6 @@ def test_small_shape_sgemm_fallback_is_its_own_kind_on_cuda():
         _energy_and_force(model, x)
     fwd, bwd = _flops_mlp(10, with_weight_grad=True)
     assert cov.flops("fallback") == fwd + bwd and cov.flops("fp32") == 0 and cov.fraction == 0.0
-    old = gemm.SMALL_SHAPE_FALLBACK
-    gemm.SMALL_SHAPE_FALLBACK = False
-    try:
-        with tcemu.coverage() as cov:
-            _energy_and_force(model, x)
-    finally:
-        gemm.SMALL_SHAPE_FALLBACK = old
+    with tcemu.config(small_shape_fallback=False), tcemu.coverage() as cov:
+        _energy_and_force(model, x)
     assert cov.flops("emulated") == fwd + bwd and cov.fraction == 1.0

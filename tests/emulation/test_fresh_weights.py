@@ -174,7 +174,7 @@ def test_nothing_derived_from_the_weight_is_kept_on_the_module():
 def test_triton_layer_sees_edits_and_splits_only_the_layout_each_gemm_needs(monkeypatch):
     """Eager Triton layers: the forward splits W's forward layout once, the backward its input-gradient layout
     once (from the saved weight), and a GEMM that takes the small-shape fallback splits nothing."""
-    import tcemu.emulation.gemm.backend as gb
+    import tcemu.emulation.gemm.triton_backend as gb
 
     splits = []
     real = gb._split_pieces
@@ -208,7 +208,7 @@ def test_triton_layer_sees_edits_and_splits_only_the_layout_each_gemm_needs(monk
 def test_triton_layer_on_cuda_sees_fused_optimizer_steps_and_data_edits_gpu():
     """On CUDA with the Triton kernels (the small-shape fallback off, so that every GEMM splits the weight): fused
     optimizer steps, where the cached pieces were off by about 2 after one step, and a .data edit."""
-    from tcemu.emulation.backends import every_gemm_emulated
+    from tcemu.emulation.dispatch import every_gemm_emulated
 
     torch.manual_seed(0)
     mod = EmulatedLinear.from_linear(nn.Linear(256, 128, bias=False), METHOD, backend="triton").cuda()

@@ -12,7 +12,7 @@ triton = pytest.importorskip("triton", reason="needs the 'triton' extra")
 import tcemu  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 
-emu_mm_module = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+emu_mm_module = importlib.import_module("tcemu.emulation.gemm.launch")
 
 
 class _Counting:
@@ -76,7 +76,7 @@ def test_emulated_attention_compiled_with_dynamic_shapes_interpret():
 
 
 @pytest.mark.gpu
-def test_compiled_emulated_pet_does_not_recompile_as_pairs_change_gpu(monkeypatch):
+def test_compiled_emulated_pet_does_not_recompile_as_pairs_change_gpu():
     """PET S's shapes at a small size with the small-shape fallbacks off, so that the emulated GEMM and attention
     kernels run: TF32x3 with the attention emulated, compiled by Inductor with dynamic shapes, through a few
     MD-like steps whose neighbour counts differ; no graph compiled after the first step, forces FP32-accurate."""
@@ -86,25 +86,24 @@ def test_compiled_emulated_pet_does_not_recompile_as_pairs_change_gpu(monkeypatc
     from metatomic_ase import MetatomicCalculator
     from torch._dynamo.utils import counters
 
-    from tcemu.emulation import attention, gemm
+    import tcemu
     from tcemu.mlip import models, systems
 
-    monkeypatch.setattr(gemm, "SMALL_SHAPE_FALLBACK", False)
-    monkeypatch.setattr(attention, "SMALL_BATCH_FALLBACK", False)
-    torch._dynamo.reset()
-    base = models.build_pet("s")
-    pet = models.apply_method(models.build_pet("s").cuda(), "tf32x3+attn", attention_filter=models.is_pet_attention_block)
-    models.compile_pet_(pet)
-    calc = MetatomicCalculator(pet.export(), device="cuda", do_gradients_with_energy=False, neighbor_skin=0.0)
-    ref = MetatomicCalculator(base.double().export(), device="cuda", do_gradients_with_energy=False)
-    atoms = systems.water_box()
-    rng = np.random.default_rng(0)
-    graphs = []
-    for _ in range(4):
-        atoms.positions += rng.normal(scale=0.05, size=atoms.positions.shape)
-        a, b = atoms.copy(), atoms.copy()
-        a.calc, b.calc = calc, ref
-        err = np.linalg.norm(a.get_forces() - b.get_forces(), axis=1).mean()
-        assert err < 1e-4
-        graphs.append(int(counters["stats"]["unique_graphs"]))
-    assert graphs[1:] == graphs[:1] * 3, graphs
+    with tcemu.config(small_shape_fallback=False, attention_fallback=False):
+        torch._dynamo.reset()
+        base = models.build_pet("s")
+        pet = models.apply_method(models.build_pet("s").cuda(), "tf32x3+attn", attention_filter=models.is_pet_attention_block)
+        models.compile_pet_(pet)
+        calc = MetatomicCalculator(pet.export(), device="cuda", do_gradients_with_energy=False, neighbor_skin=0.0)
+        ref = MetatomicCalculator(base.double().export(), device="cuda", do_gradients_with_energy=False)
+        atoms = systems.water_box()
+        rng = np.random.default_rng(0)
+        graphs = []
+        for _ in range(4):
+            atoms.positions += rng.normal(scale=0.05, size=atoms.positions.shape)
+            a, b = atoms.copy(), atoms.copy()
+            a.calc, b.calc = calc, ref
+            err = np.linalg.norm(a.get_forces() - b.get_forces(), axis=1).mean()
+            assert err < 1e-4
+            graphs.append(int(counters["stats"]["unique_graphs"]))
+        assert graphs[1:] == graphs[:1] * 3, graphs

@@ -75,10 +75,14 @@ def test_random_twin_has_the_architecture_and_other_weights(pot):
 
 
 def test_labels_name_random_and_trained_weights():
-    assert distilled.potential_label("pet-s") == "pet-s (random weights)"
+    assert distilled.potential_label("pet-s") == "PET-S (random weights)"
     assert distilled.potential_label("pet-xs-compiled").endswith("(random weights)")
-    assert distilled.potential_label("pet-distilled").startswith("pet-distilled (trained, distilled from CHGNet")
-    assert distilled.potential_label("ani1x") == "ani1x"
+    label = distilled.potential_label("pet-distilled")
+    assert label.startswith("PET distilled from CHGNet (")
+    # "trained" only for the trained checkpoint; the CPU smoke checkpoint says it is not trained to use
+    trained = distilled.metadata().get("status") == "h200"
+    assert ("(trained, for validation)" in label) == trained and ("not trained to use" in label) != trained
+    assert distilled.potential_label("ani1x") == "ANI-1x"
     with pytest.raises(ValueError, match="unknown distilled potential"):
         distilled.get("pet-distilled-large")
 
@@ -99,7 +103,7 @@ def test_suite_runs_on_it_and_compares_trained_with_random(tmp_path):
     assert all(math.isfinite(sp.error("tf32x3", "fp64").force_mean_err_eV_per_A) for sp in res.single_point)
     report = (tmp_path / "report.md").read_text()
     assert "## Trained and random weights" in report
-    assert "### pet-distilled-random (random weights) on water_cluster_6" in report
+    assert "### PET, pet-distilled's architecture (random weights) on water cluster, 6 atoms" in report
     assert "| tf32x3 |" in report.split("## Trained and random weights")[1]
     curve = res.energy_curve[0]
     assert np.all(np.isfinite(curve.energies_eV["fp32"]))

@@ -24,7 +24,7 @@ def test_pet_random_is_deterministic_and_seeded():
 @pytest.mark.parametrize("shape,params_M", [("xs", 4.0), ("s", 24.0)])
 def test_pet_shapes_have_the_documented_budget(shape, params_M):
     n = sum(p.numel() for p in models.build_pet(shape).parameters()) / 1e6
-    assert params_M < n < params_M * 1.15  # MLIP.md §3: S = 25.0 M with the energy head only
+    assert params_M < n < params_M * 1.15  # docs/mlip.md: S = 25.0 M with the energy head only
 
 
 def test_fp64_reference_and_fp32_agree_to_fp32_rounding(pet_tiny, water):

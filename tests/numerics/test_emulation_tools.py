@@ -30,6 +30,19 @@ def test_explain_follows_the_schedule_to_the_twins_bits(method, config):
     assert "truncated away" not in brief and f"0x{want:08X}" in brief
 
 
+@pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
+def test_explain_follows_the_range_fixup_where_the_kernel_marks_the_element(method):
+    """X X just below FLT_MAX: the kernel's L0 tile overflows, the range check marks the element, and the
+    explanation goes on through the fix-up's steps to the twin's finite bits."""
+    x = np.float32(1.8446743e19)
+    a, b = np.array([x, 1.0], np.float32), np.array([x, 0.0], np.float32)
+    text = explain_emulated(a, b, method, brief=True)
+    want = int(emulated_matmul_bits(a[None], b[:, None], method)[0, 0])
+    assert np.isfinite(np.uint32(want).view(np.float32))
+    assert "range fix-up computes it again" in text and "2^l_col" in text
+    assert f"result: 0x{want:08X}" in text and "(agrees)" in text
+
+
 def test_parse_fp32_values():
     got = parse_fp32_values("1.5, -2^-24, 0x3F800000, 1.1, 0x1.8p1, inf")
     assert got.tolist()[:2] == [1.5, -(2.0**-24)] and got[2] == 1.0 and got[3] == np.float32(1.1)

@@ -44,8 +44,8 @@ def test_every_fp8_product(key):
     b = np.tile(np.arange(256, dtype=np.uint8), 256)
     with np.errstate(invalid="ignore"):
         prod = a.view(FP8[fmt]).astype(np.float64) * b.view(FP8[fmt]).astype(np.float64)
-    # one block (an underflowed -0 passed on as c to a later all-zero block comes back +0, NUMERICS.md §3
-    # step 7); the emulated path always ends with the IEEE add of c = +0, which turns -0 into +0
+    # one block (an underflowed -0 passed on as c to a later all-zero block comes back +0: docs/numerics.md,
+    # "Rounding"); the emulated path always ends with the IEEE add of c = +0, which turns -0 into +0
     k = p.n_fma if p.interleave is None else p.k_instr
     pos = np.arange(a.size) % k
     a_rows = np.zeros((a.size, k), np.uint8)

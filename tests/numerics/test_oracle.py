@@ -92,7 +92,7 @@ def test_comparison_can_fail(key):
     rng = np.random.default_rng(_seed(key, "teeth"))
     a, b, c = make_operands(p, 200, 2 * p.k_instr, "wide", rng, spread=6)
     got = block_fma_bits(a, b, c, p)
-    if p.output_format != "fp16":  # fp16 output hides F on random data (NUMERICS.md §7); T25-T27 probe it
+    if p.output_format != "fp16":  # fp16 output hides F on random data; T25-T27 probe it
         assert np.any(oracle_bits(a, b, c, replace(p, frac_bits=p.frac_bits + 1)) != got)
     assert np.any(oracle_bits(a, b, c, replace(p, n_fma=p.n_fma * 2, k_instr=p.k_instr * 2)) != got)
     other = Rounding.RNE if p.output_rounding is Rounding.RZ else Rounding.RZ

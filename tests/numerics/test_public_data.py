@@ -104,8 +104,9 @@ def test_public_api_on_hardware_rows():
 
 
 def test_data_do_not_reach_the_disputed_floors():
-    """Both variants of the disputed c = 0 / c exponent floors fit every consistent case (NUMERICS.md §4.1):
-    the data have no c = 0 and no product below 2^-126, so only the hardware probe can separate them."""
+    """Both variants of the disputed c = 0 / c exponent floors fit every consistent case (docs/numerics.md,
+    "Public hardware data"): the data have no c = 0 and no product below 2^-126, so only the hardware probe
+    can separate them."""
     for case in CASES:
         if not case.c_applied:
             continue

@@ -20,13 +20,13 @@ import pytest
 
 pytest.importorskip("triton")
 
-from tcemu.emulation.gemm.emu_mm import KERNEL_METHODS, KernelConfig, config_candidates, pick_config  # noqa: E402
+from tcemu.emulation.gemm.launch import KERNEL_METHODS, KernelConfig, config_candidates, pick_config  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 from tcemu.numerics import get_preset  # noqa: E402
 from tcemu.numerics.schedule import KERNEL_INSTRUCTION, derive_schedule  # noqa: E402
 
 INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
-EM = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (tcemu.emulation.gemm exports the function)
+EM = importlib.import_module("tcemu.emulation.gemm.launch")
 
 
 def _all_candidates(spec):
@@ -44,7 +44,7 @@ def test_every_candidate_config_derives_a_schedule(method):
             assert sorted(st.product for st in mmas) == sorted(spec.products), (cfg, s.tile)
             gluon = cfg.wgmma and method != "bf16x9" and (k * elem) % 16 == 0
             assert (s.kernel != "triton") == gluon, (cfg, k)
-            want_mode = 1 if cfg.wgmma else EM._constexprs(spec, cfg, k, False, False)["MODE"]
+            want_mode = 1 if cfg.wgmma else EM._constexprs(spec, cfg, k, False)["MODE"]
             assert s.mode == want_mode, (cfg, k)
             assert s.bk == cfg.bk and s.params.k_instr == (8 if spec.piece_format == "tf32" else 16)
             l0 = next(st for st in mmas if st.product == (0, 0))
@@ -81,18 +81,10 @@ def test_instruction_choice_per_arch():
     assert derive_schedule("tf32x3", "128x128x32w8s3m1pg", arch="a100", K=256).kernel == "triton"
 
 
-def _can_compile() -> bool:
-    try:
-        from tcemu.numerics.hardware.kernel_sass import compile_gemm_kernel
-
-        compile_gemm_kernel("tf32x3", "128x128x32w8s3m1p", arch=90)
-        return True
-    except Exception:  # noqa: BLE001 - no ptxas / an incompatible Triton
-        return False
-
-
-needs_compile = pytest.mark.skipif(INTERPRET or not _can_compile(),
-                                   reason="needs Triton's offline compile for sm_90 (and no TRITON_INTERPRET)")
+# The offline compiles need only Triton (its ptxas and cuobjdump ship with it): wherever Triton imports and the
+# interpreter is off they run, and a compile that fails is a failure here, never a skip.
+needs_compile = pytest.mark.skipif(INTERPRET, reason="TRITON_INTERPRET=1 replaces Triton's compiler (the CPU pass "
+                                   "runs these)")
 
 
 @needs_compile

@@ -1,6 +1,6 @@
-"""The discriminating test vectors of NUMERICS.md §5 with their expected bits per architecture.
+"""The discriminating test vectors (docs/numerics.md, "Test vectors") with their expected bits per arch.
 
-Expected values are copied from the NUMERICS.md table (not computed by the model). Where the two public
+Expected values are the bits the published sources report (not computed by the model). Where the two public
 models differ, "toolbox" / "mmasim" name the preset variant. fp16 cannot hold 2^-30, so T14 is scaled by
 homogeneity (a8 = b8 = 2^-15). Every vector is also run sign-mirrored (a and c negated), which separates
 RZ from RD/RU: the expected result is the negated one.
@@ -40,7 +40,7 @@ def run(arch, a, b, c, fmt=F16, out="fp32", instr="mma.sync", variant="mmasim", 
 
 def check(arch, expected, *args, signed_zero_ok=False, **kw):
     got = run(arch, *args, **kw)
-    assert got == expected, f"{arch}: got {got:#x}, NUMERICS.md expects {expected:#x}"
+    assert got == expected, f"{arch}: got {got:#x}, the sources give {expected:#x}"
     sign = (1 << 15) if kw.get("out") == "fp16" else (1 << 31)
     mirrored = run(arch, *args, mirror=True, **kw)
     want_m = expected if expected in (0, 0x7FFFFFFF, 0x7FFF) else expected ^ sign

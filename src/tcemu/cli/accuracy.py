@@ -160,7 +160,7 @@ def _method_backend(name: str, backend: str) -> str:
 
 def _check(methods: list[str], dists: list[str], device, backend: str) -> None:
     """Refuse unknown names, and a backend that cannot run a method here, before anything is measured."""
-    from ..emulation.backends import get_backend, resolve_backend  # noqa: PLC0415
+    from ..emulation.dispatch import get_backend, resolve_backend  # noqa: PLC0415
     from ..emulation.methods import METHODS  # noqa: PLC0415
     from ..testing import DISTRIBUTIONS  # noqa: PLC0415
 
@@ -182,7 +182,7 @@ def _check(methods: list[str], dists: list[str], device, backend: str) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch  # noqa: PLC0415
 
-    from ..emulation.backends import every_gemm_emulated  # noqa: PLC0415
+    from ..emulation.dispatch import every_gemm_emulated  # noqa: PLC0415
     from ..emulation.methods import METHODS  # noqa: PLC0415
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

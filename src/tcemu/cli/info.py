@@ -16,7 +16,7 @@ def run(args: argparse.Namespace) -> int:
     import torch  # noqa: PLC0415
 
     from .. import _hw  # noqa: PLC0415
-    from ..emulation.backends import get_backend  # noqa: PLC0415
+    from ..emulation.dispatch import get_backend  # noqa: PLC0415
     from ..emulation.methods import METHODS  # noqa: PLC0415
 
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))

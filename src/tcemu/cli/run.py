@@ -35,6 +35,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int | None:
     from tcemu import autoload
+    from tcemu.emulation.configuration import EmulationConfig
 
     if not args.module and not os.path.isfile(args.target):
         raise BadArgument(f"no such script: {args.target!r} (use -m for a module)")
@@ -49,7 +50,8 @@ def run(args: argparse.Namespace) -> int | None:
             raise BadArgument(f"-m {args.target}: no such module on sys.path")
     with bad_argument("--method"):
         cfg = autoload.install(args.method, attention=args.attention, backend=args.backend, report=args.report)
-    os.environ[autoload.ENV_VAR] = cfg.method + ("+attn" if cfg.attention else "")
+    spelled = EmulationConfig(cfg.method, attention="blocks" if cfg.attention else "none")
+    os.environ[autoload.ENV_VAR] = spelled.method_string
     if args.report:
         os.environ[autoload.REPORT_VAR] = "1"
     sys.argv = [args.target, *args.args]

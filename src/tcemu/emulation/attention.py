@@ -6,7 +6,7 @@ split method (TF32x3, BF16x3, BF16x6, BF16x9) and the softmax stays in FP32:
 
 * reference (any device, ``backend="torch"``): :func:`tcemu.matmul` for both products, with autograd, so
   double backward (training on forces) works;
-* fused Triton kernels (``backend="triton"``, or ``"auto"`` with ``FUSED_BY_DEFAULT``; CUDA, and the CPU under
+* fused Triton kernels (``backend="triton"``, or ``"auto"`` with the configuration's ``fused_attention``; CUDA, and the CPU under
   ``TRITON_INTERPRET=1``): self-attention
   with L and D up to 128; the gradient of a mask shared by the heads
   (PET's cutoff weights, which need one for the forces) is summed over the heads in head order (deterministic). TF32x3,
@@ -17,7 +17,7 @@ Inside ``tcemu.emulation_mode(method, attention=True)`` every float32 ``F.scaled
 call without dropout or causal masking runs here.
 
 On an H200, PET S's attention (17,280 atoms, 8 heads of 32 over 41 tokens) takes 11.75 ms forward+backward
-fused in TF32x3 against torch's float32 19.1 ms (1.62x; session 9) and the reference's 51.8 ms; PET M's (8 heads of 48)
+fused in TF32x3 against torch's float32 19.1 ms (1.62x) and the reference's 51.8 ms; PET M's (8 heads of 48)
 24.5 ms against 23.3 ms (0.95x) and 56.8 ms (docs/attention.md). So ``backend="auto"`` runs the fused kernels
 where they apply (``TCEMU_FUSED_ATTENTION=0``: the reference).
 """
@@ -28,26 +28,24 @@ import collections
 import functools
 import logging
 import math
-import os
 
 import torch
 from torch import Tensor
 
+from .._hw import interpreting, shared_memory_per_block
+from .configuration import setting
 from .methods import MethodSpec, get_method
 from .ops import matmul
 
 log = logging.getLogger("tcemu.emulation.attention")
 
 __all__ = ["scaled_dot_product_attention", "sdpa_reference", "fused_smem_bytes", "FUSED_METHODS", "MAX_FUSED_LEN",
-           "FUSED_BY_DEFAULT", "HEADS_PER_PROGRAM", "SMALL_BATCH_FALLBACK", "FUSED_MIN_HEADS", "fallback_stats"]
+           "HEADS_PER_PROGRAM", "FUSED_MIN_HEADS", "fallback_stats"]
 
 #: methods with a fused kernel; the others run the reference
 FUSED_METHODS = ("tf32x3", "bf16x3", "bf16x6")
 #: longest sequence and head dimension of the fused kernels (one tile per head)
 MAX_FUSED_LEN = 128
-#: whether ``backend="auto"`` runs the fused kernels where they apply (faster than the reference on every
-#: measured shape); ``TCEMU_FUSED_ATTENTION=0`` turns it off
-FUSED_BY_DEFAULT = os.environ.get("TCEMU_FUSED_ATTENTION", "1") != "0"
 #: heads per program of the fused forward kernel (the largest divisor of H up to this). Several heads per
 #: program: the loads of the next head are pipelined under the current one's products, and a mask shared by the
 #: heads is loaded once. None (default): all of H up to ``AUTO_HEADS_PER_PROGRAM`` for tiles of at most
@@ -59,9 +57,8 @@ AUTO_HEADS_PER_PROGRAM = 8
 #: FP32 attention instead of the fused kernels (FP32 accuracy kept): their programs are then too few to fill the
 #: GPU. Measured on the H200 with PET S's heads (8 of 32 over 41 tokens), TF32x3 forward+backward against
 #: torch's FP32: 1,536 heads (192 atoms) 0.32x, 6,144 0.97x, 12,288 1.60x, 49,152 1.61x, 138,240 1.62x
-#: (benchmarks/results/h200/attention/batch_sweep.csv). Off: ``SMALL_BATCH_FALLBACK = False`` or
+#: (benchmarks/results/h200/attention/batch_sweep.csv). Off: ``tcemu.config(attention_fallback=False)`` or
 #: ``TCEMU_ATTENTION_FALLBACK=0``; :func:`fallback_stats` counts the calls.
-SMALL_BATCH_FALLBACK = os.environ.get("TCEMU_ATTENTION_FALLBACK", "1") != "0"
 FUSED_MIN_HEADS = 12288
 _FALLBACKS: collections.Counter = collections.Counter()
 #: largest L x D tile (padded) given several heads per program by default: the pipelined head loop multiplies
@@ -151,8 +148,7 @@ def _smem_limit(device: torch.device) -> int | None:
     """Shared memory a block may use on ``device`` (None off CUDA: the interpreter has no limit)."""
     if device.type != "cuda":
         return None
-    props = torch.cuda.get_device_properties(device)
-    return getattr(props, "shared_memory_per_block_optin", None) or props.shared_memory_per_block
+    return shared_memory_per_block(device)
 
 
 def _fused_unsupported(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, spec: MethodSpec) -> str | None:
@@ -161,8 +157,7 @@ def _fused_unsupported(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, spe
         return f"no fused kernel for {spec.name} (methods {', '.join(FUSED_METHODS)})"
     if q.dim() != 4 or k.shape != q.shape or v.shape != q.shape:
         return "the fused kernels take self-attention with 4-D (B, H, L, D) query, key and value of one shape"
-    # (emu_mm._interpreting, without importing Triton: the core install has none)
-    if q.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+    if q.device.type != "cuda" and not interpreting():
         return f"the fused kernels run on CUDA (got {q.device})"
     B, H, L, D = q.shape
     if L > MAX_FUSED_LEN or D > MAX_FUSED_LEN or min(B, H, L, D) == 0:
@@ -191,7 +186,7 @@ def fallback_stats() -> dict[tuple[int, ...], int]:
 
 def _small_batch(q: Tensor) -> bool:
     """Whether ``backend="auto"`` runs torch's FP32 attention for this (B, H, L, D) query (CUDA only)."""
-    if not SMALL_BATCH_FALLBACK or q.device.type != "cuda" or q.shape[0] * q.shape[1] >= FUSED_MIN_HEADS:
+    if not setting("attention_fallback") or q.device.type != "cuda" or q.shape[0] * q.shape[1] >= FUSED_MIN_HEADS:
         return False
     if not torch.compiler.is_compiling():  # decided at trace time under torch.compile; counted in eager code
         key = tuple(q.shape)
@@ -212,7 +207,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         attn_mask: float32 added to the scores, or bool (True = attend), broadcastable to (..., L, S).
         scale: score scale; default 1 / sqrt(D), as torch.
         method: emulation method of the two products.
-        backend: ``"auto"`` (the fused kernels where they apply if ``FUSED_BY_DEFAULT``, else the reference;
+        backend: ``"auto"`` (the fused kernels where they apply if the configuration's ``fused_attention``, else the reference;
             on CUDA, batches of fewer than ``FUSED_MIN_HEADS`` heads in all run torch's FP32 attention),
             ``"torch"`` (reference) or ``"triton"`` (the fused kernels; ValueError where they do not apply).
 
@@ -227,7 +222,7 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
     mask = _additive(attn_mask)
     if mask is not None and q.dim() == 4 and mask.dim() < 4:  # as torch broadcasts it (a view: gradients flow back)
         mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
-    fused = backend == "triton" or (backend == "auto" and FUSED_BY_DEFAULT)
+    fused = backend == "triton" or (backend == "auto" and setting("fused_attention"))
     reason = _fused_unsupported(q, k, v, mask, spec) if fused else None
     if fused and reason is None:
         if backend == "auto" and _small_batch(q):
@@ -263,13 +258,13 @@ def _launch_args(spec: MethodSpec, L: int, D: int, backward: bool = False) -> di
     import triton  # noqa: PLC0415
 
     from .gemm._kernels._split import FMT_BF16  # noqa: PLC0415
-    from .gemm.emu_mm import _fmt, _interpreting  # noqa: PLC0415
+    from .gemm.launch import _fmt  # noqa: PLC0415
 
     fmt = _fmt(spec)
     lp, dp = max(16, triton.next_power_of_2(L)), max(16, triton.next_power_of_2(D))
-    args = dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, DOT_FMT=2 if (fmt == FMT_BF16 and _interpreting()) else fmt,
+    args = dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, DOT_FMT=2 if (fmt == FMT_BF16 and interpreting()) else fmt,
                 LP=lp, DP=dp, num_warps=4 if lp <= 64 else 8)
-    if backward and not _interpreting() and (lp, dp) == (64, 32):
+    if backward and not interpreting() and (lp, dp) == (64, 32):
         # both backward kernels at 168 registers: 3 blocks per SM instead of 2 (PET S on the H200: 7.6 ms for
         # the two, against 8.6 uncapped; 8 B of spill in the offline compile of TF32x3's first kernel, 24 B BF16x6)
         args["maxnreg"] = 168

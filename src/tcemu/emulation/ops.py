@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .backends import GemmBackend, resolve_backend
+from .dispatch import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
 
 __all__ = ["GemmConfig", "matmul", "linear", "check_operands"]

@@ -19,6 +19,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from tcemu.mlip.labels import potential_label, system_label
+
 __all__ = [
     "CHECKPOINT_FILE",
     "METADATA_FILE",
@@ -82,7 +84,6 @@ def pet_distilled(compile: bool = False):
 def _random_twin(seed: int):
     """The checkpoint's architecture (hypers, elements, energy target) with seeded random weights."""
     import torch
-
     from metatrain.pet import PET
 
     ckpt = torch.load(checkpoint_path(), weights_only=False, map_location="cpu")
@@ -122,16 +123,6 @@ def is_random_weights(potential_name: str) -> bool:
     return key == "pet-distilled-random" or (key.startswith("pet-") and key[4:] in PET_SHAPES)
 
 
-def potential_label(potential_name: str) -> str:
-    """The name as a reader should see it: random-weight PETs say so, the distilled one says it is trained."""
-    if is_random_weights(potential_name):
-        return f"{potential_name} (random weights)"
-    if potential_name.lower().removesuffix("-compiled") == "pet-distilled":
-        status = metadata().get("status", "-")
-        return f"{potential_name} (trained, distilled from CHGNet{'' if status == 'h200' else ', ' + status})"
-    return potential_name
-
-
 # ---------------------------------------------------------------------------------------------
 # The report's comparison of trained and random weights
 # ---------------------------------------------------------------------------------------------
@@ -154,7 +145,8 @@ def weights_comparison(res) -> str:
             sp_r = sps.get((random, system))
             if pot != trained or sp_r is None:
                 continue
-            lines.append(f"### {trained} and {random} on {system} ({sp_t.n_atoms} atoms)\n")
+            lines.append(f"### {potential_label(trained)} and {potential_label(random)} on "
+                         f"{system_label(system, sp_t.n_atoms)}\n")
             lines.append("| method | force err vs FP64 (eV/A): trained | random | ratio | x FP32 floor: trained | "
                          "random | energy err (eV): trained | random |")
             lines.append("|---|---|---|---|---|---|---|---|")
@@ -172,7 +164,7 @@ def weights_comparison(res) -> str:
         curves = {c.potential: c for c in res.energy_curve}
         if trained in curves and random in curves:
             ct, cr = curves[trained], curves[random]
-            lines.append(f"### CO curve jitter, {trained} and {random}\n")
+            lines.append(f"### CO curve jitter, {potential_label(trained)} and {potential_label(random)}\n")
             lines.append("| method | d2 RMS (meV): trained | random |")
             lines.append("|---|---|---|")
             for m in ct.methods:

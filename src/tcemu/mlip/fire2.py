@@ -16,7 +16,7 @@ This module implements the update as ALCHEMI documents it (Guénolé et al. 2020
 Defaults (ALCHEMI's): delaystep 60, dtgrow 1.05, dtshrink 0.75, alphashrink 0.985, alpha0 0.09,
 tmax 0.08, tmin 0.005, maxstep 0.1 (Angstrom). ALCHEMI requires ``dt``; we default it to
 ``tmax / 2`` = 0.04 and say so. These differ from ASE's FIRE2 (dt 0.1, Nmin 20, finc 1.1,
-fdec 0.5, astart 0.25, fa 0.99, maxstep 0.2), so step counts differ between the two (MLIP.md §9).
+fdec 0.5, astart 0.25, fa 0.99, maxstep 0.2), so step counts differ between the two (docs/mlip.md, "FIRE2").
 
 :class:`FIRE2` wraps the step as an ASE optimizer (``run(fmax, steps)``, ``attach``), so the
 relaxation task can use it and ``ase.optimize.FIRE2`` interchangeably.

@@ -36,24 +36,19 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from torch import nn
 
 from ._torchani import import_torchani
+from .methods import ATTENTION_SUFFIX, REFERENCE_METHODS, apply_method, check_method, emulation_config
 from .pet_compile import PET_COMPILE_SCOPE, compile_pet_
-from .pet_modules import (  # PET's modules; PETShape is re-exported
-    PET_SHAPES,
-    PETShape,  # noqa: F401
-    _pet_types,
-    build_pet,
-    is_pet_attention_block,
-    load_pet_checkpoint,
-)
 
 __all__ = [
     "PET_SHAPES",
     "Potential",
     "PotentialCalculator",
     "ATTENTION_SUFFIX",
+    "emulation_config",
     "REFERENCE_METHODS",
     "ani1x",
     "apply_method",
@@ -70,63 +65,6 @@ __all__ = [
     "PET_COMPILE_SCOPE",
     "POTENTIALS",
 ]
-
-#: Methods that are not emulation methods: the float64 reference and plain float32.
-REFERENCE_METHODS = ("fp64", "fp32")
-#: Suffix of an emulation method that also emulates the potential's attention blocks.
-ATTENTION_SUFFIX = "+attn"
-
-# ---------------------------------------------------------------------------------------------
-# Methods
-# ---------------------------------------------------------------------------------------------
-
-
-def check_method(method: str) -> str:
-    """Return ``method`` lower-cased if it is ``fp64``, ``fp32``, a tcemu emulation method, or one with
-    ``"+attn"``, else raise."""
-    m = str(method).lower()
-    base = m.removesuffix(ATTENTION_SUFFIX)
-    if m in REFERENCE_METHODS:
-        return m
-    from tcemu.emulation.methods import METHODS
-
-    if base in REFERENCE_METHODS:
-        raise ValueError(f"{method!r}: '{ATTENTION_SUFFIX}' applies to emulation methods only")
-    if base not in METHODS or "+" in base:
-        raise ValueError(f"unknown method {method!r}; choose one of fp64, {', '.join(METHODS)}, "
-                         f"or an emulation method with '{ATTENTION_SUFFIX}' (e.g. tf32x3{ATTENTION_SUFFIX})")
-    return m
-
-
-def apply_method(module: nn.Module, method: str, filter_fn: Callable | None = None,
-                 attention_filter: Callable | None = None) -> nn.Module:
-    """Put ``module`` (a float32 model) into ``method``: ``.double()`` for fp64, as is for fp32, else emulate.
-
-    Emulation is :func:`tcemu.emulate_` in place (same parameters): the ``nn.Linear`` swap and the functional
-    products of the modules ``filter_fn`` selects. With
-    ``"+attn"`` the modules selected by ``attention_filter(module, fqn)`` also run their
-    ``F.scaled_dot_product_attention`` emulated (:func:`tcemu.emulate_functional_`); a model without
-    attention blocks (``attention_filter`` None) runs the plain method, with a warning.
-    """
-    m = check_method(method)
-    if m == "fp64":
-        return module.double()
-    if m == "fp32":
-        return module
-    import tcemu
-
-    base = m.removesuffix(ATTENTION_SUFFIX)
-    module = tcemu.emulate_(module, base, filter_fn=filter_fn)  # a bare nn.Linear is returned swapped
-    if m.endswith(ATTENTION_SUFFIX):
-        if attention_filter is None:  # nothing more to emulate: the plain method, said once per call
-            import warnings
-
-            warnings.warn(f"{method!r}: this model has no attention blocks that tcemu.mlip knows of, so it runs "
-                          f"as {base!r}", stacklevel=2)
-        else:
-            tcemu.emulate_functional_(module, base, attention_filter, attention=True, matmuls=False)
-    return module
-
 
 # ---------------------------------------------------------------------------------------------
 # The calculator wrapper: input checks, then the model's own ASE calculator
@@ -310,6 +248,112 @@ class Potential:
 # ---------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PETShape:
+    """Size hypers of a PET model (docs/mlip.md, "Methods and models"): d_ff = 2 d_pet, d_head = d_pet."""
+
+    d_node: int
+    d_pet: int
+    num_gnn_layers: int
+    num_attention_layers: int
+    cutoff_A: float
+    num_neighbors_adaptive: int
+
+    def hypers(self) -> dict:
+        return {
+            "d_node": self.d_node,
+            "d_pet": self.d_pet,
+            "d_feedforward": 2 * self.d_pet,
+            "d_head": self.d_pet,
+            "num_gnn_layers": self.num_gnn_layers,
+            "num_attention_layers": self.num_attention_layers,
+            "cutoff": self.cutoff_A,
+            "num_neighbors_adaptive": self.num_neighbors_adaptive,
+        }
+
+
+#: PET-MAD / PET-OMat size budgets (upet docs, v1.6 adaptive neighbours), plus "tiny" for CI tests.
+PET_SHAPES: dict[str, PETShape] = {
+    "tiny": PETShape(64, 32, 1, 1, 5.0, 8),
+    "xs": PETShape(512, 128, 2, 1, 7.5, 16),
+    "s": PETShape(1024, 256, 3, 1, 8.0, 24),
+    "s-nn32": PETShape(1024, 256, 3, 1, 8.0, 32),
+    "m": PETShape(1536, 384, 3, 2, 8.5, 32),
+    "l": PETShape(2048, 512, 4, 2, 9.0, 32),
+}
+
+
+def build_pet(
+    shape: str | PETShape = "xs", seed: int = 0, atomic_types: Iterable[int] | None = None
+) -> nn.Module:
+    """A metatrain PET with random weights (deterministic in ``seed``), energy target in eV, float32, eval mode.
+
+    Args:
+        shape: a key of :data:`PET_SHAPES` or a :class:`PETShape`.
+        seed: ``torch.manual_seed`` for the weights (the global RNG state is restored afterwards).
+        atomic_types: atomic numbers the model accepts (default 1 to 102).
+    """
+    from metatrain.pet import PET
+    from metatrain.utils.architectures import get_default_hypers
+    from metatrain.utils.data import DatasetInfo
+    from metatrain.utils.data.target_info import get_energy_target_info
+
+    spec = PET_SHAPES[shape.lower()] if isinstance(shape, str) else shape
+    hypers = get_default_hypers("pet")["model"]
+    hypers.update(spec.hypers())
+    info = DatasetInfo(
+        length_unit="Angstrom",
+        atomic_types=sorted(atomic_types) if atomic_types is not None else list(range(1, 103)),
+        targets={"energy": get_energy_target_info("energy", {"quantity": "energy", "unit": "eV"})},
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = PET(hypers, info)
+    return model.float().eval()
+
+
+def load_pet_checkpoint(path: str | Path) -> nn.Module:
+    """Load a PET(-MAD, UPET) checkpoint from a local ``.ckpt`` (or ``.ckpt.gz``) file, float32, eval mode.
+
+    This is the path of a user who downloaded a checkpoint: no network, no TorchScript.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"PET checkpoint {str(path)!r} not found; download one (e.g. pet-mad-s-v1.6.0.ckpt from "
+            "huggingface.co/lab-cosmo/upet) and pass its local path"
+        )
+    import metatomic.torch  # noqa: F401  (TorchScript classes in the pickle)
+    from metatrain.utils.io import load_model
+
+    if path.suffix == ".gz":
+        import gzip
+        import tempfile
+
+        with gzip.open(path, "rb") as f, tempfile.NamedTemporaryFile(suffix=".ckpt", delete=False) as tmp:
+            tmp.write(f.read())
+        try:
+            model = _load_metatrain(load_model, path, tmp.name)
+        finally:
+            Path(tmp.name).unlink(missing_ok=True)
+    else:
+        model = _load_metatrain(load_model, path, str(path))
+    if isinstance(model, torch.jit.ScriptModule):
+        raise ValueError(
+            f"{path} holds a TorchScript export; tcemu needs the checkpoint (.ckpt) to emulate it"
+        )
+    return model.float().eval()
+
+
+def _load_metatrain(load_model: Callable, path: Path, file: str) -> nn.Module:
+    """metatrain's ``load_model``, with one clear line for a file that is not a metatrain checkpoint."""
+    try:
+        return load_model(file)
+    except KeyError as exc:
+        raise ValueError(f"{path} is not a metatrain (PET) checkpoint (no {exc} in it); for another model give "
+                         "--calculator module:factory (tcemu.mlip.calculators)") from None
+
+
 def _wrap_pet(compile: bool) -> Callable[[nn.Module, str], Any]:
     def wrap(model: nn.Module, device: str):
         from metatomic_ase import MetatomicCalculator
@@ -329,6 +373,17 @@ def warnings_off():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
+
+
+def is_pet_attention_block(module: nn.Module, fqn: str = "") -> bool:
+    """PET's attention blocks (metatrain's ``AttentionBlock``: ``F.scaled_dot_product_attention`` inside)."""
+    from metatrain.pet.modules.transformer import AttentionBlock
+
+    return isinstance(module, AttentionBlock)
+
+
+def _pet_types(model: nn.Module) -> frozenset[int]:
+    return frozenset(int(t) for t in model.atomic_types)
 
 
 def pet(shape: str = "xs", seed: int = 0, compile: bool = False) -> Potential:

@@ -24,6 +24,22 @@ def compile_pet_(model: nn.Module, *, scope: Iterable[str] = PET_COMPILE_SCOPE, 
     crossing the small-shape fallback threshold adds one graph per side).
     """
     b = model.backend
+    kwargs = _inductor_kwargs(mode) if backend == "inductor" else {"mode": mode}
     for name in scope:
-        setattr(b, name, torch.compile(getattr(b, name), dynamic=True, backend=backend, mode=mode))
+        setattr(b, name, torch.compile(getattr(b, name), dynamic=True, backend=backend, **kwargs))
     return model
+
+
+#: Inductor options for PET: the memory-coalescing tiling analysis off. Under ``tcemu.emulate_``'s functional
+#: scope, Inductor 2.11's analysis fails an assertion on PET's dynamic-shape graphs (``tiling_utils``:
+#: ``get_pw_red_splits``); its own note says it does not yet apply to dynamic shapes.
+INDUCTOR_OPTIONS = {"triton.coalesce_tiling_analysis": False}
+
+
+def _inductor_kwargs(mode: str | None) -> dict:
+    """``options`` for ``torch.compile``: ``mode``'s own options plus :data:`INDUCTOR_OPTIONS` (torch.compile
+    takes either a mode or options, not both)."""
+    from torch._inductor import list_mode_options
+
+    options = dict(list_mode_options(mode)) if mode else {}
+    return {"options": {**options, **INDUCTOR_OPTIONS}}

@@ -12,8 +12,10 @@ import numpy as np
 __all__ = [
     "METHOD_COLORS",
     "plot_curve_deviation",
+    "plot_curve_jitter",
     "plot_energy_curve",
     "plot_nve",
+    "plot_nve_deviation",
     "plot_relax",
     "plot_single_point",
     "save_check_figures",
@@ -53,8 +55,55 @@ def _ax(ax):
     return ax
 
 
+def _wrapped(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` wrapped to lines that fit ``width_in`` inches at ``fontsize`` points (about 0.55 em a character)."""
+    import textwrap
+
+    return textwrap.fill(text, width=max(20, int(width_in * 72 / (0.55 * fontsize))))
+
+
+def _title(ax, text: str, fontsize: float = 9) -> None:
+    """An axis title wrapped to the axis' width."""
+    fig = ax.figure
+    width_in = ax.get_position().width * fig.get_figwidth()
+    ax.set_title(_wrapped(text, width_in, fontsize), fontsize=fontsize)
+
+
+def _suptitle(fig, text: str, fontsize: float = 10) -> None:
+    """A figure title wrapped to the figure's width."""
+    fig.suptitle(_wrapped(text, 0.95 * fig.get_figwidth(), fontsize), fontsize=fontsize)
+
+
+def _legend(ax, **kw) -> None:
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(**kw)
+
+
+def _room_for_legend(ax, values) -> None:
+    """On a log axis, raise the top so that a legend in the upper corner covers no bar."""
+    pos = [v for v in values if v == v and v > 0]  # noqa: PLR0124 - NaN test
+    if pos:
+        lo, hi = min(pos), max(pos)
+        ax.set_ylim(top=hi * max(30.0, (hi / lo) ** 0.4))
+
+
+def _has_suptitle(fig) -> bool:
+    return getattr(fig, "_suptitle", None) is not None
+
+
+def _not_discriminating(reason: str) -> str:
+    return " (not discriminating here)" if reason else ""
+
+
+_METRIC_TITLES = {"force_mean_err": "mean force error", "energy_abs_err": "energy error",
+                  "stress_mean_err": "mean stress error"}
+
+
 def plot_single_point(res, metric: str = "force_mean_err", ax=None):
-    """Bar chart: each method's error vs FP64 (log scale), with FP32's noise floor as a dashed line."""
+    """Bar chart: each method's error vs FP64 (log scale), FP32's noise floor (dashed) and the pass threshold."""
+    from tcemu.mlip.criteria import THRESHOLDS, energy_ulp_reason, single_point_threshold
+    from tcemu.mlip.labels import case_label
+
     ax = _ax(ax)
     methods = res.methods
     vals = [res.error(m, "fp64").get(metric) for m in methods]
@@ -63,31 +112,36 @@ def plot_single_point(res, metric: str = "force_mean_err", ax=None):
     unit = dict((n, u) for n, u, _ in res.floor.METRICS)[metric]
     if floor > 0:
         ax.axhline(floor, ls="--", color="k", lw=1, label=f"FP32 noise floor ({res.floor_kind})")
-        ax.legend(loc="upper right", fontsize=8)
+    thr = single_point_threshold(res, metric)
+    if thr == thr and thr > 0:  # noqa: PLR0124 - NaN test
+        k = THRESHOLDS["single_point_factor"]
+        by_ulp = metric == "energy_abs_err" and energy_ulp_reason(res)
+        how = f"{k:g} x one FP32 ulp of E (not discriminating here)" if by_ulp else f"{k:g} x max(FP32 err, floor)"
+        ax.axhline(thr, ls="-", color="tab:red", lw=1.2, label=f"pass threshold {thr:.2g}: {how}")
     ax.set_yscale("log")
-    ax.set_ylabel(f"{metric.replace('_', ' ')} vs FP64 ({unit})")
-    ax.set_title(f"{res.potential} on {res.system} ({res.n_atoms} atoms)", fontsize=9)
+    _room_for_legend(ax, [*vals, floor, thr])
+    _legend(ax, loc="upper right", fontsize=7)
+    ax.set_ylabel(f"{_METRIC_TITLES.get(metric, metric)} vs FP64 ({unit})")
+    ax.tick_params(axis="x", labelsize=8)
+    _title(ax, _METRIC_TITLES.get(metric, metric) if _has_suptitle(ax.figure)
+           else case_label(res.potential, res.system, res.n_atoms, short=True))
     return ax
 
 
 def plot_energy_curve(res, ax=None):
     """E(h) for each method, relative to FP64's energy at the largest height."""
+    from tcemu.mlip.labels import potential_label
+
     ax = _ax(ax)
     h = np.asarray(res.heights_A)
     e_ref = res.energies_eV["fp64"][-1]
     for m, es in res.energies_eV.items():
-        ax.plot(
-            h,
-            np.asarray(es) - e_ref,
-            label=m,
-            color=METHOD_COLORS.get(m),
-            lw=1.2 if m != "fp64" else 2.0,
-            alpha=0.85,
-        )
+        ax.plot(h, np.asarray(es) - e_ref, label=m, color=METHOD_COLORS.get(m), lw=1.2 if m != "fp64" else 2.0,
+                alpha=0.85)
     ax.set_xlabel("C height above top-site Pt (Angstrom)")
     ax.set_ylabel("E - E_FP64(h_max) (eV)")
-    ax.set_title(f"CO drag, {res.potential}", fontsize=9)
-    ax.legend(fontsize=8)
+    _title(ax, f"energy, {potential_label(res.potential, short=True)}" if not _has_suptitle(ax.figure) else "energy")
+    _legend(ax, fontsize=7)
     return ax
 
 
@@ -96,62 +150,106 @@ def plot_curve_deviation(res, ax=None):
     ax = _ax(ax)
     h = np.asarray(res.heights_A)
     for m in res.methods:
-        ax.plot(
-            h,
-            res.deviation_meV(m),
-            marker=".",
-            ms=3,
-            label=f"{m} (d2 rms {res.jitter_rms_meV(m):.2g} meV)",
-            color=METHOD_COLORS.get(m),
-        )
+        ax.plot(h, res.deviation_meV(m), marker=".", ms=3, label=m, color=METHOD_COLORS.get(m))
     ax.set_yscale("symlog", linthresh=1e-3)
     ax.set_xlabel("C height above top-site Pt (Angstrom)")
     ax.set_ylabel("E_method - E_FP64 (meV)")
-    ax.set_title(f"CO drag deviation from FP64, {res.potential}", fontsize=9)
-    ax.legend(fontsize=7)
+    _title(ax, "deviation from FP64")
+    _legend(ax, fontsize=7)
+    return ax
+
+
+def plot_curve_jitter(res, ax=None):
+    """Each method's jitter (RMS second difference of E - E_FP64) against the pass threshold."""
+    from tcemu.mlip.criteria import THRESHOLDS, curve_threshold
+
+    ax = _ax(ax)
+    methods = res.methods
+    ax.bar(methods, [res.jitter_rms_meV(m) for m in methods], color=[METHOD_COLORS.get(m, "grey") for m in methods])
+    thr = curve_threshold(res)
+    if thr == thr and thr > 0:  # noqa: PLR0124 - NaN test
+        ax.axhline(thr, color="tab:red", lw=1.2,
+                   label=f"pass threshold {thr:.2g} meV: {THRESHOLDS['curve_factor']:g} x FP32's")
+    ax.set_yscale("log")
+    _room_for_legend(ax, [*(res.jitter_rms_meV(m) for m in methods), thr])
+    _legend(ax, loc="upper right", fontsize=7)
+    ax.set_ylabel("d2 RMS of E - E_FP64 (meV)")
+    ax.tick_params(axis="x", labelsize=8)
+    _title(ax, "jitter (the criterion)")
     return ax
 
 
 def plot_nve(res, ax=None):
-    """Total energy per atom vs time (relative to its start), one line per method."""
+    """Total energy per atom vs time (relative to its start), one line per method, and the drift threshold as
+    lines of slope +-threshold through the start."""
+    from tcemu.mlip.criteria import nve_thresholds
+    from tcemu.mlip.labels import case_label
+
     ax = _ax(ax)
+    t = nve_thresholds(res)
     for m, r in res.runs.items():
         e = 1e3 * (np.asarray(r.etot_eV) - r.etot_eV[0]) / r.n_atoms
-        ax.plot(
-            r.time_ps,
-            e,
-            label=f"{m} (drift {r.drift_meV_per_atom_per_ps:+.2g} meV/atom/ps)",
-            color=METHOD_COLORS.get(m),
-            lw=1,
-        )
+        ax.plot(r.time_ps, e, label=f"{m} ({r.drift_meV_per_atom_per_ps:+.2g} meV/atom/ps)",
+                color=METHOD_COLORS.get(m), lw=1)
+    t_end = t["duration_ps"]
+    thr = t["drift"]
+    if thr == thr and t_end > 0:  # noqa: PLR0124 - NaN test
+        ts = np.array([0.0, t_end])
+        label = f"drift threshold +-{thr:.2g} meV/atom/ps{_not_discriminating(t['drift_reason'])}"
+        ax.plot(ts, thr * ts, color="tab:red", ls=":", lw=1.2, label=label)
+        ax.plot(ts, -thr * ts, color="tab:red", ls=":", lw=1.2)
     ax.set_xlabel("time (ps)")
     ax.set_ylabel("E_tot - E_tot(0) (meV/atom)")
-    ax.set_title(f"NVE, {res.potential} on {res.system} ({res.n_atoms} atoms)", fontsize=9)
-    ax.legend(fontsize=7)
+    _title(ax, "total energy" if _has_suptitle(ax.figure) else case_label(res.potential, res.system, res.n_atoms, True))
+    _legend(ax, fontsize=6)
+    return ax
+
+
+def plot_nve_deviation(res, ax=None):
+    """Each method's total-energy change against FP64's along the same start, with the pass threshold."""
+    from tcemu.mlip.criteria import nve_thresholds
+
+    ax = _ax(ax)
+    t = nve_thresholds(res)
+    r64 = res.runs["fp64"]
+    for m in res.methods:
+        r = res.runs[m]
+        k = min(len(r.etot_eV), len(r64.etot_eV))
+        e, e64 = np.asarray(r.etot_eV[:k]), np.asarray(r64.etot_eV[:k])
+        dev = 1e3 * np.abs((e - e[0]) - (e64 - e64[0])) / r.n_atoms
+        ax.plot(r.time_ps[1:k], dev[1:], color=METHOD_COLORS.get(m), lw=1, marker=".", ms=3, label=m)  # 0 at t=0
+    thr = t["energy_dev"]
+    if thr == thr and thr > 0:  # noqa: PLR0124 - NaN test
+        ax.axhline(thr, color="tab:red", lw=1.2, label=f"pass threshold {thr:.2g} meV/atom: 3 x FP32's"
+                   + _not_discriminating(t["energy_dev_reason"]))
+    ax.set_yscale("log")
+    ax.set_xlabel("time (ps)")
+    ax.set_ylabel("|dE_tot - dE_tot,FP64| (meV/atom)")
+    _title(ax, "energy change against FP64's (the criterion)")
+    _legend(ax, fontsize=6)
     return ax
 
 
 def plot_relax(res, ax=None):
-    """fmax vs step for every repeat of every method (log scale), with the target as a dashed line."""
+    """fmax vs step for every repeat of every method (log scale), the target fmax and the step threshold."""
+    from tcemu.mlip.criteria import relax_step_threshold
+    from tcemu.mlip.labels import case_label
+
     ax = _ax(ax)
     target = None
     for m, rs in res.runs.items():
         for i, r in enumerate(rs):
-            ax.plot(
-                r.fmax_trace_eV_per_A,
-                color=METHOD_COLORS.get(m),
-                lw=1,
-                alpha=0.8,
-                label=m if i == 0 else None,
-            )
+            ax.plot(r.fmax_trace_eV_per_A, color=METHOD_COLORS.get(m), lw=1, alpha=0.8, label=m if i == 0 else None)
             target = r.fmax_target_eV_per_A
     if target:
-        ax.axhline(target, ls="--", color="k", lw=1, label="target fmax")
+        ax.axhline(target, ls="--", color="k", lw=1, label=f"pass: fmax reaches {target:g} eV/A")
+    steps = relax_step_threshold(res)
+    ax.axvline(steps, ls=":", color="tab:red", lw=1.2, label=f"pass: median steps <= {steps:.4g}")
     ax.set_yscale("log")
     ax.set_xlabel("optimizer step")
     ax.set_ylabel("fmax (eV/Angstrom)")
-    ax.set_title(f"FIRE2 relaxation, {res.potential} on {res.system} ({res.n_atoms} atoms)", fontsize=9)
-    ax.legend(fontsize=7)
+    _title(ax, f"FIRE2 relaxation, {case_label(res.potential, res.system, res.n_atoms, short=True)}")
+    _legend(ax, fontsize=7)
     return ax
 
 
@@ -163,19 +261,26 @@ def save_check_figures(result, out: str | Path, stem: str) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
+    from tcemu.mlip.labels import case_label, potential_label
+
     if isinstance(result, SinglePointResult):
-        fig, axs = plt.subplots(1, 2, figsize=(10, 3.8))
-        plot_single_point(result, "force_mean_err", axs[0])
-        plot_single_point(result, "energy_abs_err", axs[1])
+        fig, axs = plt.subplots(1, 3, figsize=(13, 4.2))
+        _suptitle(fig, f"Single point: {case_label(result.potential, result.system, result.n_atoms, short=True)}")
+        for ax, metric in zip(axs, ("force_mean_err", "energy_abs_err", "stress_mean_err")):
+            plot_single_point(result, metric, ax)
     elif isinstance(result, EnergyCurveResult):
-        fig, axs = plt.subplots(1, 2, figsize=(11, 4))
+        fig, axs = plt.subplots(1, 3, figsize=(14, 4.4))
+        _suptitle(fig, f"CO pulled off Pt(111), {result.n_atoms} atoms: {potential_label(result.potential, short=True)}")
         plot_energy_curve(result, axs[0])
         plot_curve_deviation(result, axs[1])
+        plot_curve_jitter(result, axs[2])
     elif isinstance(result, NVECheckResult):
-        fig, ax = plt.subplots(figsize=(7, 4.2))
-        plot_nve(result, ax)
+        fig, axs = plt.subplots(1, 2, figsize=(12, 4.4))
+        _suptitle(fig, f"NVE: {case_label(result.potential, result.system, result.n_atoms, short=True)}")
+        plot_nve(result, axs[0])
+        plot_nve_deviation(result, axs[1])
     elif isinstance(result, RelaxCheckResult):
-        fig, ax = plt.subplots(figsize=(7, 4.2))
+        fig, ax = plt.subplots(figsize=(7, 4.4))
         plot_relax(result, ax)
     else:
         raise TypeError(f"no plot for {type(result).__name__}")

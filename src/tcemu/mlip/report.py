@@ -4,26 +4,24 @@
 
 - ``mlip_single_point.csv``, ``mlip_energy_curve.csv``, ``mlip_nve.csv``, ``mlip_relax.csv``: long-format results,
 - ``*.png``: one figure per check and potential,
-- ``verdicts.csv``: ``method, check, value, threshold, verdict`` (one row per method and criterion),
+- ``verdicts.csv``: ``method, check, value, threshold, verdict, reason`` (one row per method and criterion; the
+  verdict is pass, fail, marginal pass, marginal fail or not discriminating, the reason says why not),
 - ``report.md``: tables, figures and a verdict per method with its evidence.
 
-Criteria, coverage rule and verdicts: :mod:`tcemu.mlip.criteria` (re-exported here).
+Criteria, coverage rule and verdicts: :mod:`tcemu.mlip.criteria`; the text: :mod:`tcemu.mlip.report_text`
+(both re-exported here).
 """
 
 from __future__ import annotations
 
-
-import csv
-import math
 import platform
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tcemu.emulation.backends import every_gemm_emulated
+from tcemu.emulation.dispatch import every_gemm_emulated
 from tcemu.mlip._common import ALL_METHODS, write_csv
 from tcemu.mlip.criteria import (
-    REFERENCE_METHODS,
     THRESHOLDS,
     Verdict,
     coverage_verdicts,
@@ -31,10 +29,23 @@ from tcemu.mlip.criteria import (
     method_verdicts,
     verdicts,
 )
-from tcemu.mlip.distilled import potential_label, potentials_line, weights_comparison
+from tcemu.mlip.report_text import coverage_table, verdict_table, write_report, write_verdicts
 
-__all__ = ["SuiteConfig", "SuiteResult", "THRESHOLDS", "Verdict", "coverage_table", "coverage_verdicts",
-           "method_status", "run_suite", "verdicts", "write_report"]
+__all__ = [
+    "THRESHOLDS",
+    "SuiteConfig",
+    "SuiteResult",
+    "Verdict",
+    "coverage_table",
+    "coverage_verdicts",
+    "method_status",
+    "method_verdicts",
+    "run_suite",
+    "verdict_table",
+    "verdicts",
+    "write_report",
+    "write_verdicts",
+]
 
 @dataclass(frozen=True)
 class SuiteConfig:
@@ -47,6 +58,8 @@ class SuiteConfig:
         curve_potentials: potentials for check 2 (CO on Pt(111)); ``curve_points`` heights from 1.2 to 6.0 A.
         nve_potential, nve_system, nve_ps, nve_timestep_fs: check 3.
         relax_potential, relax_system, relax_repeats, relax_fmax_eV_per_A, relax_max_steps, relax_optimizer: check 4.
+        relax_include_fp64: relax with FP64 too, so that the steps criterion knows how far rounding alone moves
+            the step count (no steps verdict when FP64 and FP32 differ by more than its margin).
         device: torch device of every model.
     """
 
@@ -66,6 +79,7 @@ class SuiteConfig:
     relax_fmax_eV_per_A: float = 1e-3
     relax_max_steps: int = 500
     relax_optimizer: str = "fire2"
+    relax_include_fp64: bool = True
     device: str = "cpu"
     checks: tuple[str, ...] = ("single_point", "energy_curve", "nve", "relax")
     name: str = "custom"
@@ -286,6 +300,7 @@ def _run_suite(config: SuiteConfig, out: str | Path, show_progress: bool, log) -
                 config.relax_fmax_eV_per_A,
                 config.relax_max_steps,
                 config.device,
+                include_fp64=config.relax_include_fp64,
                 show_progress=show_progress,
             )
             res.relax.append(r)
@@ -299,184 +314,3 @@ def _run_suite(config: SuiteConfig, out: str | Path, show_progress: bool, log) -
     write_report(res, out)
     return res
 
-
-def write_verdicts(res: SuiteResult, out: Path) -> None:
-    """``out/verdicts.csv``: one row per (method, criterion) with the columns of :meth:`Verdict.row`."""
-    with (Path(out) / "verdicts.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=["method", "check", "value", "threshold", "verdict"])
-        w.writeheader()
-        for v in res.verdicts:
-            w.writerow(v.row())
-
-
-def _fmt(x: float) -> str:
-    if isinstance(x, float) and math.isnan(x):
-        return "-"
-    if isinstance(x, float) and math.isinf(x):
-        return "inf (floor 0)"
-    return f"{x:.3g}"
-
-
-def verdict_table(res: SuiteResult) -> str:
-    """Markdown table: one row per method, safe / not safe, and the failed criteria."""
-    methods = list(dict.fromkeys(v.method for v in res.verdicts))
-    mv = method_verdicts(res.verdicts, methods)
-    lines = ["| method | verdict | criteria passed | failed criteria |", "|---|---|---|---|"]
-    for m in methods:
-        _, failed = mv[m]
-        n = sum(1 for v in res.verdicts if v.method == m)
-        why = "; ".join(f"{v.check} = {_fmt(v.value)} > {_fmt(v.threshold)} {v.unit}" for v in failed) or "-"
-        lines.append(f"| {m} | **{method_status(res.verdicts, m)}** | {n - len(failed)}/{n} | {why} |")
-    return "\n".join(lines)
-
-
-def coverage_table(res: SuiteResult) -> str:
-    """Markdown table: each case's coverage per method (% of float32 contraction FLOPs emulated)."""
-    cases = [(check, r) for check, rs in (("single point", res.single_point), ("energy curve", res.energy_curve),
-                                          ("nve", res.nve), ("relax", res.relax)) for r in rs]
-    methods = list(dict.fromkeys(m for _, r in cases for m in getattr(r, "coverage", {})
-                                 if m not in REFERENCE_METHODS))
-    if not cases or not methods:
-        return "No coverage was measured."
-    lines = ["| check | potential / system | " + " | ".join(methods) + " |", "|---|---|" + "---|" * len(methods)]
-    for check, r in cases:
-        cells = [_fmt(100 * r.coverage[m]) + " %" if m in r.coverage else "-" for m in methods]
-        lines.append(f"| {check} | {r.potential} / {r.system} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def _tf32_statement(res: SuiteResult) -> str:
-    vs = [v for v in res.verdicts if v.method == "tf32"]
-    if not vs:
-        return "Single-pass TF32 was not run."
-    failed = [v for v in vs if not v.passed]
-    checks = sorted({v.check.split(":")[0] for v in failed})
-    if not failed:
-        return (
-            "Single-pass TF32 passed every criterion in this run: at these sizes its rounding did not show "
-            "above FP32's own. Do not read this as FP32 accuracy: see its single-point errors above."
-        )
-    parts = [f"{v.check} = {_fmt(v.value)} {v.unit} (threshold {_fmt(v.threshold)})" for v in failed]
-    return (
-        f"Single-pass TF32 is **not safe**: it fails {len(failed)} of {len(vs)} criteria, in the checks "
-        f"{', '.join(checks)}: " + "; ".join(parts) + ". TF32 keeps 10 mantissa bits per operand, so each "
-        "product carries a relative error near 2^-11 instead of FP32's 2^-24."
-    )
-
-
-def write_report(res: SuiteResult, out: str | Path) -> Path:
-    """Write ``out/report.md`` from a finished :class:`SuiteResult`."""
-    out = Path(out)
-    cfg = res.config
-    env = _environment()
-    L: list[str] = []
-    L.append(f"# tcemu MLIP validation report ({cfg.name} suite)\n")
-    L.append("Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "\n")
-    L.append(potentials_line([p for p, _ in cfg.single_point] + list(cfg.curve_potentials)) + "\n")
-    L.append(
-        f"Device: `{cfg.device}`. Methods: fp64 (reference), fp32, {', '.join(cfg.methods)}. "
-        f"Wall time per check (s): " + ", ".join(f"{k} {v:.0f}" for k, v in res.wall_s.items()) + "\n"
-    )
-    L.append("## Verdicts\n")
-    L.append(verdict_table(res) + "\n")
-    L.append("**Coverage** (share of the float32 contraction FLOPs, forward and backward, that each method's run "
-             "emulated, measured by `tcemu.coverage()` on its first calculation; below "
-             f"{100 * THRESHOLDS['min_coverage']:.0f} % a method is not validated):\n")
-    L.append(coverage_table(res) + "\n")
-    if res.failures:
-        L.append("**Cases that failed to run** (no verdict from them):\n")
-        L.extend(f"- {c} {case}: `{err}`" for c, case, err in res.failures)
-        L.append("")
-    L.append("**Single-pass TF32.** " + _tf32_statement(res) + "\n")
-    L.append(
-        "Criteria: each method against what FP32 itself achieves (details in `tcemu.mlip.report`):\n"
-        + "\n".join(f"- `{k}` = {v}" for k, v in THRESHOLDS.items())
-        + "\n"
-    )
-    if res.single_point:
-        L.append("## 1. Single point\n")
-        L.append(
-            f"Errors against FP64 (force: mean per-atom |dF|; energy: |dE|; stress: mean |ds|), and as a multiple "
-            f"of FP32's noise floor (FP32 vs FP32 with the atoms reordered: `{cfg.floor}`). 'vs FP32' compares "
-            "each method with plain FP32: a multiple near 1 means it differs from FP32 no more than FP32 differs "
-            "from itself when only the order of its sums changes. A floor of 0 means the reordered FP32 run gave "
-            "bit-identical values.\n"
-        )
-        for sp in res.single_point:
-            L.append(f"### {potential_label(sp.potential)} on {sp.system} ({sp.n_atoms} atoms)\n")
-            L.append(
-                f"Noise floor: force {_fmt(sp.floor.force_mean_err_eV_per_A)} eV/A, energy "
-                f"{_fmt(sp.floor.energy_abs_err_eV)} eV, stress {_fmt(sp.floor.stress_mean_err_eV_per_A3)} eV/A^3.\n"
-            )
-            L.append(
-                "| method | force err (eV/A) | x floor | force max (eV/A) | energy err (eV) | x floor | "
-                "stress err (eV/A^3) | vs FP32: force (eV/A) | vs FP32: x floor | eval (s) |"
-            )
-            L.append("|---|---|---|---|---|---|---|---|---|---|")
-            for m in sp.methods:
-                e = sp.error(m, "fp64")
-                vs32 = sp.error(m, "fp32").force_mean_err_eV_per_A if m != "fp32" else 0.0
-                vs32_x = sp.floor_multiple(m, "force_mean_err", "fp32") if m != "fp32" else 0.0
-                L.append(
-                    f"| {m} | {_fmt(e.force_mean_err_eV_per_A)} | {_fmt(sp.floor_multiple(m, 'force_mean_err'))} | "
-                    f"{_fmt(e.force_max_err_eV_per_A)} | {_fmt(e.energy_abs_err_eV)} | "
-                    f"{_fmt(sp.floor_multiple(m, 'energy_abs_err'))} | {_fmt(e.stress_mean_err_eV_per_A3)} | "
-                    f"{_fmt(vs32)} | {_fmt(vs32_x)} | {sp.times_s[m]:.2f} |"
-                )
-            L.append(f"\n![single point](single_point_{sp.potential}_{sp.system}.png)\n")
-    if res.energy_curve:
-        L.append("## 2. Energy curve (CO pulled off Pt(111))\n")
-        for c in res.energy_curve:
-            L.append(
-                f"### {potential_label(c.potential)}, {len(c.heights_A)} heights {c.heights_A[0]:.1f}-"
-                f"{c.heights_A[-1]:.1f} A\n"
-            )
-            L.append("| method | d2 RMS (meV) | d2 max (meV) | max abs E - E_FP64 (meV) |")
-            L.append("|---|---|---|---|")
-            for m in c.methods:
-                L.append(
-                    f"| {m} | {_fmt(c.jitter_rms_meV(m))} | {_fmt(c.jitter_max_meV(m))} | "
-                    f"{_fmt(float(abs(c.deviation_meV(m)).max()))} |"
-                )
-            L.append(f"\n![energy curve](energy_curve_{c.potential}.png)\n")
-    if res.nve:
-        L.append("## 3. NVE\n")
-        for n in res.nve:
-            r0 = n.runs["fp64"]
-            L.append(
-                f"### {n.potential} on {n.system} ({n.n_atoms} atoms), {r0.steps} steps of {r0.timestep_fs} fs "
-                f"({r0.steps * r0.timestep_fs * 1e-3:.3g} ps)\n"
-            )
-            L.append(
-                "| method | drift (meV/atom/ps) | fluctuation (meV/atom) | max dev (meV/atom) | wall (s) |"
-            )
-            L.append("|---|---|---|---|---|")
-            for m, r in n.runs.items():
-                L.append(
-                    f"| {m} | {r.drift_meV_per_atom_per_ps:+.3g} | {_fmt(r.fluct_meV_per_atom)} | "
-                    f"{_fmt(r.max_dev_meV_per_atom)} | {r.wall_s:.0f} |"
-                )
-            L.append(f"\n![nve](nve_{n.potential}_{n.system}.png)\n")
-    if res.relax:
-        L.append("## 4. Relaxation\n")
-        for rc in res.relax:
-            r0 = next(iter(rc.runs.values()))[0]
-            L.append(
-                f"### {rc.potential} on {rc.system} ({rc.n_atoms} atoms), {r0.optimizer} to "
-                f"{r0.fmax_target_eV_per_A} eV/A, limit {r0.max_steps} steps\n"
-            )
-            L.append("| method | converged | steps (each repeat) | lowest fmax (eV/A) | final energy (eV) |")
-            L.append("|---|---|---|---|---|")
-            for m, rs in rc.runs.items():
-                L.append(
-                    f"| {m} | {sum(r.converged for r in rs)}/{len(rs)} | {', '.join(str(r.steps) for r in rs)} | "
-                    f"{_fmt(min(r.fmax_min_eV_per_A for r in rs))} | {rs[0].energy_final_eV:.6f} |"
-                )
-            L.append(f"\n![relax](relax_{rc.potential}_{rc.system}.png)\n")
-    if comparison := weights_comparison(res):
-        L.append(comparison)
-    L.append("## Configuration\n")
-    L.append("```\n" + "\n".join(f"{k} = {v}" for k, v in asdict(cfg).items()) + "\n```\n")
-    p = out / "report.md"
-    p.write_text("\n".join(L))
-    return p

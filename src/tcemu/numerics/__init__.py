@@ -20,7 +20,7 @@ Public API:
   bias=None)``: the CPU twin of tcemu's emulated GEMMs, bit for bit; :func:`derive_schedule` gives the kernel's
   schedule it follows (from the dispatcher's configuration).
 
-The model and the disputed points are described in docs/numerics.md and NUMERICS.md.
+The model and the disputed points are described in docs/numerics.md.
 """
 
 from .api import infer_input_format, mma

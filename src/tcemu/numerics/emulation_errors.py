@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .emulated import _padded_kmajor, piece_indices, run_schedule
+from .emulated import run_gemm
 from .schedule import GemmSchedule, derive_schedule
 
 __all__ = ["error_table", "adversarial", "format_table", "U"]
@@ -38,15 +38,9 @@ def _inputs(family: str, m: int, k: int, n: int, rng: np.random.Generator):
 
 
 def _twin(schedule: GemmSchedule, method: str, a: np.ndarray, b: np.ndarray, diagonal: bool = False) -> np.ndarray:
-    k = a.shape[1]
-    kp = max(1, -(-k // schedule.bk)) * schedule.bk
-    a_idx = _padded_kmajor([p.T for p in piece_indices(a, method)], kp)
-    b_idx = _padded_kmajor(piece_indices(b, method), kp)
-    if diagonal:
-        r = c = np.arange(a.shape[0])
-        return run_schedule(schedule, a_idx, b_idx, r, c).view(np.float32)
-    r, c = np.divmod(np.arange(a.shape[0] * b.shape[1]), b.shape[1])
-    return run_schedule(schedule, a_idx, b_idx, r, c).view(np.float32).reshape(a.shape[0], b.shape[1])
+    """The twin of a @ b, with the range fix-up (only the dot products a[i] . b[:, i] if ``diagonal``)."""
+    rows = cols = np.arange(a.shape[0]) if diagonal else None
+    return run_gemm(schedule, a, b, rows=rows, cols=cols)[0].view(np.float32)
 
 
 def _errors(c: np.ndarray, c64: np.ndarray, scale: np.ndarray) -> tuple[float, float]:

@@ -4,8 +4,9 @@
 nonzero input (exact values and bits), then K-tile by K-tile each step: an ``mma`` step shows its instruction
 chain with :func:`tcemu.numerics.explain.explain` (every aligned addend, the bits truncated, the sum, the
 rounding; or, with ``brief``, only its result), an FP32 step its operands, the exact value and the rounded
-result. It ends with the result, the fast twin's result beside it (they must agree), the exact ``a . b`` and
-the error.
+result. Where the kernel's range check marks the element (a non-finite result or level), the range fix-up's steps
+follow, on A's row and B's column scaled by their powers of two. It ends with the result, the fast twin's result
+beside it (they must agree), the exact ``a . b`` and the error.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 from .emulated import _ref_step, emulated_matmul_bits, piece_indices
 from .explain import _POW, explain
 from .oracle import oracle_dot, value_of
-from .schedule import GemmSchedule, derive_schedule
+from .schedule import GemmSchedule, derive_schedule, zeroes_nonfinite
 
 __all__ = ["explain_emulated", "parse_fp32_values"]
 
@@ -48,6 +49,45 @@ def _show(bits: int) -> str:
     return f"0x{bits:08X} ({v!r})"
 
 
+def _trace(s: GemmSchedule, pa: list[list[int]], pb: list[list[int]], brief: bool, lines: list[str],
+           exponents: tuple[int, int] | None = None) -> tuple[int, bool]:
+    """Append each step of schedule ``s`` on the piece containers ``pa``, ``pb`` (zero-padded to its K-tile) to
+    ``lines``; return (the result's bits, whether the range check marks it)."""
+    regs = {name: 0 for name in s.registers}
+
+    def nonfinite(bits: int) -> bool:
+        return (bits & 0x7F800000) == 0x7F800000
+
+    marked = False
+    for k0 in range(0, len(pa[0]), s.bk):
+        lines += ["", f"=== K-tile k {k0}..{k0 + s.bk - 1} ==="]
+        for st in s.tile:
+            if st.op != "mma":
+                marked |= s.range_check and zeroes_nonfinite(st) and nonfinite(regs[st.srcs[0]])
+                before = {x: regs[x] for x in st.srcs}
+                regs[st.dst] = _ref_step(st, regs, s.shift, None)
+                lines.append(f"{st}:  " + ", ".join(f"{x} = {_show(v)}" for x, v in before.items())
+                             + f"  ->  {st.dst} = {_show(regs[st.dst])}")
+                continue
+            i, j = st.product
+            ab, bb = pa[i][k0:k0 + s.bk], pb[j][k0:k0 + s.bk]
+            cin = regs[st.srcs[0]] if st.srcs else 0
+            new = oracle_dot(ab, bb, cin, s.params)
+            lines.append(f"{st}:  c in = {_show(cin)}  ->  {st.dst} = {_show(new)}")
+            if not brief and (any(x for x in ab) and any(x for x in bb) or cin):
+                lines += ["    " + x for x in explain(ab, bb, cin, s.params).splitlines()[1:]]
+            regs[st.dst] = new
+    lines += ["", "=== after the K loop ==="]
+    for st in s.epilogue:
+        marked |= s.range_check and zeroes_nonfinite(st) and nonfinite(regs[st.srcs[0]])
+        before = {x: regs[x] for x in st.srcs}
+        regs[st.dst] = _ref_step(st, regs, s.shift, None, exponents)
+        lines.append(f"{st}:  " + ", ".join(f"{x} = {_show(v)}" for x, v in before.items())
+                     + f"  ->  {st.dst} = {_show(regs[st.dst])}")
+    marked |= s.range_check and nonfinite(regs["acc"])  # (no bias here: the result is checked as it is)
+    return regs["acc"], marked
+
+
 def explain_emulated(a_row, b_col, method: str, *, arch: str = "h200", instruction: str | None = None,
                      config=None, schedule: GemmSchedule | None = None, shape: tuple[int, int] = (4096, 1024),
                      brief: bool = False) -> str:
@@ -70,8 +110,8 @@ def explain_emulated(a_row, b_col, method: str, *, arch: str = "h200", instructi
     pb = [np.pad(p[:, 0].astype(np.uint32), (0, kp - k)) for p in piece_indices(b, method)]
     cont = (lambda x: int(x) << 13) if tf32 else int  # piece container bits (tf32: in an fp32 container)
     fmt = s.piece_format
-    lines = [s.describe(), "", f"pieces (x = p0 + 2^-{s.shift} p1" + (f" + 2^-{2 * s.shift} p2" if s.n_pieces > 2
-                                                                        else "") + f"; {fmt}):"]
+    third = f" + 2^-{2 * s.shift} p2" if s.n_pieces > 2 else ""
+    lines = [s.describe(fixup=False), "", f"pieces (x = p0 + 2^-{s.shift} p1{third}; {fmt}):"]
     for kk in range(k):
         if a[0, kk] == 0 and b[kk, 0] == 0:
             continue
@@ -79,32 +119,16 @@ def explain_emulated(a_row, b_col, method: str, *, arch: str = "h200", instructi
         bp = ", ".join(repr(value_of(cont(p[kk]), fmt)) for p in pb)
         lines.append(f"  k={kk:<4d} a={float(a[0, kk])!r:<22} -> [{ap}]   b={float(b[kk, 0])!r:<22} -> [{bp}]")
     lines.append("  (other k: a and b zero; K padded with zeros to the K-tile)")
-    regs = {name: 0 for name in s.registers}
-    for k0 in range(0, kp, s.bk):
-        lines += ["", f"=== K-tile k {k0}..{k0 + s.bk - 1} ==="]
-        for st in s.tile:
-            if st.op != "mma":
-                before = {x: regs[x] for x in st.srcs}
-                regs[st.dst] = _ref_step(st, regs, s.shift, None)
-                lines.append(f"{st}:  " + ", ".join(f"{x} = {_show(v)}" for x, v in before.items())
-                             + f"  ->  {st.dst} = {_show(regs[st.dst])}")
-                continue
-            i, j = st.product
-            ab = [cont(x) for x in pa[i][k0:k0 + s.bk]]
-            bb = [cont(x) for x in pb[j][k0:k0 + s.bk]]
-            cin = regs[st.srcs[0]] if st.srcs else 0
-            new = oracle_dot(ab, bb, cin, s.params)
-            lines.append(f"{st}:  c in = {_show(cin)}  ->  {st.dst} = {_show(new)}")
-            if not brief and (any(x for x in ab) and any(x for x in bb) or cin):
-                lines += ["    " + x for x in explain(ab, bb, cin, s.params).splitlines()[1:]]
-            regs[st.dst] = new
-    lines += ["", "=== after the K loop ==="]
-    for st in s.epilogue:
-        before = {x: regs[x] for x in st.srcs}
-        regs[st.dst] = _ref_step(st, regs, s.shift, None)
-        lines.append(f"{st}:  " + ", ".join(f"{x} = {_show(v)}" for x, v in before.items())
-                     + f"  ->  {st.dst} = {_show(regs[st.dst])}")
-    res = regs["acc"]
+    res, marked = _trace(s, [[cont(x) for x in p] for p in pa], [[cont(x) for x in p] for p in pb], brief, lines)
+    if marked and s.fixup is not None:
+        from .emulated import _ref_fixup_operands  # noqa: PLC0415
+
+        fa, fb, kr, lc = _ref_fixup_operands(s.fixup, a, b)
+        lines += ["", f"=== range check: marked (a non-finite result or level); the range fix-up computes it again, "
+                  f"A's row scaled by 2^-{int(kr[0])}, B's column by 2^-{int(lc[0])} ==="]
+        lines += [s.fixup.describe()]
+        res, _ = _trace(s.fixup, [[int(x) for x in p[0]] for p in fa], [[int(x) for x in p[:, 0]] for p in fb], brief,
+                        lines, (int(kr[0]), int(lc[0])))
     fast = int(emulated_matmul_bits(a, b, method, schedule=s)[0, 0])
     lines += ["", f"result: {_show(res)}   fast twin: 0x{fast:08X}" + ("  (agrees)" if fast == res else
                                                                      "  (DISAGREES: please report)")]

@@ -12,7 +12,7 @@ Entry points:
 
 The exact rational reference of the same steps is :mod:`tcemu.numerics.oracle`.
 
-How one block is computed (NUMERICS.md §3):
+How one block is computed (docs/numerics.md, "The model"):
 
 1. decode a and b through lookup tables into (sign, significand with hidden bit, exponent);
    zeros get a very small exponent and Inf/NaN a very large one, so the block maximum also flags
@@ -206,7 +206,7 @@ def bfma_block_bits(
 def _special_rows(
     a_idx: np.ndarray, b_idx: np.ndarray, c_bits: np.ndarray, product_format: str, c_format: str, output_format: str
 ) -> np.ndarray:
-    """NaN / Inf results of rows that hold an Inf or NaN (NUMERICS.md §3 step 0, §4.5)."""
+    """NaN / Inf results of rows that hold an Inf or NaN (docs/numerics.md, "The model", step 1)."""
     _, _, _, cls_t = decode_table(product_format)
     neg_t = decode_table(product_format)[0]
     ca, cb = cls_t[a_idx], cls_t[b_idx]

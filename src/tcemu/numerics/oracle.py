@@ -1,4 +1,4 @@
-"""REFERENCE exact rational model of the Tensor Core block FMA, written from NUMERICS.md §3.
+"""REFERENCE exact rational model of the Tensor Core block FMA, written from docs/numerics.md, "The model".
 
 Slow (about 10^3-10^4 dot products per second) and deliberately independent of the fast model:
 values are Python :class:`fractions.Fraction` obtained through ml_dtypes/NumPy float64 (exact for

@@ -1,4 +1,4 @@
-"""The parameters of the block-FMA model of one Tensor Core instruction (NUMERICS.md §3).
+"""The parameters of the block-FMA model of one Tensor Core instruction (docs/numerics.md, "The model").
 
 :class:`MMAParams` is a frozen record: presets for real hardware come from
 :func:`tcemu.numerics.presets.get_preset`; what-if models are made with
@@ -35,7 +35,7 @@ _OUTPUTS = ("fp32", "fp16", "e8m13")
 class MMAParams:
     """Block-FMA parameters of one (architecture, instruction, input format, output format).
 
-    Field names follow NUMERICS.md: ``n_fma`` is N, ``frac_bits`` is F.
+    Field names follow docs/numerics.md ("What Tensor Cores do"): ``n_fma`` is N, ``frac_bits`` is F.
     """
 
     input_format: str  # a and b: fp16, bf16, tf32, e4m3, e5m2

@@ -1,23 +1,25 @@
 """Presets: :class:`MMAParams` per (architecture, instruction, input format, output format), with sources.
 
-Values are NUMERICS.md §2 (which cites each one); the short tags in ``sources`` are:
+Values are the literature's (docs/numerics.md, "Presets" and "Sources"); the short tags in ``sources`` are:
 
 - ``Fasi``: Fasi, Higham, Mikaitis, Pranesh, PeerJ CS 7:e330 (2021), V100/T4/A100 feature tests.
 - ``HPEC``: Khattak & Mikaitis, IEEE HPEC 2025 (A30 feature tests).
 - ``toolbox``: Khattak & Mikaitis MATLAB models @ b12b5a7, ``models/<GPU>TC.m`` (fma, neab, frmode, limits).
 - ``MMA-Sim``: microsoft/MMA-Sim @ c785138, ``mmasim/simulator/nv_ptx.py`` / ``arithmetic.py``.
-- ``refit``: tcemu's re-fit of the toolbox's published hardware data (NUMERICS.md §7; tests/numerics).
+- ``refit``: tcemu's re-fit of the toolbox's published hardware data (docs/numerics.md, "Public hardware
+  data"; tests/numerics).
 - ``cutlass#1986``, ``DeepGEMM#37``: FP8 ``mma.sync`` on sm_90 is emulated on the fp16 path and keeps c.
 
-Two fields were disputed in the literature (NUMERICS.md §4.1, §4.2): ``czero_floor`` and
-``c_exp_floor``. The H200 settled them (``tcemu probe``, docs/hardware/h200-probe.json): with c = 0
-the block exponent is floored at the toolbox's L (-133 for fp32 output, -21 for fp16 output), and a
+Two fields were disputed in the literature (docs/numerics.md, "Disputed points and the choices made"):
+``czero_floor`` and ``c_exp_floor``. The H200 settled them (``tcemu probe``, docs/hardware/h200-probe.json):
+with c = 0 the block exponent is floored at the toolbox's L (-133 for fp32 output, -21 for fp16 output), and a
 subnormal fp16 c is aligned at fp16's emin (-14), MMA-Sim's choice. ``variant="measured"`` (default)
 takes that combination, with each architecture's toolbox L (measured on the H200 only; the other
 architectures' L are the toolbox's). ``variant="mmasim"`` and ``variant="toolbox"`` keep each
 source's own choices as what-if models. Every preset gives +0 for every zero result: an exact zero
-sum is +0 (NUMERICS.md §3), and so is a nonzero sum that rounds to zero (``underflow_sign="positive"``)
-and the final add of emulated FP8 ``mma.sync``, as the H200 does (it never returned -0).
+sum is +0 (docs/numerics.md, "Rounding"), and so is a nonzero sum that rounds to zero
+(``underflow_sign="positive"``) and the final add of emulated FP8 ``mma.sync``, as the H200 does (it never
+returned -0).
 
 Architectures: ``v100`` (sm_70), ``a100`` (sm_80), ``ada`` (sm_89; not in the issue's list, added
 for the public Ada/L40S data), ``h100`` = ``h200`` (sm_90), ``b200`` (sm_100).
@@ -60,7 +62,8 @@ WMMA_LOWERING = {
        for a in ("a100", "ada", "h100", "b200")},
 }
 
-# c = 0 clamp L of the toolbox (NUMERICS.md §2, §4.1-4.2: f050de5 of 2026-05-13 and the Aug 2026 fp16 limits)
+# c = 0 clamp L of the toolbox (docs/numerics.md, "Disputed points and the choices made"): its f050de5 of
+# 2026-05-13 and the Aug 2026 fp16 limits
 _TOOLBOX_CZERO = {
     ("v100", "fp32"): None, ("a100", "fp32"): -132, ("ada", "fp32"): -132, ("h100", "fp32"): -133,
     ("b200", "fp32"): -133,
@@ -100,7 +103,8 @@ def _table() -> dict[tuple[str, str, str, str], MMAParams]:
         instrs = ("mma.sync", "wgmma") if arch == "h100" else ("mma.sync", "tcgen05")
         for ins in instrs:
             src = (f"N=16 (tf32 8), F=25: toolbox {arch.upper()}TC fma; MMA-Sim {ins}; refit 100 %"
-                   + ("; wgmma = mma.sync per MMA-Sim, unmeasured side by side (§4.7)" if ins == "wgmma" else ""))
+                   + ("; wgmma = mma.sync per MMA-Sim, not measured side by side in the sources"
+                      if ins == "wgmma" else ""))
             shape = {"mma.sync": "m16n8k16", "wgmma": "m64nNk16", "tcgen05": "kind::f16"}[ins]
             for inp, outs in (("fp16", ("fp32", "fp16")), ("bf16", ("fp32",))):
                 for out in outs:
@@ -117,7 +121,8 @@ def _table() -> dict[tuple[str, str, str, str], MMAParams]:
     for inp in ("e4m3", "e5m2"):
         # H100 wgmma m64nNk32 FP8 (QGMMA): one 32-term block, F=13, e8m13; C cut to 13 bits by the alignment
         src = ("wgmma FP8: N=32, F=13, e8m13: MMA-Sim wgmma; toolbox H100TC fma=32 neab=-10; SageAttention2; "
-               "DeepSeek-V3; refit 100 % of the H100/H200 fp32-out data only with c = 0 (§4.4)")
+               "DeepSeek-V3; refit 100 % of the H100/H200 fp32-out data only with c = 0 (docs/numerics.md: "
+               "public hardware data)")
         t["h100", "wgmma", inp, "fp32"] = _p(inp, "e8m13", 32, 32, 13, f"h100 wgmma m64nNk32 {inp}->fp32(e8m13)", src)
         t["h100", "wgmma", inp, "fp16"] = _p(inp, "fp16", 32, 32, 13, f"h100 wgmma m64nNk32 {inp}->fp16",
                                              src + "; fp16 D: assumed same block, RNE (no public data)")
@@ -177,7 +182,8 @@ def get_preset(
         input_format: ``fp16``, ``bf16``, ``tf32``, ``e4m3``, ``e5m2`` (ml_dtypes names accepted).
         output_format: ``fp32`` or ``fp16`` (fp32 output of FP8 on Ada and Hopper ``wgmma`` is e8m13).
         variant: ``measured`` (what the H200 answered), ``mmasim`` or ``toolbox``: whose choice to take
-            for the c = 0 floor and c exponent floor that the literature disputes (NUMERICS.md §4.1-4.2).
+            for the c = 0 floor and c exponent floor that the literature disputes (docs/numerics.md,
+            "Disputed points and the choices made").
 
     Raises:
         ValueError: unknown names or a combination the sources do not cover; the message lists the

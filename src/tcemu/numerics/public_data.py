@@ -2,7 +2,7 @@
 
 48 cases (GPU x input format x output format), 5,000 hardware dot products each, stored as exact
 bit patterns in ``data/toolbox_hw.npz`` (notice: ``data/LICENSE-toolbox-data.txt``). Caveats that
-the tests make explicit (see ../shared/datasets/tensor-core-public/README.md):
+the tests make explicit (docs/numerics.md, "Public hardware data"):
 
 - H100/H200 ``e4m3_fp32`` / ``e5m2_fp32``: d does not contain c (``c_applied`` False); the H100 and
   H200 d arrays are byte-identical although their c differ.

@@ -22,10 +22,20 @@ bias). :func:`tcemu.numerics.emulated.emulated_matmul` executes it, vectorised o
   (:func:`_scale_add`), both read from offline compiles (PTX and SASS; tests/numerics/test_schedule.py
   compiles the kernels for sm_80/sm_90/sm_100 and checks both).
 
+The range check and fix-up (docs/emulation.md, "The top of the range"): every kernel marks the output elements
+whose result (before the bias) or a level it zeroes is not finite (:func:`zeroes_nonfinite`, the kernels'
+flag rule), and the range fix-up kernel (``_kernels/_range_fixup.py``) recomputes exactly those.
+:func:`derive_fixup_schedule` derives its schedule from its launch configuration (``FIX_BM``, ``FIX_BN``,
+``FIX_BK``, ``FIX_WARPS``) and code: A's rows and B's columns scaled by exact powers of two
+(``split.range_scale_exponents``, ``split.scale_down``, T = ``MethodSpec.range_threshold(K)``), the method's
+split and products with every correction level on its own running accumulator over all of K (the L0 tile per
+K-tile from zero), the levels combined smallest first, the unscaling ``(C' 2^k_i) 2^l_j`` and the bias, whose
+add ptxas contracts with the column scaling (:data:`FIXUP_INSTRUCTION`, the SASS counts: tests). A main
+schedule holds its fix-up's (``GemmSchedule.fixup``).
+
 A kernel change that these rules do not see (another product order, another combine) shows up in the tests
-that run the Triton kernel itself under ``TRITON_INTERPRET=1`` with the Tensor Core model in its ``tl.dot``
-and compare with the twin, and in the H200 replay test. A new kernel path (e.g. recomputing flagged rows with
-power-of-two scaling) is added as steps and a selection rule here.
+that run the Triton kernels (the GEMM and the fix-up) under ``TRITON_INTERPRET=1`` with the Tensor Core model
+in their ``tl.dot`` and compare with the twin, and in the H200 replay test.
 """
 
 from __future__ import annotations
@@ -35,8 +45,9 @@ from dataclasses import dataclass, field, replace
 from .params import MMAParams
 from .presets import _canon, get_preset
 
-__all__ = ["Step", "GemmSchedule", "derive_schedule", "KERNEL_INSTRUCTION", "kernel_family", "KERNEL_FAMILIES",
-           "fp_fusion_enabled"]
+__all__ = ["Step", "GemmSchedule", "derive_schedule", "derive_fixup_schedule", "KERNEL_INSTRUCTION",
+           "FIXUP_INSTRUCTION", "FIXUP_KERNEL", "kernel_family", "KERNEL_FAMILIES", "fp_fusion_enabled",
+           "zeroes_nonfinite", "B_OPERANDS"]
 
 #: the Tensor Core instruction that ``tl.dot`` (and the Gluon kernels' ``warpgroup_mma``) compiles to, per
 #: architecture, from the PTX of offline compiles of the GEMM kernels with Triton 3.9 (tests check it): sm_80
@@ -48,6 +59,19 @@ KERNEL_INSTRUCTION: dict[str, str] = {"a100": "mma.sync", "ada": "mma.sync", "h1
 
 #: the kernels (``kernel`` of a schedule): the Triton kernel and the four Gluon kernels of Hopper
 KERNEL_FAMILIES = ("triton", "g", "pg", "gw", "pgw")
+
+#: the range fix-up kernel (``kernel`` of a main schedule's ``fixup``), launched after every GEMM
+FIXUP_KERNEL = "fixup"
+
+#: the instruction of the range fix-up's ``tl.dot``, per architecture: its 32 x 64 tile over 4 warps compiles to
+#: ``mma.sync.aligned.m16n8k8 ... tf32`` / ``m16n8k16 ... bf16`` on sm_80, sm_90 and sm_100 alike (PTX of offline
+#: compiles with Triton 3.9: tests check it), not to the main kernels' wgmma or tcgen05
+FIXUP_INSTRUCTION: dict[str, str] = {"a100": "mma.sync", "ada": "mma.sync", "h100": "mma.sync", "b200": "mma.sync"}
+
+#: what a schedule's B operand is: ``pieces`` (the main kernels: B's pieces, ``split_t``), ``fp32`` (the fix-up
+#: given FP32 B: scaled and split in the kernel), ``recombined`` (the fix-up given only B's pieces: the value
+#: they represent, ``split.recombine``, scaled and split in the kernel)
+B_OPERANDS = ("pieces", "fp32", "recombined")
 
 
 @dataclass(frozen=True)
@@ -63,7 +87,11 @@ class Step:
     - ``fz``: ``dst = srcs[0]`` with non-finite values set to 0;
     - ``scale_add``: ``dst = srcs[0] * 2^-(levels s) + srcs[1]`` (``srcs[0]`` with non-finite values set to 0 if
       ``zero_nonfinite``), one rounding if ``fused`` (FFMA), else the product rounded first (FMUL, FADD);
-    - ``bias``: ``dst = RN(srcs[0] + bias[column])``.
+    - ``bias``: ``dst = RN(srcs[0] + bias[column])``;
+    - ``unscale_rows``: ``dst = RN(srcs[0] * 2^k_row)``, ``unscale_cols``: ``dst = RN(srcs[0] * 2^l_column)``
+      (the fix-up's exponents of the output's row of A and column of B);
+    - ``unscale_cols_bias``: ``dst = srcs[0] * 2^l_column + bias[column]``, one rounding if ``fused`` (FFMA),
+      else the product rounded first.
     """
 
     op: str
@@ -92,7 +120,22 @@ class Step:
                     else f"{self.dst} = RN(RN({x} * {scale}) + {s[1]})  (FMUL, FADD)")
         if self.op == "bias":
             return f"{self.dst} = RN({s[0]} + bias)"
+        if self.op == "unscale_rows":
+            return f"{self.dst} = RN({s[0]} * 2^k_row)"
+        if self.op == "unscale_cols":
+            return f"{self.dst} = RN({s[0]} * 2^l_col)"
+        if self.op == "unscale_cols_bias":
+            return (f"{self.dst} = RN({s[0]} * 2^l_col + bias)  (FFMA, one rounding)" if self.fused
+                    else f"{self.dst} = RN(RN({s[0]} * 2^l_col) + bias)  (FMUL, FADD)")
         return f"{self.op} {self.dst} {s}"
+
+
+def zeroes_nonfinite(step: Step) -> bool:
+    """Whether ``step`` sets non-finite values of its first source to 0: where it does so for an element, the
+    kernels' range check marks that element (with a non-finite result before the bias), and the fix-up
+    recomputes it. In the kernels: the running levels checked before their zeroing (``fz``, ``scale_add``), in the
+    tile modes each level tile (``scale``)."""
+    return step.op == "fz" or (step.op in ("scale", "scale_add") and step.zero_nonfinite)
 
 
 @dataclass(frozen=True)
@@ -111,6 +154,12 @@ class GemmSchedule:
         registers: zeroed before the K loop (``acc`` and the running accumulators).
         tile: the steps of each K-tile, in order.
         epilogue: the steps after the K loop; the result is ``acc``.
+        range_check: the kernel marks the elements whose result before the bias, or a value a step zeroes
+            (:func:`zeroes_nonfinite`), is not finite; ``fixup`` computes those again.
+        fixup: the schedule of the range fix-up (``kernel`` :data:`FIXUP_KERNEL`), or None.
+        b_operand: what B is (:data:`B_OPERANDS`).
+        range_scaled: A's rows and B's columns are scaled by powers of two before the split (the fix-up), and
+            the ``unscale_*`` steps undo it.
     """
 
     method: str
@@ -127,6 +176,10 @@ class GemmSchedule:
     registers: tuple[str, ...]
     tile: tuple[Step, ...]
     epilogue: tuple[Step, ...]
+    range_check: bool = False
+    fixup: GemmSchedule | None = None
+    b_operand: str = "pieces"
+    range_scaled: bool = False
     notes: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
@@ -134,29 +187,54 @@ class GemmSchedule:
             raise ValueError(f"the K-tile {self.bk} is not a multiple of the instruction's K {self.params.k_instr}")
         if self.params.input_format != self.piece_format:
             raise ValueError(f"params take {self.params.input_format}, the pieces are {self.piece_format}")
+        if self.b_operand not in B_OPERANDS:
+            raise ValueError(f"b_operand must be one of {B_OPERANDS}, got {self.b_operand!r}")
+        if self.range_check != (self.fixup is not None):
+            raise ValueError("a range check needs the fix-up's schedule (and a fix-up a range check)")
+        if self.fixup is not None and (self.fixup.kernel != FIXUP_KERNEL or self.fixup.method != self.method):
+            raise ValueError(f"the fix-up's schedule is {self.fixup.method} {self.fixup.kernel}")
 
-    def describe(self) -> str:
-        """A few lines: kernel, instruction, the steps."""
+    @property
+    def has_bias(self) -> bool:
+        """Whether the epilogue adds the bias."""
+        return any(st.op in ("bias", "unscale_cols_bias") for st in self.epilogue)
+
+    def describe(self, fixup: bool = True) -> str:
+        """A few lines: kernel, instruction, the steps (and, with ``fixup``, the fix-up's)."""
         lines = [f"{self.method} on {self.arch} {self.instruction}: kernel {self.kernel}, config {self.config}, "
                  f"mode {self.mode}, K-tile {self.bk}",
-                 f"  instruction model: {self.params.describe()}",
-                 f"  registers zeroed: {', '.join(self.registers)}", "  per K-tile:"]
+                 f"  instruction model: {self.params.describe()}"]
+        if self.range_scaled:
+            b = "B" if self.b_operand == "fp32" else "the value of B's pieces"
+            lines.append(f"  operands: A's rows scaled by 2^-k_row, {b}'s columns by 2^-l_col (k, l = max(0, e - T), "
+                         "e the exponent of the largest finite magnitude, T = range_threshold(K)), then split")
+        lines += [f"  registers zeroed: {', '.join(self.registers)}", "  per K-tile:"]
         lines += [f"    {s}" for s in self.tile]
         lines += ["  after the K loop:"] + [f"    {s}" for s in self.epilogue]
         if self.notes:
             lines.append(f"  ({self.notes})")
+        if self.fixup is not None and not fixup:
+            lines.append("  range check: an element whose result before the bias, or a value a step sets to 0, is "
+                         "not finite is marked and computed again by the range fix-up")
+        elif self.fixup is not None:
+            lines.append("  range check: an element whose result before the bias, or a value a step sets to 0, is "
+                         "not finite is marked and computed again by the range fix-up:")
+            lines += ["    " + line for line in self.fixup.describe().splitlines()]
         return "\n".join(lines)
 
     def to_dict(self) -> dict:
         """JSON-ready summary (the instruction model by its label)."""
         return {"method": self.method, "arch": self.arch, "instruction": self.instruction, "kernel": self.kernel,
                 "config": self.config, "mode": self.mode, "bk": self.bk, "model": self.params.label,
-                "tile": [str(s) for s in self.tile], "epilogue": [str(s) for s in self.epilogue]}
+                "tile": [str(s) for s in self.tile], "epilogue": [str(s) for s in self.epilogue],
+                "b_operand": self.b_operand, "range_scaled": self.range_scaled, "range_check": self.range_check,
+                "fixup": None if self.fixup is None else self.fixup.to_dict()}
 
     def without_contraction(self) -> GemmSchedule:
-        """The same schedule with every fused multiply-add rounded twice: the arithmetic of the Triton
-        interpreter (NumPy, no contraction), which the tests run the kernel under."""
+        """The same schedule with every fused multiply-add rounded twice (the fix-up's too): the arithmetic of the
+        Triton interpreter (NumPy, no contraction), which the tests run the kernels under."""
         return replace(self, epilogue=tuple(replace(s, fused=False) for s in self.epilogue),
+                       fixup=None if self.fixup is None else self.fixup.without_contraction(),
                        notes=(self.notes + "; " if self.notes else "") + "no FMA contraction")
 
 
@@ -205,22 +283,31 @@ def _steps_tile_mode(levels) -> tuple[tuple[Step, ...], tuple[Step, ...], tuple[
     return tuple(tile), (), ("acc",)
 
 
-def _steps_run_mode(levels, l0_first: bool) -> tuple[tuple[Step, ...], tuple[Step, ...], tuple[str, ...]]:
+def _combine_running(top: int) -> tuple[Step, ...]:
+    """The running levels ``c1 .. c<top>`` combined smallest first onto ``acc``, as the kernels do:
+    ``corr = fz(c<top>) 2^-s + fz(c<top-1>)``, then ``corr = corr 2^-s + fz(c<l>)`` down to level 1, and
+    ``acc + corr 2^-s`` (one level: ``acc + fz(c1) 2^-s``)."""
+    if top == 1:
+        return (_scale_add("acc", "c1", "acc", 1, True),)
+    steps = [Step("fz", "corr", (f"c{top - 1}",)), _scale_add("corr", f"c{top}", "corr", 1, True)]
+    for lvl in range(top - 2, 0, -1):
+        steps += [Step("fz", "z", (f"c{lvl}",)), _scale_add("corr", "corr", "z", 1, False)]
+    return tuple(steps) + (_scale_add("acc", "corr", "acc", 1, False),)
+
+
+def _steps_run_mode(levels, l0_first: bool,
+                    max_top: int = 2) -> tuple[tuple[Step, ...], tuple[Step, ...], tuple[str, ...]]:
     """Mode 1: level l >= 1 on the running accumulator ``c<l>``; the L0 tile from zero per K-tile, ``acc += t``;
-    after the loop ``corr = fz(c1) [+ fz(c2) 2^-s]`` and ``acc + corr 2^-s``."""
+    after the loop the levels combined (:func:`_combine_running`). The GEMM kernels run it for up to two
+    correction levels (``max_top``), the fix-up for all."""
     top = len(levels) - 1
-    if top > 2:
+    if top > max_top:
         raise ValueError("the run mode has at most two correction levels (BF16x9 runs the tile mode)")
     corrections = [Step("mma", f"c{lvl}", (f"c{lvl}",), product=p)
                    for lvl in range(top, 0, -1) for p in levels[lvl]]
     l0 = [Step("mma", "t", (), product=(0, 0))]
     tile = tuple((l0 + corrections) if l0_first else (corrections + l0)) + (Step("add", "acc", ("acc", "t")),)
-    if top == 1:
-        epilogue = (_scale_add("acc", "c1", "acc", 1, True),)
-    else:
-        epilogue = (Step("fz", "corr", ("c1",)), _scale_add("corr", "c2", "corr", 1, True),
-                    _scale_add("acc", "corr", "acc", 1, False))
-    return tile, epilogue, ("acc",) + tuple(f"c{lvl}" for lvl in range(1, top + 1))
+    return tile, _combine_running(top), ("acc",) + tuple(f"c{lvl}" for lvl in range(1, top + 1))
 
 
 def _steps_hybrid_mode(levels) -> tuple[tuple[Step, ...], tuple[Step, ...], tuple[str, ...]]:
@@ -239,7 +326,7 @@ def _gemm():
     import importlib  # noqa: PLC0415
 
     try:
-        emu_mm = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
+        emu_mm = importlib.import_module("tcemu.emulation.gemm.launch")
     except ImportError as exc:  # pragma: no cover - the triton extra missing
         raise ImportError(f"deriving a kernel schedule reads tcemu.emulation.gemm's dispatcher, which needs "
                           f"Triton: pip install 'tcemu[triton]' ({exc})") from exc
@@ -266,7 +353,7 @@ def kernel_family(method, config, arch: str, K: int | None = None):
             kernel = ("pgw" if cfg.presplit else "gw") if cfg.warp_specialized else ("pg" if cfg.presplit else "g")
             return kernel, cfg, 1
         cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
-    mode = emu_mm._constexprs(spec, cfg, K if K is not None else cfg.bk, False, False)["MODE"]
+    mode = emu_mm._constexprs(spec, cfg, K if K is not None else cfg.bk, False)["MODE"]
     return "triton", cfg, mode
 
 
@@ -283,8 +370,10 @@ def derive_schedule(
     variant: str = "measured",
     params: MMAParams | None = None,
     fp_fusion: bool | None = None,
+    range_fixup: bool = True,
+    fixup_b: str = "fp32",
 ) -> GemmSchedule:
-    """The schedule of the kernel that runs ``method`` with ``config`` on ``arch``.
+    """The schedule of the kernel that runs ``method`` with ``config`` on ``arch``, with its range fix-up's.
 
     Args:
         method: tf32x3, bf16x3, bf16x6 or bf16x9 (a name or MethodSpec).
@@ -299,6 +388,10 @@ def derive_schedule(
         params: an explicit instruction model (what-if), instead of the preset.
         fp_fusion: whether the kernels are compiled with FP fusion; None: this Triton's default
             (:func:`fp_fusion_enabled`). A replay of another machine's run passes that run's value.
+        range_fixup: the range check and fix-up, as ``emu_mm`` launches them (False: neither, the diagnostic
+            ``tcemu.config(range_fixup=False)``).
+        fixup_b: what the fix-up reads as B: ``fp32`` (``emu_mm(..., b=)``, as tcemu's matmul and linear layers
+            pass it) or ``recombined`` (no ``b``: the value of B's pieces).
     """
     emu_mm = _gemm()
     from tcemu.emulation.methods import get_method  # noqa: PLC0415
@@ -333,7 +426,62 @@ def derive_schedule(
         raise ValueError(f"unknown kernel mode {mode}")
     if has_bias:
         epilogue = epilogue + (Step("bias", "acc", ("acc",)),)
+    fixup = None
+    if range_fixup:
+        fixup = derive_fixup_schedule(spec, arch=a, has_bias=has_bias, variant=variant, fp_fusion=fp_fusion,
+                                      b_operand=fixup_b)
     notes = "tiling, stages, grouping, persistence and the L0 issue order do not change the arithmetic"
     return GemmSchedule(method=spec.name, arch=a, instruction=instruction, kernel=kernel, config=str(cfg), mode=mode,
                         bk=run_cfg.bk, shift=spec.shift, piece_format=spec.piece_format, n_pieces=spec.n_pieces,
-                        params=params, registers=regs, tile=tile, epilogue=epilogue, notes=notes)
+                        params=params, registers=regs, tile=tile, epilogue=epilogue, range_check=range_fixup,
+                        fixup=fixup, notes=notes)
+
+
+def derive_fixup_schedule(
+    method,
+    *,
+    arch: str = "h200",
+    instruction: str | None = None,
+    has_bias: bool = False,
+    variant: str = "measured",
+    params: MMAParams | None = None,
+    fp_fusion: bool | None = None,
+    b_operand: str = "fp32",
+) -> GemmSchedule:
+    """The schedule of the range fix-up kernel (``_kernels/_range_fixup.py``) for ``method`` on ``arch``.
+
+    From its launch configuration: the K-tile ``FIX_BK`` (K padded with zeros to it by the masked loads) and the
+    ``FIX_BM`` x ``FIX_BN`` tile over ``FIX_WARPS`` warps, whose ``tl.dot`` compiles to
+    :data:`FIXUP_INSTRUCTION`; from its code: the operands scaled (``range_scaled``), every correction level of
+    :attr:`~tcemu.emulation.methods.MethodSpec.levels` on its own running accumulator from the highest, then the
+    L0 tile from zero, ``acc += t`` (the run mode, here for every method); the levels combined smallest first;
+    ``(acc 2^k_row) 2^l_col``, the column scaling and the bias one FFMA with FP fusion (the SASS: tests).
+    ``b_operand``: ``fp32`` or ``recombined`` (:data:`B_OPERANDS`); the other arguments as :func:`derive_schedule`.
+    """
+    from tcemu.emulation.gemm._kernels import _range_fixup as fix  # noqa: PLC0415
+    from tcemu.emulation.methods import get_method  # noqa: PLC0415
+
+    spec = get_method(method)
+    if b_operand not in ("fp32", "recombined"):
+        raise ValueError(f"the fix-up reads B as 'fp32' or 'recombined', not {b_operand!r}")
+    a, _, _ = _canon(arch, "mma.sync")
+    key_arch = "h100" if a == "h200" else a
+    if instruction is None:
+        if key_arch not in FIXUP_INSTRUCTION:
+            raise ValueError(f"{a} has no TF32/BF16 Tensor Cores for {spec.name}; use one of "
+                             f"{sorted(FIXUP_INSTRUCTION)} (h200 = h100)")
+        instruction = FIXUP_INSTRUCTION[key_arch]
+    params = params or get_preset(a, instruction, spec.piece_format, "fp32", variant=variant)
+    fused = fp_fusion_enabled() if fp_fusion is None else fp_fusion
+    tile, combine, regs = _steps_run_mode(spec.levels, l0_first=False, max_top=len(spec.levels) - 1)
+    epilogue = tuple(st if fused else replace(st, fused=False) for st in combine)
+    epilogue += (Step("unscale_rows", "acc", ("acc",)),)
+    if has_bias:
+        epilogue += (Step("unscale_cols_bias", "acc", ("acc",), fused=fused),)
+    else:
+        epilogue += (Step("unscale_cols", "acc", ("acc",)),)
+    return GemmSchedule(method=spec.name, arch=a, instruction=instruction, kernel=FIXUP_KERNEL,
+                        config=f"{fix.FIX_BM}x{fix.FIX_BN}x{fix.FIX_BK}w{fix.FIX_WARPS}", mode=1, bk=fix.FIX_BK,
+                        shift=spec.shift, piece_format=spec.piece_format, n_pieces=spec.n_pieces, params=params,
+                        registers=regs, tile=tile, epilogue=epilogue, b_operand=b_operand, range_scaled=True,
+                        notes="the row scan, the column groups and the tiling do not change the arithmetic")

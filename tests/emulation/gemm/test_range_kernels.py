@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 triton = pytest.importorskip("triton", reason="needs the 'triton' extra")
 
+import tcemu  # noqa: E402
 from tcemu.emulation.gemm import KERNEL_METHODS, KernelConfig, config_candidates, emu_mm, split_t  # noqa: E402
 from tcemu.emulation.gemm.range_fixup import RANGE_MARK_BITS, range_fixup, range_fixup_reference  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
@@ -49,7 +50,7 @@ gpu = pytest.mark.gpu  # skipped without a CUDA device of sm80+ or under TRITON_
 
 def _gluon_available() -> bool:
     try:
-        from tcemu.emulation.gemm.emu_mm import _wgmma_module
+        from tcemu.emulation.gemm.launch import _wgmma_module
 
         return _wgmma_module() is not None
     except Exception:  # noqa: BLE001
@@ -126,7 +127,6 @@ def test_kernel_is_fp32_faithful_over_the_whole_range_interpret(method, ops, mod
 def test_flagged_rows_batched_with_bias_interpret(method):
     """A batch (B shared, then batched), bias, several row tiles and K-tiles, a persistent grid: flagged rows
     recomputed with their own entry's B and the bias; the other rows keep the kernel's bits."""
-    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")
     gen = torch.Generator().manual_seed(8)
     a = torch.stack([range_case(70, 24, 21, seed)[0] for seed in (1, 2)])
     b = range_case(70, 24, 21, 1)[1]
@@ -136,12 +136,8 @@ def test_flagged_rows_batched_with_bias_interpret(method):
     out = emu_mm(a, pieces, method, bias, config=cfg, b=b.mT)
     for z in range(2):
         assert_fp32_faithful(out[z], a[z], b, method, bias=bias)
-    old = em._RANGE_FIXUP
-    try:
-        em._RANGE_FIXUP = False
+    with tcemu.config(range_fixup=False):
         plain = emu_mm(a, pieces, method, bias, config=cfg)
-    finally:
-        em._RANGE_FIXUP = old
     with pytest.raises(AssertionError):  # without the fix-up: false overflows or lost accuracy
         for z in range(2):
             assert_fp32_faithful(plain[z], a[z], b, method, bias=bias)
@@ -243,7 +239,7 @@ def _flag_store(ptx: str) -> bool:
 def test_triton_kernel_compiles_with_range_check(method, config):
     """Offline sm_90 compile of the Triton GEMM kernel (the fallback of every Gluon configuration, and the small
     and BF16x9 ones): the flag store is there, nothing spills."""
-    from tcemu.emulation.gemm.emu_mm import emu_mm_compile
+    from tcemu.emulation.gemm.launch import emu_mm_compile
 
     ptx = emu_mm_compile(method, 4096, 4096, 4096, has_bias=True, config=KernelConfig.parse(config), arch=90).asm["ptx"]
     assert _flag_store(ptx)
@@ -256,7 +252,7 @@ def test_gluon_kernels_compile_with_range_check(method):
     """Offline sm_90 compile of every Gluon configuration the dispatcher uses for the method (``pg``, ``gw``/``tgw``,
     ``pgw``/``ptgw``; the bias as the wait-structure tests compile them, so that Triton's cache serves most): each
     stores the row flags and fits the shared memory."""
-    from tcemu.emulation.gemm.emu_mm import wgmma_compile, wgmma_pieces_ws_compile, wgmma_ws_compile
+    from tcemu.emulation.gemm.launch import wgmma_compile, wgmma_pieces_ws_compile, wgmma_ws_compile
 
     seen = 0
     for text in _dispatcher_configs(method):
@@ -270,15 +266,15 @@ def test_gluon_kernels_compile_with_range_check(method):
         else:
             ck = wgmma_compile(method, cfg, split_a=not cfg.presplit)
         assert _flag_store(ck.asm["ptx"]), text
-        assert ck.metadata.shared <= importlib.import_module("tcemu.emulation.gemm.emu_mm")._SMEM_PER_BLOCK
+        assert ck.metadata.shared <= importlib.import_module("tcemu.emulation.gemm.launch")._SMEM_PER_BLOCK
         seen += 1
     assert seen or method == "bf16x9"
 
 
 @offline
 def test_kernels_without_the_check_compile():
-    """The benchmark's unchecked variants (``emu_mm._RANGE_FIXUP = False``) compile for sm_90 without the flag store."""
-    from tcemu.emulation.gemm.emu_mm import (emu_mm_compile, wgmma_compile, wgmma_pieces_ws_compile,
+    """The benchmark's unchecked variants (``tcemu.config(range_fixup=False)``) compile for sm_90 without the flag store."""
+    from tcemu.emulation.gemm.launch import (emu_mm_compile, wgmma_compile, wgmma_pieces_ws_compile,
                                              wgmma_ws_compile)
 
     kernels = [emu_mm_compile("bf16x6", 4096, 4096, 4096, config=KernelConfig.parse("128x64x64w8s3m1p"), arch=90,
@@ -334,7 +330,7 @@ def test_every_dispatcher_config_is_fp32_faithful_gpu(method):
     """Every configuration the static table holds (Gluon ones on sm_90; elsewhere they run the Triton kernel):
     the FP64 pattern and the bound on rows at the top of the range, with bias; within a tiling every family gives
     the same bits, on ordinary data and on data with flagged rows."""
-    from tcemu.emulation.gemm.emu_mm import _WGMMA_FAILED
+    from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
     gen = torch.Generator().manual_seed(31)
     M, K, N = 2900, 336, 300
@@ -372,40 +368,38 @@ def test_every_row_flagged_and_batched_gpu(method):
 
 @gpu
 @pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
-def test_public_path_and_cuda_graph_gpu(monkeypatch, method):
+def test_public_path_and_cuda_graph_gpu(method):
     """tcemu.linear on CUDA (the small-shape fallback off): forward and input gradient with a weight at the top
     of the range; the same product captured in a CUDA graph and replayed (the fix-up needs no host sync)."""
-    import tcemu
-    import tcemu.emulation.gemm as gemm
     from tcemu.emulation.gemm import TritonBackend
 
-    monkeypatch.setattr(gemm, "SMALL_SHAPE_FALLBACK", False)
-    gen = torch.Generator().manual_seed(13)
-    w = torch.randn(260, 336, generator=gen)
-    w[7, :] = X * 1.3
-    x, _ = range_case(2000, 336, 260, 14)
-    x_d, w_d = x.cuda().requires_grad_(True), w.cuda()
-    y = tcemu.linear(x_d, w_d, None, method, backend="triton")
-    assert_fp32_faithful(y, x, w.T, method, extra_rel=TC_TRUNCATION)
-    dy = torch.randn(2000, 260, generator=gen)
-    dy[3, 7] = X
-    y.backward(dy.cuda())
-    assert_fp32_faithful(x_d.grad, dy, w, method, extra_rel=TC_TRUNCATION)
-    be, spec = TritonBackend(), get_method(method)
-    pw = be.prepare_weight(w_d, spec)
-    static_x = x.cuda()
-    eager = be.linear(static_x, w_d, pw, spec, None)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        static_y = be.linear(static_x, w_d, pw, spec, None)
-    x2, _ = range_case(2000, 336, 260, 15)
-    static_x.copy_(x2.cuda())
-    g.replay()
-    torch.cuda.synchronize()
-    assert_fp32_faithful(static_y, x2, w.T, method, extra_rel=TC_TRUNCATION)
-    assert _same_bits(static_y, be.linear(x2.cuda(), w_d, pw, spec, None))
-    del eager
+    with tcemu.config(small_shape_fallback=False):
+        gen = torch.Generator().manual_seed(13)
+        w = torch.randn(260, 336, generator=gen)
+        w[7, :] = X * 1.3
+        x, _ = range_case(2000, 336, 260, 14)
+        x_d, w_d = x.cuda().requires_grad_(True), w.cuda()
+        y = tcemu.linear(x_d, w_d, None, method, backend="triton")
+        assert_fp32_faithful(y, x, w.T, method, extra_rel=TC_TRUNCATION)
+        dy = torch.randn(2000, 260, generator=gen)
+        dy[3, 7] = X
+        y.backward(dy.cuda())
+        assert_fp32_faithful(x_d.grad, dy, w, method, extra_rel=TC_TRUNCATION)
+        be, spec = TritonBackend(), get_method(method)
+        pw = be.prepare_weight(w_d, spec)
+        static_x = x.cuda()
+        eager = be.linear(static_x, w_d, pw, spec, None)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_y = be.linear(static_x, w_d, pw, spec, None)
+        x2, _ = range_case(2000, 336, 260, 15)
+        static_x.copy_(x2.cuda())
+        g.replay()
+        torch.cuda.synchronize()
+        assert_fp32_faithful(static_y, x2, w.T, method, extra_rel=TC_TRUNCATION)
+        assert _same_bits(static_y, be.linear(x2.cuda(), w_d, pw, spec, None))
+        del eager
 
 
 @gpu

@@ -23,6 +23,7 @@ import torch
 
 triton = pytest.importorskip("triton", reason="needs the 'triton' extra")
 
+import tcemu  # noqa: E402
 from tcemu.emulation.gemm import (  # noqa: E402
     KERNEL_METHODS,
     KernelConfig,
@@ -30,10 +31,10 @@ from tcemu.emulation.gemm import (  # noqa: E402
     config_candidates,
     emu_mm,
     emu_mm_reference,
-    hw_split_exact,
     split_t,
     split_t_reference,
 )
+from tcemu.emulation.gemm.range_fixup import range_fixup  # noqa: E402
 from tcemu.emulation.linear import EmulatedLinear  # noqa: E402
 from tcemu.emulation.methods import get_method  # noqa: E402
 from tcemu.emulation.reference import ieee_fp32_matmul, mm_reference  # noqa: E402
@@ -63,7 +64,7 @@ def gemm_bound(method: str, k: int, safety: float = 4.0) -> float:
     """Bound on |C - C64| / (|A| @ |B|) elementwise.
 
     Split residual of the kept products (methods.py derives it), plus FP32 accumulation of k terms
-    (k u worst case), plus Tensor Core truncation, at most a few ulps per K-tile (NUMERICS.md):
+    (k u worst case), plus Tensor Core truncation, at most a few ulps per K-tile (docs/numerics.md):
     generous, worst-case terms times a safety factor.
     """
     return safety * (k * U_FP32 + get_method(method).split_residual + TC_TILE_TRUNCATION)
@@ -136,22 +137,6 @@ def test_split_bits_gpu(method):
     _check_split(method, DEVICE)
 
 
-@gpu
-def test_hw_split_gpu():
-    """The BF16 hardware-conversion split is used only where it gives split()'s bits; check it here too."""
-    exact = hw_split_exact(DEVICE)
-    print(f"hw_split_exact({DEVICE}) = {exact}")
-    if not exact:
-        pytest.skip("the GPU's cvt.rn.bf16 split differs from split(): the kernels use the integer split")
-    gen = torch.Generator().manual_seed(11)
-    b = _special_matrix(90, 70, gen).to(DEVICE)
-    for method in ("bf16x3", "bf16x6", "bf16x9"):
-        for g, w in zip(split_t(b, method, hw=True), split_t_reference(b, method)):
-            nan = torch.isnan(w.float())
-            assert torch.equal(torch.isnan(g.float()), nan)
-            assert torch.equal(_bits(g)[~nan], _bits(w)[~nan])
-
-
 
 # ---------------------------------------------------------------------------------------------------
 # emu_mm vs the reference (interpret) and FP64 (gpu)
@@ -204,7 +189,7 @@ def _long_batch_case(method, Z, M, K, N, device, batched_b):
 def test_long_batches_and_splits_run_in_slices_interpret(monkeypatch, batched_b):
     """A batch longer than CUDA's grid y limit (65,535) runs in slices, and so does a split of more columns than
     the limit's tiles cover: same bits as one launch (the limit is patched down to 3 here)."""
-    emu_mm_module = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # (the package exports a function so named)
+    emu_mm_module = importlib.import_module("tcemu.emulation.gemm.launch")
     method = "tf32x3"
     a, pieces, whole = _long_batch_case(method, 7, 5, 8, 6, "cpu", batched_b)
     monkeypatch.setattr(emu_mm_module, "MAX_GRID_YZ", 3)
@@ -349,7 +334,7 @@ SM90 = HAS_CUDA and not INTERPRET and torch.cuda.get_device_capability()[0] == 9
 def test_wgmma_kernel_same_bits_gpu(method):
     """The Gluon wgmma kernel runs the Triton kernel's products in its order: same bits, with ragged tiles,
     a batch, bias and Inf/NaN; where it cannot run (K not 16-byte aligned) the Triton kernel runs instead."""
-    from tcemu.emulation.gemm.emu_mm import _WGMMA_FAILED, _wgmma_eligible
+    from tcemu.emulation.gemm.launch import _WGMMA_FAILED, _wgmma_eligible
 
     gen = torch.Generator().manual_seed(24)
     for K in (336, 333):
@@ -400,7 +385,7 @@ def test_wgmma_ws_kernel_same_bits_gpu(method):
     the bits of the "pg" configuration (A split beforehand): batched, ragged tiles and K, bias, Inf/NaN in A
     and B; K-major A (not TMA-readable) runs the "pg" kernel. So does the variant without splitter on A split
     beforehand ("pgw", persistent "ptgw": a loader warp brings A's and B's pieces)."""
-    from tcemu.emulation.gemm.emu_mm import _WGMMA_FAILED
+    from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
     gen = torch.Generator().manual_seed(26)
     for Z, M, K, N in ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1000, 129), (1, 20000, 72, 260)):
@@ -435,17 +420,18 @@ def _f32(bits: int) -> float:
     return torch.tensor([bits], dtype=torch.int64).to(torch.int32).view(torch.float32).item()
 
 
-# values the TF32x3 checked split must hand to the exact split (first group) or may split fast (second)
-CHECKED_SPLIT_EXTREMES = {
+# values at the edges of TF32x3's split: special values, round-to-zero, saturation, and their neighbours
+TF32_SPLIT_EXTREMES = {
     "inf_nan": [float("inf"), float("-inf"), float("nan")],
-    "nan_low_payload": [_f32(0x7F800001), _f32(0xFF800FFF)],  # (bits + 0x1000) & ~0x1FFF would make them Inf
+    "nan_low_payload": [_f32(0x7F800001), _f32(0xFF800FFF)],  # a rounding on the bits would make them Inf
     "tiny": [_f32(0x00000001), _f32(0x80000FFF)],  # round to 0: the high piece must stay nonzero
     "saturating": [_f32(0x7F7FF000), _f32(0xFF7FFFFF)],  # round past the largest TF32: saturate
     "boundary": [_f32(0x00001000), _f32(0x80001000), _f32(0x7F7FEFFF), _f32(0xFF7FEFFF), 0.0, -0.0],
 }
 
 
-# the same for the BF16 checked split (round to nearest even; the fast path needs 0x8001 <= |bits| < 0x7F7F8000)
+# the values the BF16 checked split must hand to the exact split (round to nearest even; the fast path needs
+# 0x8001 <= |bits| < 0x7F7F8000)
 CHECKED_SPLIT_EXTREMES_BF16 = {
     "inf_nan": [float("inf"), float("-inf"), float("nan"), _f32(0x7F800001), _f32(0xFFC00123)],
     "tiny": [_f32(0x00000001), _f32(0x80008000), _f32(0x00008000)],  # round to 0: the high piece stays nonzero
@@ -455,11 +441,11 @@ CHECKED_SPLIT_EXTREMES_BF16 = {
 }
 
 
-def _check_ws_extremes(method, extremes, configs, seed, **launch):
+def _check_ws_extremes(method, extremes, configs, seed):
     """The warp-specialised kernel (each of ``configs``) on A holding each kind of value of ``extremes`` among
     ordinary values of many magnitudes gives the bits of "pg" (A split beforehand, exactly); B holds Inf and 0,
     and Inf times a tiny A value stays Inf (NaN had the high piece been 0)."""
-    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")  # the module (the package exports the function)
+    em = importlib.import_module("tcemu.emulation.gemm.launch")
     spec, gen = get_method(method), torch.Generator().manual_seed(seed)
     M, K, N = 2900, 336, 300
     b = torch.randn(K, N, generator=gen)
@@ -480,8 +466,11 @@ def _check_ws_extremes(method, extremes, configs, seed, **launch):
         want = emu_mm(a, pieces, method, bias, config=pg)
         for text in configs:
             out = torch.empty(1, M, N, device=DEVICE)
+            flags = torch.zeros(M, dtype=torch.int8, device=DEVICE)
             em._launch_wgmma_ws(spec, KernelConfig.parse(text), a.unsqueeze(0), tuple(pieces), bias, out, M, N, K,
-                                **launch)
+                                flags=flags, range_check=True)
+            # the launch marks what its range check found; the fix-up after it computes those elements again
+            range_fixup(a.unsqueeze(0), tuple(p.unsqueeze(0) for p in pieces), None, bias, out, flags, spec)
             got, nan = out[0], torch.isnan(want)
             assert torch.equal(torch.isnan(got), nan), f"{kind} {text}"
             assert torch.equal(_bits(got[~nan]), _bits(want[~nan])), f"{kind} {text}"
@@ -491,31 +480,24 @@ def _check_ws_extremes(method, extremes, configs, seed, **launch):
 
 @gpu
 @pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
-@pytest.mark.parametrize(("checked", "two_consumers"), [(True, False), (False, False), (False, True), (True, True)])
-def test_ws_checked_split_extremes_gpu(checked, two_consumers):
-    """TF32x3's checked split in the splitter warps (the fast split, and the exact one only on K-tiles that
-    need it) gives the bits of "pg" for every kind of value its range check must catch. ``checked=False`` runs
-    the exact split on every K-tile; ``two_consumers`` runs each MMA warpgroup as a partition of its own
-    (128-row tiles only)."""
-    configs = ("128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw")[:1 if two_consumers else 2]
-    _check_ws_extremes("tf32x3", CHECKED_SPLIT_EXTREMES, configs, 31, checked_split=checked,
-                       two_consumers=two_consumers)
+def test_ws_split_extremes_gpu():
+    """TF32x3's split in the splitter warps gives the bits of "pg" for every kind of value at the edges of the
+    split's range."""
+    _check_ws_extremes("tf32x3", TF32_SPLIT_EXTREMES, ("128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw"), 31)
 
 
 @gpu
 @pytest.mark.skipif(not SM90, reason="the Gluon wgmma kernel is for sm_90 (Hopper)")
 @pytest.mark.parametrize("method", ["bf16x3", "bf16x6"])
-@pytest.mark.parametrize("checked", [True, False])
-def test_ws_checked_split_extremes_bf16_gpu(method, checked):
+def test_ws_checked_split_extremes_bf16_gpu(method):
     """BF16x3's and BF16x6's checked split in the splitter warps (the hardware conversion, and the exact split
     only on K-tiles that need it) gives the bits of "pg" for every kind of value its range check must catch."""
-    _check_ws_extremes(method, CHECKED_SPLIT_EXTREMES_BF16, [WGMMA_WS_CONFIGS[method][0].replace("gw", "tgw")], 37,
-                       checked_split=checked)
+    _check_ws_extremes(method, CHECKED_SPLIT_EXTREMES_BF16, [WGMMA_WS_CONFIGS[method][0].replace("gw", "tgw")], 37)
 
 
 def _gluon_available() -> bool:
     try:
-        from tcemu.emulation.gemm.emu_mm import _wgmma_module
+        from tcemu.emulation.gemm.launch import _wgmma_module
 
         return _wgmma_module() is not None
     except Exception:  # noqa: BLE001
@@ -534,7 +516,7 @@ def test_wgmma_kernel_waits_for_the_l0_tile_only(method, config, split_a, later)
     running accumulators waited for only after the loop (wait_group 0)."""
     import re
 
-    from tcemu.emulation.gemm.emu_mm import wgmma_compile
+    from tcemu.emulation.gemm.launch import wgmma_compile
 
     cfg = KernelConfig.parse(config)
     spec = get_method(method)
@@ -573,7 +555,7 @@ def test_wgmma_ws_kernel_waits_and_partitions(method, config, later):
     left: 256 - (24 + splitter) / 2 with 16 warps in all); nothing spills; the rings fit 227 KB."""
     import re
 
-    from tcemu.emulation.gemm.emu_mm import _SMEM_PER_BLOCK, _WS_SPLIT_REGS, _WS_SPLIT_WARPS, wgmma_ws_compile
+    from tcemu.emulation.gemm.launch import _SMEM_PER_BLOCK, _WS_SPLIT_REGS, _WS_SPLIT_WARPS, wgmma_ws_compile
 
     cfg = KernelConfig.parse(config)
     spec = get_method(method)
@@ -597,30 +579,6 @@ def test_wgmma_ws_kernel_waits_and_partitions(method, config, later):
 
 
 @pytest.mark.skipif(INTERPRET or not _gluon_available(), reason="needs Triton's Gluon (and no TRITON_INTERPRET)")
-@pytest.mark.parametrize(("two_consumers", "checked"), [(True, False), (False, True), (True, True)])
-def test_wgmma_ws_kernel_options_compile(two_consumers, checked):
-    """Offline sm_90 compile of the warp-specialised kernel's options (off by default, not faster on the H200):
-    with two consumer partitions the MMA loop exists once per warpgroup and every named barrier spans one
-    warpgroup (128 threads), none the two (256); the checked TF32x3 split compiles too; nothing spills."""
-    import re
-
-    from tcemu.emulation.gemm.emu_mm import _ws_consumer_args, wgmma_ws_compile
-
-    ck = wgmma_ws_compile("tf32x3", "128x128x32w8s3m1tgw", has_bias=True, two_consumers=two_consumers,
-                          checked_split=checked)
-    ptx = ck.asm["ptx"]
-    assert len(re.findall(r"wgmma\.mma_async", ptx)) == (2 if two_consumers else 1) * 3 * 4  # 3 products x BK/8
-    widths = set(re.findall(r"bar\.sync\s+\d+,\s*(\d+)", ptx))
-    assert ("256" not in widths) if two_consumers else ("256" in widths), widths
-    assert "ld.local" not in ptx and "st.local" not in ptx
-    usage = _resource_usage(ck.asm["cubin"])
-    if usage is not None:
-        assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
-    with pytest.raises(ValueError, match="128-row tiles"):
-        _ws_consumer_args(KernelConfig.parse("64x256x32w8s2m1tgw"), True)
-
-
-@pytest.mark.skipif(INTERPRET or not _gluon_available(), reason="needs Triton's Gluon (and no TRITON_INTERPRET)")
 @pytest.mark.parametrize(("method", "config", "later"), [
     ("tf32x3", "128x128x32w8s3m1ptgw", 2), ("bf16x3", "128x128x64w8s3m1ptgw", 2),
     ("bf16x6", "128x64x64w8s3m1ptgw", 5),
@@ -631,7 +589,7 @@ def test_wgmma_pieces_ws_kernel_compiles(method, config, later):
     fits 227 KB."""
     import re
 
-    from tcemu.emulation.gemm.emu_mm import _SMEM_PER_BLOCK, wgmma_pieces_ws_compile
+    from tcemu.emulation.gemm.launch import _SMEM_PER_BLOCK, wgmma_pieces_ws_compile
 
     cfg, spec = KernelConfig.parse(config), get_method(method)
     ck = wgmma_pieces_ws_compile(method, cfg, has_bias=True)
@@ -651,7 +609,7 @@ def test_tf32x3_short_k_products_take_the_persistent_warp_specialised_kernel():
     """The static table: TF32x3's edge-layer products (N < 640, and N <= 1024 with K <= 256) and BF16x3's
     narrow ones (N < 384) run the persistent warp-specialised kernel with its splitter; wide products with long
     K (8192^3) split A beforehand."""
-    from tcemu.emulation.gemm.emu_mm import WIDE_SHORTK_MAX_K, WIDE_SHORTK_MAX_N, _bucket
+    from tcemu.emulation.gemm.launch import WIDE_SHORTK_MAX_K, WIDE_SHORTK_MAX_N, _bucket
 
     spec = get_method("tf32x3")
     for M, K, N in ((604800, 256, 256), (604800, 512, 512), (604800, 256, 1024), (604800, 256, 768)):
@@ -711,7 +669,7 @@ def test_wgmma_ws_config_runs_triton_kernel_off_hopper_interpret(method):
 def test_wgmma_failure_falls_back_to_triton_interpret(monkeypatch, caplog):
     """A Gluon kernel that fails (e.g. another Triton's experimental API) is reported once and the same
     configuration runs the Triton kernel: the result is still the method's, bit for bit."""
-    emu_mm_module = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+    emu_mm_module = importlib.import_module("tcemu.emulation.gemm.launch")
     calls = []
 
     def broken(*args, **kwargs):
@@ -837,15 +795,11 @@ def test_wide_exponent_range_gpu(method):
 
 
 def _check_backend(method: str, device: str, sizes: tuple[int, int, int]) -> None:
-    import tcemu.emulation.gemm as gemm
-
     M, K, N = sizes
     be, spec = TritonBackend(), get_method(method)
     assert be.unavailable_reason(torch.device(device), spec) is None
     gen = torch.Generator().manual_seed(7)
-    old = gemm.SMALL_SHAPE_FALLBACK
-    gemm.SMALL_SHAPE_FALLBACK = False
-    try:
+    with tcemu.config(small_shape_fallback=False):
         # broadcasting: (2, 1, M, K) @ (3, K, N) -> (2, 3, M, N); a transposed (non-contiguous)
         a = torch.randn(2, 1, K, M, generator=gen).to(device).transpose(-1, -2)
         b = torch.randn(3, K, N, generator=gen).to(device)
@@ -870,8 +824,6 @@ def _check_backend(method: str, device: str, sizes: tuple[int, int, int]) -> Non
         # the pieces the backend caches are split() bit for bit
         for got, want in zip(pw.fwd, split_t_reference(w.T, spec)):
             assert torch.equal(_bits(got), _bits(want))
-    finally:
-        gemm.SMALL_SHAPE_FALLBACK = old
 
 
 @interpret
@@ -908,19 +860,15 @@ def test_small_shape_fallback_gpu():
     be, spec = TritonBackend(), get_method("bf16x6")
     x = torch.randn(8, 16, device=DEVICE)
     w = torch.randn(4, 16, device=DEVICE)
-    old = gemm.SMALL_SHAPE_FALLBACK
-    try:
-        gemm.SMALL_SHAPE_FALLBACK = True
+    with tcemu.config(small_shape_fallback=True):
         n0 = sum(gemm.fallback_stats().values())
         y = be.linear(x, w, None, spec, None)
         assert sum(gemm.fallback_stats().values()) == n0 + 1
         torch.testing.assert_close(y, ieee_fp32_matmul(x, w.T))
-        gemm.SMALL_SHAPE_FALLBACK = False
+    with tcemu.config(small_shape_fallback=False):
         y2 = be.linear(x, w, None, spec, None)
         assert sum(gemm.fallback_stats().values()) == n0 + 1
         assert_close_to_fp64(y2, x, w.T, "bf16x6")
-    finally:
-        gemm.SMALL_SHAPE_FALLBACK = old
 
 
 
@@ -1007,7 +955,7 @@ def test_compiled_fallback_is_a_plain_gemm_only_in_ieee_mode_interpret(monkeypat
     """Under torch.compile a fallback GEMM is a plain aten GEMM (Inductor fuses and schedules it) when FP32
     GEMMs are IEEE, and the ``tcemu::sgemm`` op (which forces IEEE) when TF32 is on; no weight split
     either way. The CUDA-only fallback decision is forced here so that the CPU interpreter runs the path."""
-    import tcemu.emulation.gemm.backend as gb
+    import tcemu.emulation.gemm.triton_backend as gb
 
     monkeypatch.setattr(gb, "_use_fallback", lambda *a, **k: True)
     old = torch.backends.cuda.matmul.fp32_precision
@@ -1051,7 +999,7 @@ def test_compiled_fallback_graph_has_fp32s_kernels_interpret(monkeypatch):
     from torch._dynamo.backends.common import aot_autograd
 
     import tcemu
-    import tcemu.emulation.gemm.backend as gb
+    import tcemu.emulation.gemm.triton_backend as gb
 
     monkeypatch.setattr(gb, "_use_fallback", lambda *a, **k: True)
     free = {"aten.view.default", "aten._unsafe_view.default", "aten.t.default", "aten.transpose.int",
@@ -1095,13 +1043,13 @@ def test_compiled_fallback_graph_has_fp32s_kernels_interpret(monkeypatch):
 @interpret
 def test_ops_pass_opcheck_interpret():
     """The three torch ops (schema, fake implementations, AOT dispatch) pass torch.library.opcheck."""
-    import tcemu.emulation.gemm.backend as gb
+    import tcemu.emulation.gemm.triton_backend as gb
 
     gen = torch.Generator().manual_seed(3)
     a, b = torch.randn(12, 8, generator=gen), torch.randn(8, 5, generator=gen)
     bias = torch.randn(5, generator=gen)
     for method in ("tf32x3", "bf16x6"):
-        pieces = gb._split_pieces(b, method)
+        pieces = gb.split_t(b, method)
         torch.library.opcheck(torch.ops.tcemu.split_t.default, (b, method))
         torch.library.opcheck(torch.ops.tcemu.emu_mm.default, (a, *gb._pieces_args(pieces), bias, method))
     torch.library.opcheck(torch.ops.tcemu.sgemm.default, (a, b, bias))
@@ -1136,21 +1084,21 @@ def test_backend_resolution_is_a_graph_constant(monkeypatch):
     """Resolving the backend for a CUDA device inside torch.compile, even the first time, neither breaks the
     graph (fullgraph=True raises on a break) nor differs from the eager resolution. A break here once cost
     every emulated layer a graph exit (8 graphs instead of 2 for PET, 1.9x the host time at 192 atoms)."""
-    from tcemu.emulation import backends
+    from tcemu.emulation import dispatch
 
     spec, dev = get_method("tf32x3"), torch.device("cuda", 0)
-    monkeypatch.setattr(backends, "_RESOLVED_CUDA", {})
-    monkeypatch.setattr(backends, "_INSTANCES", {})
+    monkeypatch.setattr(dispatch, "_RESOLVED_CUDA", {})
+    monkeypatch.setattr(dispatch, "_INSTANCES", {})
 
     def f(x):
-        be = backends.resolve_backend("auto", dev, spec)
+        be = dispatch.resolve_backend("auto", dev, spec)
         return x * (2.0 if be.name == "triton" else 3.0)
 
     torch._dynamo.reset()
     out = torch.compile(f, fullgraph=True, backend="eager")(torch.ones(3))
-    eager = backends.resolve_backend("auto", dev, spec)
+    eager = dispatch.resolve_backend("auto", dev, spec)
     assert torch.equal(out, torch.full((3,), 2.0 if eager.name == "triton" else 3.0))
-    assert backends._INSTANCES[eager.name] is eager
+    assert dispatch._INSTANCES[eager.name] is eager
 
 
 @interpret

@@ -2,7 +2,8 @@
 
 * the plan: every (method, kernel family), the dispatcher's configurations, the K classes of each compiled
   variant, enough outputs;
-* the pipeline with a stand-in GPU that answers with the twin: 0 mismatches, the summary and the replay set;
+* the pipeline with a stand-in GPU that answers with the twin: 0 mismatches, the summary and the replay set,
+  outputs through the range fix-up in the 'huge' and 'special' families (and the replay block) only;
 * with a perturbed stand-in: the mismatches are found, saved, and shrunk to a shorter K, and the replay check
   fails on the perturbed bits;
 * the H200 replay set (data/h200_emulation_replay.npz, from the integrator's H200 run): the twin reproduces every
@@ -67,10 +68,17 @@ def test_pipeline_with_the_twin_as_gpu(tmp_path):
     assert set(summary["pairs"]) == {"tf32x3__triton", "tf32x3__pgw", "bf16x6__triton", "bf16x6__pgw"}
     for r in summary["pairs"].values():
         assert set(r["families"]) == set(GEMM_FAMILIES) and r["schedules"]
+        fams = r["families"]
+        # the range fix-up: in 'huge' (top of the range, finite results among them) and 'special'; nowhere else
+        assert fams["huge"]["fixed_finite"] > 0 and fams["special"]["fixed"] > 0, fams
+        assert all(fams[f]["fixed"] == 0 for f in ("normal", "wide", "cancel", "tiny")), fams
+        assert r["fixed"] == sum(f["fixed"] for f in fams.values()) and r["fixed_mismatches"] == 0
+    assert summary["total_fixed"] == sum(r["fixed"] for r in summary["pairs"].values())
     json.loads((tmp_path / "h200_emulation_summary.json").read_text())
     rep = check_replay(str(tmp_path / "h200_emulation_replay.npz"))
     assert rep["mismatches"] == 0 and len(rep["groups"]) == 4 * len(GEMM_FAMILIES)
     assert rep["outputs"] == 256 * 4 * len(GEMM_FAMILIES)
+    assert all(rep["groups"][g]["fixed"] > 0 for g in rep["groups"] if g.endswith(("__huge", "__special")))
 
 
 def test_mismatches_are_found_saved_and_shrunk(tmp_path):
@@ -96,6 +104,24 @@ def test_mismatches_are_found_saved_and_shrunk(tmp_path):
     assert check_replay(str(tmp_path / "h200_emulation_replay.npz"))["mismatches"] > 0
 
 
+def test_a_mark_the_fixup_left_is_a_mismatch(tmp_path):
+    """A stand-in GPU that leaves the range check's mark (NaN 0x7FF0DEAD) where the twin computes a NaN by the
+    fix-up: a mismatch there, not a NaN payload difference."""
+    from tcemu.emulation.gemm.range_fixup import RANGE_MARK_BITS
+
+    def perturb(method, config, a, b, bits):
+        twin_nan = np.isnan(bits.view(np.float32))
+        out = bits.copy()
+        out[twin_nan] = RANGE_MARK_BITS
+        return out
+
+    cfg = EmulationValidationConfig(methods=("tf32x3",), kernels=("triton",), outputs=1000, k_max=40, max_mn=32,
+                                    workers=1, progress=False, families=("special",), shrink=0)
+    summary = run_emulation_validation(TwinGemmRunner(perturb=perturb), cfg, str(tmp_path), log=lambda *a: None)
+    r = summary["pairs"]["tf32x3__triton"]
+    assert r["mismatches"] > 0 and r["fixed_mismatches"] > 0 and r["nan_payload_differences"] == 0
+
+
 @pytest.mark.skipif(not os.path.exists(REPLAY_PATH), reason="no H200 replay set yet (data/h200_emulation_replay.npz "
                     "comes from the integrator's run of tcemu validate --emulation on the H200)")
 def test_twin_reproduces_every_h200_replay_output():
@@ -105,12 +131,13 @@ def test_twin_reproduces_every_h200_replay_output():
     bad = {g: v for g, v in res["groups"].items() if v["mismatches"]}
     assert res["mismatches"] == 0, bad
     assert res["outputs"] >= 256 * 16 * 5
+    assert res["fixed"] > 0  # the range fix-up's outputs are among them
 
 
 @pytest.mark.gpu
 def test_validation_on_this_gpu(tmp_path):
     """A short validation on the GPU: TF32x3 on every kernel family this GPU runs (14 compiled variants), 0
-    mismatches, no Gluon configuration falling back (on the H200)."""
+    mismatches, outputs through the range fix-up, no Gluon configuration falling back (on the H200)."""
     import torch
 
     from tcemu.numerics.hardware.emulation_validate import TorchGemmRunner
@@ -121,6 +148,7 @@ def test_validation_on_this_gpu(tmp_path):
                                     shrink=1)
     summary = run_emulation_validation(TorchGemmRunner(), cfg, str(tmp_path), log=print)
     assert summary["total_mismatches"] == 0, {k: v["mismatches"] for k, v in summary["pairs"].items()}
+    assert summary["total_fixed"] > 0 and summary["total_fixed_mismatches"] == 0  # the fix-up ran, bit for bit
     if summary["arch_preset"] == "h200":
         assert all(v["fell_back"] == 0 for v in summary["pairs"].values()), summary["pairs"]
 
@@ -140,3 +168,4 @@ def test_pipeline_dry_run_with_the_kernels_under_the_interpreter(tmp_path):
     summary = run_emulation_validation(TorchGemmRunner("cpu"), cfg, str(tmp_path), log=lambda *a: None)
     assert summary["total_mismatches"] == 0 and summary["total_outputs"] >= 3 * 600
     assert summary["fp_fusion"] is False
+    assert all(r["families"]["huge"]["fixed_finite"] > 0 for r in summary["pairs"].values())  # the fix-up ran

@@ -1,5 +1,5 @@
 """Launchers of the Gluon kernels (Hopper: ``_kernels/_emu_mm_wgmma.py``, ``_kernels/_emu_mm_wgmma_ws.py``),
-their tunables, and offline compiles (no GPU) for the tests. :func:`~.emu_mm.emu_mm` picks them; where one
+their tunables, and offline compiles (no GPU) for the tests. :func:`~.launch.emu_mm` picks them; where one
 cannot run or fails, the same configuration runs the Triton kernel (same bits)."""
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import torch
 import triton
 from torch import Tensor
 
+from ..._hw import interpreting, sm_count, tensor_core_generation
 from ..methods import MethodSpec, get_method
-from .configs import KernelConfig, _interpreting
+from .configs import KernelConfig
 
 log = logging.getLogger("tcemu.emulation.gemm")
 
@@ -22,11 +23,11 @@ def _num_sms(device: torch.device) -> int:
     """Programs of a persistent launch: one per SM (the configurations use most of an SM's shared memory)."""
     if device.type != "cuda":
         return 4  # the CPU interpreter: a few programs, each looping over several tiles
-    return torch.cuda.get_device_properties(device).multi_processor_count
+    return sm_count(device)
 
 
 def _flags_arg(flags: Tensor | None, out3: Tensor, range_check: bool | None) -> tuple[Tensor, bool]:
-    """(flags, RANGE_CHECK) of a launch: by default the check runs (as :func:`~.emu_mm.emu_mm` launches the
+    """(flags, RANGE_CHECK) of a launch: by default the check runs (as :func:`~.launch.emu_mm` launches the
     kernels), into fresh flags where none are given (a direct launch: only a fix-up would read them)."""
     check = True if range_check is None else range_check
     if flags is None:
@@ -61,9 +62,9 @@ def _wgmma_ws_module():
 
 def _wgmma_eligible(spec: MethodSpec, device: torch.device, bt3: tuple[Tensor, ...], K: int) -> bool:
     """Whether the Gluon wgmma kernel can run this product (else the Triton kernel runs it, same bits)."""
-    if device.type != "cuda" or _interpreting() or spec.name == "bf16x9":
+    if device.type != "cuda" or interpreting() or spec.name == "bf16x9":
         return False
-    if torch.cuda.get_device_capability(device)[0] != 9 or _wgmma_module() is None:
+    if tensor_core_generation(device) != "hopper" or _wgmma_module() is None:
         return False
     elem = bt3[0].element_size()
     # TMA: one B for all batch entries, rows 16-byte aligned, K contiguous
@@ -160,37 +161,6 @@ _WS_SPLIT_WARPS = 4
 _WS_SPLIT_REGS = 72
 #: vectors of 4 FP32 values each splitter thread splits per step (16 values in flight)
 _WS_SPLIT_VECS = 4
-#: TF32x3's checked split in the splitter (``_split_rows_tf32_fast``): 5 operations a value (plus 2 to 3 for
-#: the range check) instead of about 17, and the exact split only on K-tiles with special or extreme values.
-#: Same bits, but not faster on the H200 (0.87-1.08x the exact split, mostly slower; session 11,
-#: ``benchmarks/results/h200/gemm_variants/tf32x3_checked_split.csv``): off by default. ``checked_split=2``
-#: (DIAGNOSTIC ONLY, wrong results) skips the split, to time the kernel without it.
-_WS_CHECKED_SPLIT = False
-#: the checked split for BF16 pieces (``_split_rows_bf16_fast``): the hardware conversion, two values an
-#: instruction, where every value of the K-tile is finite and neither saturates nor needs keep-nonzero; else
-#: the exact split. Same bits.
-_WS_CHECKED_SPLIT_BF16 = True
-
-
-def _ws_checked(spec: MethodSpec, checked_split: bool | int | None) -> bool | int:
-    """The warp-specialised kernel's CHECKED: the override, else the format's default."""
-    if checked_split is not None:
-        return checked_split
-    return _WS_CHECKED_SPLIT_BF16 if spec.piece_format == "bf16" else _WS_CHECKED_SPLIT
-#: the MMA warps as two consumer partitions of one warpgroup each (each releases the ring slots by its own
-#: arrival) instead of one partition of two warpgroups (a partition-wide barrier before each arrival). Same
-#: bits, not faster on the H200 (0.77-1.08x; session 11,
-#: ``benchmarks/results/h200/gemm_variants/two_consumer_partitions.csv``): off by default.
-_WS_TWO_CONSUMERS = False
-
-
-def _ws_consumer_args(cfg: KernelConfig, two_consumers: bool | None) -> dict:
-    """TWO_CONSUMERS and num_warps of the warp-specialised kernel: with two consumer partitions each is one
-    warpgroup (the default partition's num_warps is 4), for the configuration's 8 MMA warps."""
-    two = _WS_TWO_CONSUMERS if two_consumers is None else two_consumers
-    if two and (cfg.num_warps != 8 or cfg.bm != 128):
-        raise ValueError(f"two consumer partitions need 8 MMA warps and 128-row tiles, got {cfg}")
-    return dict(TWO_CONSUMERS=bool(two), num_warps=4 if two else cfg.num_warps)
 
 
 def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
@@ -223,13 +193,11 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
                      bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, *,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
                      split_regs: int | None = None, split_vecs: int | None = None,
-                     checked_split: bool | int | None = None, two_consumers: bool | None = None,
                      flags: Tensor | None = None, range_check: bool | None = None) -> None:
     """Launch the warp-specialised Gluon kernel on FP32 ``a3`` (Z, M, K), rows readable by TMA
     (:func:`_tma_rows`), and B's pieces (N, K), contiguous. ``stages`` (B, A, A's pieces; default
-    :func:`_ws_stages`), ``split_warps``, ``split_regs``, ``split_vecs`` and ``checked_split`` (TF32x3: the
-    checked split, or 2 for none at all, diagnostic) override the tunables (benchmarks); ``flags`` and
-    ``range_check`` as :func:`_flags_arg`."""
+    :func:`_ws_stages`), ``split_warps``, ``split_regs`` and ``split_vecs`` override the tunables (benchmarks);
+    ``flags`` and ``range_check`` as :func:`_flags_arg`."""
     bf16 = spec.piece_format == "bf16"
     Z = out3.shape[0]
     st, a_st, p_st = stages or _ws_stages(spec, cfg)
@@ -247,9 +215,7 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
         NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
         SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
-        SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
-        CHECKED=_ws_checked(spec, checked_split), RANGE_CHECK=check,
-        **_ws_consumer_args(cfg, two_consumers),
+        SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, RANGE_CHECK=check, num_warps=cfg.num_warps,
     )
 
 
@@ -311,7 +277,7 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
 
     The signature is that of a launch on contiguous operands (the output's column stride 1). Returns
     Triton's compiled kernel (``.asm["ptx"]``, ``.asm["cubin"]``): tests read its ``wgmma`` waits from the PTX.
-    ``range_check=False``: the kernel without the range check (the diagnostic ``emu_mm._RANGE_FIXUP = False``).
+    ``range_check=False``: the kernel without the range check (the diagnostic ``range_fixup=False`` configuration).
     """
     spec = get_method(method)
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
@@ -324,9 +290,7 @@ def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_b
 
 def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False, arch: int = 90,
                      stages: tuple[int, int, int] | None = None, split_warps: int | None = None,
-                     split_regs: int | None = None, split_vecs: int | None = None,
-                     checked_split: bool | int | None = None, two_consumers: bool | None = None,
-                     range_check: bool = True):
+                     split_regs: int | None = None, split_vecs: int | None = None, range_check: bool = True):
     """Compile (without a GPU) the warp-specialised Gluon kernel a ``gw`` configuration launches, for
     ``sm_<arch>``, as :func:`wgmma_compile` (contiguous operands, the output's column stride 1; ``stages``,
     ``split_warps``, ``split_regs``, ``split_vecs`` as :func:`_launch_wgmma_ws`). Returns Triton's compiled kernel."""
@@ -339,7 +303,6 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
     constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
                       SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
-                      SPLIT_VECS=split_vecs or _WS_SPLIT_VECS,
-                      CHECKED=_ws_checked(spec, checked_split), RANGE_CHECK=range_check,
-                      **_ws_consumer_args(cfg, two_consumers))
+                      SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, RANGE_CHECK=range_check,
+                      num_warps=cfg.num_warps)
     return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_ws_kernel, descriptors, constexprs, arch)

@@ -1,7 +1,7 @@
 """The GEMM kernels' configurations: :class:`KernelConfig`, the static table per method and shape bucket
 (measured on an H200, docs/kernels.md), and autotuning.
 
-With ``tcemu.emulation.gemm.AUTOTUNE = True`` (env ``TCEMU_GEMM_AUTOTUNE=1``) the first product of each
+With ``tcemu.config(autotune=True)`` (env ``TCEMU_GEMM_AUTOTUNE=1``) the first product of each
 (method, M bucket, N, K) times the bucket's few candidates on the real operands, keeps only candidates
 whose result agrees with the first one, and caches the fastest (compile time is user time: off by default).
 """
@@ -9,23 +9,19 @@ whose result agrees with the first one, and caches the fastest (compile time is 
 from __future__ import annotations
 
 import logging
-import os
-import sys
 from dataclasses import dataclass
 
 import torch
 import triton
 from torch import Tensor
 
+from ..._hw import interpreting
+from ..configuration import setting
 from ..methods import MethodSpec
 
 __all__ = ["KernelConfig", "config_candidates", "pick_config", "tuned_configs"]
 
 log = logging.getLogger("tcemu.emulation.gemm")
-
-
-def _interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
 
 
 @dataclass(frozen=True)
@@ -126,10 +122,10 @@ _C = KernelConfig.parse
 #             splitter run into the next tile while the MMA warps store this one): 1.04-1.10x "gw" and the best
 #             of "gw"/"pg" on the seven PET-S edge products with N < 1024, 1.00-1.03x "pg" at N = 768 and
 #             1024 (K = 256), two rounds (benchmarks/results/h200/gemm/sweep_persistent_ws_tgw.csv).
-#   Session 11: A split beforehand, then the warp-specialised kernel without a splitter, persistent ("ptgw":
-#             a loader warp brings A's and B's pieces by TMA and runs into the next tile while the MMA warps
+#   "ptgw":   A split beforehand, then the warp-specialised kernel without a splitter, persistent (a
+#             loader warp brings A's and B's pieces by TMA and runs into the next tile while the MMA warps
 #             store this one): BF16x6 1.09-1.53x SGEMM on five PET-S edge products and 1.98-2.02x at 8192^3
-#             (default before: 0.93-1.28x and 1.77-1.79x), BF16x3 1.62-2.63x and 4.21-4.26x (1.40-2.41x,
+#             ("pg": 0.93-1.28x and 1.77-1.79x), BF16x3 1.62-2.63x and 4.21-4.26x (1.40-2.41x,
 #             3.87-4.00x), TF32x3 2.32-2.34x at 8192^3 (pg 2.15-2.19x); two rounds
 #             (benchmarks/results/h200/gemm_variants/ptgw_presplit_warp_specialized.csv). First for BF16x3/x6
 #             (large M) and TF32x3 "wide".
@@ -148,9 +144,9 @@ _CANDIDATES: dict[str, dict[str, list[KernelConfig]]] = {
                           _C("128x128x32w8s3m1ptgw")],
                "small_longk": [_C("128x64x32w8s4m1po"), _C("128x64x32w8s4m1")],
                "small": [_C("128x64x32w8s4m1"), _C("128x64x32w8s4m1po"), _C("64x128x32w4s3m0")]},
-    # BF16x3 and BF16x6: A split beforehand, then the persistent warp-specialised kernel ("ptgw", session 11);
+    # BF16x3 and BF16x6: A split beforehand, then the persistent warp-specialised kernel ("ptgw");
     # BF16x3's narrow products (N < 384: A's tiles split at most three times) the persistent warp-specialised
-    # kernel with the checked split in its splitter warps ("tgw", session 12: 1.03-1.13x "ptgw" at N = 256 on
+    # kernel with the checked split in its splitter warps ("tgw": 1.03-1.13x "ptgw" at N = 256 on
     # the H200, 0.80-0.92x at N = 512-1024; BF16x6 0.57-0.89x everywhere,
     # benchmarks/results/h200/gemm_variants/bf16_checked_split.csv)
     "bf16x3": {"wide": [_C("128x128x64w8s3m1ptgw"), _C("128x128x64w8s3m1pg"), _C("128x128x64w8s3m1p")],
@@ -204,11 +200,12 @@ def config_candidates(spec: MethodSpec, M: int, N: int | None = None, K: int | N
 
 
 def pick_config(spec: MethodSpec, M: int, N: int, K: int) -> KernelConfig:
-    """The configuration used without autotuning; ``TCEMU_GEMM_CONFIG=128x128x32w8s3m0`` overrides it."""
-    override = os.environ.get("TCEMU_GEMM_CONFIG")
+    """The configuration used without autotuning; the configuration's ``kernel_config`` (env
+    ``TCEMU_GEMM_CONFIG=128x128x32w8s3m0``) overrides it."""
+    override = setting("kernel_config")
     if override:
         return KernelConfig.parse(override)
-    if _interpreting():
+    if interpreting():
         return _INTERPRET_CONFIG
     tuned = _TUNED.get(_tune_key(spec, M, N, K))
     return tuned if tuned is not None else config_candidates(spec, M, N, K)[0]
@@ -224,8 +221,7 @@ def _tune_key(spec: MethodSpec, M: int, N: int, K: int, has_bias: bool = False) 
 
 
 def _autotune_enabled() -> bool:
-    pkg = sys.modules.get(__package__)
-    return bool(getattr(pkg, "AUTOTUNE", False)) and not _interpreting() and not os.environ.get("TCEMU_GEMM_CONFIG")
+    return bool(setting("autotune")) and not interpreting() and setting("kernel_config") is None
 
 
 def _autotune(spec: MethodSpec, key: tuple, launch, out: Tensor) -> KernelConfig:

@@ -11,18 +11,17 @@ launch only reads the flags.
 
 from __future__ import annotations
 
-import os
-
 import torch
 from torch import Tensor
 
+from ..._hw import interpreting
 from ..methods import MethodSpec, get_method
 from ..reference import mm_range_scaled
 from ..split import recombine
 from ._kernels import _range_fixup as _fix
 from ._kernels._emu_mm import RANGE_MARK_BITS
 from ._kernels._split import FMT_BF16, FMT_TF32
-from ._offline import triton_compile
+from ._offline import launch_compile
 
 __all__ = ["RANGE_MARK_BITS", "range_fixup", "range_fixup_reference", "range_fixup_compile"]
 
@@ -60,12 +59,21 @@ def range_fixup(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: T
         return
     pieces = b_t is None
     src = tuple(bt3) + (bt3[0],) * (3 - len(bt3)) if pieces else (b_t, b_t, b_t)
-    sb = src[0].stride()
+    values = _launch_values(spec, a3, src, bias if bias is not None else out3, out3, flags)
     _fix._range_fixup_kernel[_fix.grid(Z, M, N)](
-        a3, *src, bias if bias is not None else out3, out3, flags, M, N, K, spec.range_threshold(K),
-        *a3.stride(), 0 if src[0].shape[0] == 1 else sb[0], sb[1], sb[2], *out3.stride(),
-        **_constexprs(spec, bias is not None, pieces, os.environ.get("TRITON_INTERPRET") == "1"), num_warps=4,
+        *values, **_constexprs(spec, bias is not None, pieces, interpreting()),
+        num_warps=_fix.FIX_WARPS,
     )
+
+
+def _launch_values(spec: MethodSpec, a3, b3: tuple, bias, out3, flags) -> list:
+    """The fix-up kernel's positional arguments: tensors (or, for an offline compile, their dtypes) of A
+    (Z, M, K), B's three operands (Zb, N, K), the bias, C and the flags, then sizes, T and strides."""
+    Z, M, K = a3.shape
+    N = out3.shape[-1]
+    sb = b3[0].stride()
+    return [a3, *b3, bias, out3, flags, M, N, K, spec.range_threshold(K), *a3.stride(),
+            0 if b3[0].shape[0] == 1 else sb[0], sb[1], sb[2], *out3.stride()]
 
 
 def _constexprs(spec: MethodSpec, has_bias: bool, b_pieces: bool, interpreting: bool) -> dict:
@@ -76,15 +84,22 @@ def _constexprs(spec: MethodSpec, has_bias: bool, b_pieces: bool, interpreting: 
                 SCAN=_fix.SCAN_ROWS, BM=_fix.FIX_BM, BN=_fix.FIX_BN, BK=_fix.FIX_BK)
 
 
-def range_fixup_compile(method: str | MethodSpec, *, b_pieces: bool = False, has_bias: bool = False, arch: int = 90):
-    """Compile (without a GPU) the fix-up kernel :func:`range_fixup` launches, for ``sm_<arch>``: contiguous
-    operands, B as FP32 or (``b_pieces``) as the method's pieces. Returns Triton's compiled kernel."""
+def range_fixup_compile(method: str | MethodSpec, *, b_pieces: bool = False, has_bias: bool = False, arch: int = 90,
+                        M: int = 4096, N: int = 4096, K: int = 4096):
+    """Compile (without a GPU) the fix-up kernel :func:`range_fixup` launches after a 2-D product of this shape,
+    for ``sm_<arch>``, as that launch specialises it: contiguous A (M, K), C and B^T (N, K), B as FP32 or
+    (``b_pieces``) as the method's pieces. Returns Triton's compiled kernel."""
     spec = get_method(method)
-    b_ty = "*fp32" if not b_pieces or spec.piece_format == "tf32" else "*bf16"
-    names = _fix._range_fixup_kernel.arg_names
-    types = ["*fp32", b_ty, b_ty, b_ty, "*fp32", "*fp32", "*i8"] + ["i32"] * 13
-    return triton_compile(_fix._range_fixup_kernel, list(zip(names[:20], types)),
-                          _constexprs(spec, has_bias, b_pieces, False), arch, num_warps=4)
+    f32 = torch.float32
+
+    def like(*shape, dtype=f32):  # shape, strides and dtype without memory
+        return torch.empty(shape, dtype=dtype, device="meta")
+
+    b = like(1, N, K, dtype=torch.bfloat16 if b_pieces and spec.piece_format == "bf16" else f32)
+    values = _launch_values(spec, like(1, M, K), (b, b, b), like(N), like(1, M, N), like(M, dtype=torch.int8))
+    values = [v.dtype if isinstance(v, torch.Tensor) else v for v in values]
+    return launch_compile(_fix._range_fixup_kernel, values, _constexprs(spec, has_bias, b_pieces, False), arch,
+                          num_warps=_fix.FIX_WARPS)
 
 
 def range_fixup_reference(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: Tensor | None,

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 __all__ = ["REFERENCE_SYSTEMS", "co_curve", "errors", "evaluate_all", "plot_training", "reference_energies",
-           "relax_co"]
+           "relax_co", "results_rows"]
 
 #: Structures whose energies are stored with the checkpoint (``tcemu.mlip.systems`` names); the tests recompute them.
 REFERENCE_SYSTEMS = ("water_192", "pt111_co")
@@ -189,6 +189,36 @@ def _read_metatrain_csv(path: Path) -> dict[str, np.ndarray]:
             v = v.strip()
             data[n].append(float(v) if v else math.nan)
     return {n: np.array(v) for n, v in data.items()}
+
+
+def results_rows(folder: Path) -> list:
+    """The training curves (metatrain's ``train.csv``: one case per epoch) and the errors against the labels
+    (``errors.csv``: one case per split and group) of a train output folder, as :mod:`tcemu._results` rows
+    (benchmark ``pet_distill``)."""
+    from tcemu._results import case, measurement
+
+    folder = Path(folder)
+    rows = []
+    if (folder / "train.csv").is_file():
+        with (folder / "train.csv").open(newline="") as f:
+            table = list(csv.reader(f))
+        names = [c.strip() for c in table[0]]
+        units = [c.strip() for c in table[1]]
+        for r in table[2:]:
+            vals = dict(zip(names, (v.strip() for v in r)))
+            epoch = int(float(vals.pop("Epoch")))
+            metrics = {n.replace(" ", "_").replace("(", "").replace(")", ""): float(v) for n, v in vals.items() if v}
+            unit = {n.replace(" ", "_").replace("(", "").replace(")", ""): (u or "1") for n, u in zip(names, units)}
+            rows += measurement("pet_distill", "metatrain", "fp32", case(stage="training", epoch=epoch), metrics, unit)
+    if (folder / "errors.csv").is_file():
+        with (folder / "errors.csv").open(newline="") as f:
+            for r in csv.DictReader(f):
+                c = case(stage="evaluation", split=r.pop("split"), group=r.pop("group"))
+                metrics = {k: float(v) for k, v in r.items() if v}
+                unit = {k: ("count" if k.startswith("n_") else k[k.index("meV"):].replace("_per_", "/"))
+                        for k in metrics}
+                rows += measurement("pet_distill", "pet-distilled", "fp32", c, metrics, unit)
+    return rows
 
 
 def plot_training(train_csv: Path, summary: dict, png: Path) -> Path:

@@ -41,6 +41,7 @@ OUTPUT_FILES = (
     "train.csv",
     "train.log",
     "errors.csv",
+    "results.csv",
     "training_curves.png",
     "distill_train.log",
 )
@@ -349,6 +350,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
         except Exception as exc:  # noqa: BLE001 - e.g. no matplotlib: the CSV is there, plot it elsewhere
             say(f"[distill train] no plot ({type(exc).__name__}: {exc}); make it with "
                 f"`python -m tcemu.mlip.distill plot {out}`")
+    from tcemu._results import Provenance, write_results
+
+    write_results(out / "results.csv", evaluate.results_rows(out), Provenance.current(cfg.device))
     shutil.rmtree(work, ignore_errors=True)
     say(f"[distill train] done in {time.monotonic() - t_start:.0f} s -> {out}")
     return summary

@@ -5,6 +5,9 @@ the Gluon kernels ``g``, ``pg``, ``gw``/``tgw``, ``pgw``/``ptgw``) on the GEMMs 
 :func:`.gemm_families.plan`, and hands each output block with its inputs to a pool of CPU processes that compute
 the twin (:mod:`tcemu.numerics.emulated`) and compare every element (NaN with NaN of any payload; payload
 differences are counted apart). At most ``2 * workers`` blocks are in flight, so the GPU and the CPUs overlap.
+Every GEMM is followed by the range fix-up, as ``emu_mm`` launches it (given FP32 b, or only b's pieces: the
+plan alternates); the twin models it (``GemmSchedule.fixup``), and the summary counts the outputs that went
+through it (``fixed``: the elements the kernel marked) and their mismatches (``fixed_mismatches``).
 
 Kept: every mismatch up to ``max_saved`` per (method, kernel) as a one-output reproducer (a row of A, a column of
 B, the configuration, the GPU's and the twin's bits), the first ``shrink`` of them reduced on the GPU
@@ -52,7 +55,7 @@ def arch_of_capability(major: int, minor: int = 0) -> str:
 class EmulationValidationConfig:
     methods: tuple[str, ...] = METHODS
     kernels: tuple[str, ...] = KERNEL_FAMILIES
-    outputs: int = 10_000_000  # per (method, kernel)
+    outputs: int = 4_000_000  # per (method, kernel): every (family, fix-up's B) of each; fits 4 minutes on the H200
     families: tuple[str, ...] = GEMM_FAMILIES
     k_max: int = 192  # sized for the H200 run: benchmarks/numerics_speed.py --twin
     max_mn: int = 1024
@@ -64,8 +67,10 @@ class EmulationValidationConfig:
 
 
 class TorchGemmRunner:
-    """``emu_mm`` on a torch device with an explicit configuration: ``run(method, config, a, b) -> (c, fell_back)``
-    with c float32 NumPy and ``fell_back`` True where a Gluon configuration ran the Triton kernel instead."""
+    """``emu_mm`` on a torch device with an explicit configuration: ``run(method, config, a, b, fixup_b) -> (c,
+    fell_back)`` with c float32 NumPy and ``fell_back`` True where a Gluon configuration ran the Triton kernel
+    instead; ``fixup_b`` ``fp32`` passes FP32 b to ``emu_mm`` (its range fix-up reads it), ``recombined`` only
+    b's pieces."""
 
     def __init__(self, device: str = "cuda"):
         import torch  # noqa: PLC0415
@@ -73,7 +78,9 @@ class TorchGemmRunner:
         self.torch = torch
         self.device = torch.device(device)
         self._arch = None  # read at first use: the validation's process pool is forked before CUDA starts here
-        if self.device.type != "cuda" and os.environ.get("TRITON_INTERPRET") != "1":
+        from tcemu._hw import interpreting  # noqa: PLC0415
+
+        if self.device.type != "cuda" and not interpreting():
             raise ValueError("the emulated-GEMM validation needs a CUDA device; for a dry run on the CPU set "
                              "TRITON_INTERPRET=1 (the kernels' interpreter, slow: use small --outputs)")
 
@@ -81,7 +88,9 @@ class TorchGemmRunner:
     def arch(self) -> str:
         if self._arch is None:
             if self.device.type == "cuda":
-                self._arch = arch_of_capability(*self.torch.cuda.get_device_capability(self.device))
+                from tcemu._hw import capability  # noqa: PLC0415
+
+                self._arch = arch_of_capability(*capability(self.device))
             else:  # the CPU under TRITON_INTERPRET=1 (a dry run of this pipeline): tl.dot by the H200's model
                 self._arch = "h200"
         return self._arch
@@ -102,13 +111,16 @@ class TorchGemmRunner:
             pass
         if self.device.type == "cuda":
             out["gpu"] = self.torch.cuda.get_device_name(self.device)
-            out["sm_count"] = self.torch.cuda.get_device_properties(self.device).multi_processor_count
+            from tcemu._hw import sm_count  # noqa: PLC0415
+
+            out["sm_count"] = sm_count(self.device)
         return out
 
-    def run(self, method: str, config: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, bool]:
+    def run(self, method: str, config: str, a: np.ndarray, b: np.ndarray,
+            fixup_b: str = "fp32") -> tuple[np.ndarray, bool]:
         import importlib  # noqa: PLC0415
 
-        em = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+        em = importlib.import_module("tcemu.emulation.gemm.launch")
         t = self.torch
         at = t.from_numpy(a).to(self.device)
         with contextlib.ExitStack() as stack:
@@ -118,8 +130,9 @@ class TorchGemmRunner:
                 from .interpret_dot import tensor_core_dot  # noqa: PLC0415
 
                 stack.enter_context(tensor_core_dot(get_method(method).piece_format, self.arch))
-            bt = em.split_t(t.from_numpy(b).to(self.device), method)
-            c = em.emu_mm(at, bt, method, config=em.KernelConfig.parse(config))
+            bd = t.from_numpy(b).to(self.device)
+            c = em.emu_mm(at, em.split_t(bd, method), method, config=em.KernelConfig.parse(config),
+                          b=bd.mT if fixup_b == "fp32" else None)
             out = c.cpu().numpy()
         return out, (method, config) in em._WGMMA_FAILED
 
@@ -134,33 +147,32 @@ class TwinGemmRunner:
     def info(self) -> dict:
         return {"device": "twin (no GPU)", "arch": self.arch, "fp_fusion": self.fp_fusion}
 
-    def run(self, method: str, config: str, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, bool]:
-        bits = _twin_bits(method, config, self.arch, self.fp_fusion, a, b)
+    def run(self, method: str, config: str, a: np.ndarray, b: np.ndarray,
+            fixup_b: str = "fp32") -> tuple[np.ndarray, bool]:
+        bits = _twin_bits(method, config, self.arch, self.fp_fusion, a, b, fixup_b)[0]
         if self.perturb is not None:
             bits = self.perturb(method, config, a, b, bits)
         return bits.view(np.float32), False
 
 
-def _twin_bits(method, config, arch, fp_fusion, a, b, rows=None):
-    """Twin bits of a @ b (rows of a only, if given) under the kernel's schedule for this K."""
-    from ..emulated import _padded_kmajor, piece_indices, run_schedule  # noqa: PLC0415
+def _twin_bits(method, config, arch, fp_fusion, a, b, fixup_b="fp32"):
+    """(bits, fixed) of the twin of a @ b under the kernel's schedule for this K, with its range fix-up."""
+    from ..emulated import run_gemm  # noqa: PLC0415
     from ..schedule import derive_schedule  # noqa: PLC0415
 
-    k = a.shape[1]
-    s = derive_schedule(method, config, arch=arch, K=k, fp_fusion=fp_fusion)
-    kp = max(1, -(-k // s.bk)) * s.bk
-    a_idx = _padded_kmajor([p.T for p in piece_indices(a, method)], kp)
-    b_idx = _padded_kmajor(piece_indices(b, method), kp)
-    m, n = a.shape[0], b.shape[1]
-    r, c = np.divmod(np.arange(m * n), n)
-    return run_schedule(s, a_idx, b_idx, r, c).reshape(m, n)
+    s = derive_schedule(method, config, arch=arch, K=a.shape[1], fp_fusion=fp_fusion, fixup_b=fixup_b)
+    return run_gemm(s, a, b)
 
 
 def _compare(gpu: np.ndarray, twin: np.ndarray) -> tuple[np.ndarray, int]:
-    """(mismatch mask, NaN payload differences): NaN matches NaN of any payload."""
+    """(mismatch mask, NaN payload differences): NaN matches NaN of any payload, except the range check's mark
+    (an element the fix-up did not compute) on the GPU, which always mismatches."""
+    from tcemu.emulation.gemm.range_fixup import RANGE_MARK_BITS  # noqa: PLC0415
+
     gn, tn = np.isnan(gpu.view(np.float32)), np.isnan(twin.view(np.float32))
     differ = gpu.view(np.uint32) != twin.view(np.uint32)
-    return differ & ~(gn & tn), int(np.count_nonzero(differ & gn & tn))
+    left = gpu.view(np.uint32) == RANGE_MARK_BITS
+    return (differ & ~(gn & tn)) | left, int(np.count_nonzero(differ & gn & tn & ~left))
 
 
 def _check(job):
@@ -172,21 +184,23 @@ def _check(job):
     t0 = time.process_time()
     err = None
     try:
-        twin = _twin_bits(j.method, j.config, arch, fp_fusion, a_blk, b)
+        twin, fixed = _twin_bits(j.method, j.config, arch, fp_fusion, a_blk, b, j.fixup_b)
     except Exception as exc:  # noqa: BLE001 - a twin crash is a validation failure, reported
-        twin = np.zeros_like(c_blk.view(np.uint32))
+        twin, fixed = np.zeros_like(c_blk.view(np.uint32)), np.zeros(c_blk.shape, bool)
         err = f"{type(exc).__name__}: {exc}"
     dt = time.process_time() - t0
     bad, payload = _compare(c_blk.view(np.uint32), twin)
     idx = np.argwhere(bad)[:max_saved]
     mm = [(int(r0 + r), int(c), a_blk[r].copy(), b[:, c].copy(), int(c_blk.view(np.uint32)[r, c]),
-           int(twin[r, c])) for r, c in idx]
+           int(twin[r, c]), j.fixup_b, bool(fixed[r, c])) for r, c in idx]
     return {"key": key, "family": j.family, "config": j.config, "outputs": int(c_blk.size),
-            "mismatches": int(bad.sum()), "payload": payload, "seconds": dt, "error": err, "mm": mm}
+            "mismatches": int(bad.sum()), "payload": payload, "fixed": int(fixed.sum()),
+            "fixed_finite": int((fixed & np.isfinite(twin.view(np.float32))).sum()),
+            "fixed_mismatches": int((bad & fixed).sum()), "seconds": dt, "error": err, "mm": mm}
 
 
 def shrink(runner, method: str, config: str, a_row: np.ndarray, b_col: np.ndarray, arch: str,
-           fp_fusion: bool) -> dict:
+           fp_fusion: bool, fixup_b: str = "fp32") -> dict:
     """Reduce a one-output mismatch on the GPU: the 16 x 16 problem with only this row of A and column of B, the
     shortest K prefix that still mismatches (in steps that keep a Gluon kernel's 16-byte rows), then each entry
     set to zero where the mismatch persists. Returns the reproducer and whether each stage kept the mismatch."""
@@ -201,15 +215,15 @@ def shrink(runner, method: str, config: str, a_row: np.ndarray, b_col: np.ndarra
         a = np.zeros((16, k), np.float32)
         b = np.zeros((k, 16), np.float32)
         a[0], b[:, 0] = ar, bc
-        gpu, _ = runner.run(method, config, a, b)
+        gpu, _ = runner.run(method, config, a, b, fixup_b)
         launches += 1
-        twin = _twin_bits(method, config, arch, fp_fusion, a[:1], b[:, :1])
+        twin = _twin_bits(method, config, arch, fp_fusion, a[:1], b[:, :1], fixup_b)[0]
         g = gpu.view(np.uint32)[:1, :1]
         return bool(_compare(g, twin)[0][0, 0]), int(g[0, 0]), int(twin[0, 0])
 
     ar, bc = a_row.astype(np.float32).copy(), b_col.astype(np.float32).copy()
     bad, g, t = differs(ar, bc)
-    out = {"method": method, "config": config, "k_full": int(ar.size), "in_16x16": bad}
+    out = {"method": method, "config": config, "fixup_b": fixup_b, "k_full": int(ar.size), "in_16x16": bad}
     if bad:
         for k in range(step, ar.size, step):
             bad_k, g_k, t_k = differs(ar[:k].copy(), bc[:k].copy())
@@ -258,7 +272,7 @@ def run_emulation_validation(runner, cfg: EmulationValidationConfig, out_dir: st
             key = f"{j.method}__{j.kernel}"
             a, b = gemm_inputs(j.family, j.m, j.k, j.n, np.random.default_rng(j.seed))
             t0 = time.perf_counter()
-            c, fell_back = runner.run(j.method, j.config, a, b)
+            c, fell_back = runner.run(j.method, j.config, a, b, j.fixup_b)
             gpu_seconds[0] += time.perf_counter() - t0
             r = results.setdefault(key, _new_result(j))
             r["gemms"] += 1
@@ -266,7 +280,8 @@ def run_emulation_validation(runner, cfg: EmulationValidationConfig, out_dir: st
             r["k_range"] = [min(r["k_range"][0], j.k), max(r["k_range"][1], j.k)]
             if j.replay:
                 replay[f"{key}__{j.family}"] = {"a": a[:16].copy(), "b": b[:, :16].copy(),
-                                                "c": c[:16, :16].view(np.uint32).copy(), "config": j.config}
+                                                "c": c[:16, :16].view(np.uint32).copy(), "config": j.config,
+                                                "fixup_b": j.fixup_b}
             rows = max(1, _BLOCK_OUTPUTS // j.n)
             for r0 in range(0, j.m, rows):
                 inflight.acquire()
@@ -281,9 +296,12 @@ def run_emulation_validation(runner, cfg: EmulationValidationConfig, out_dir: st
             r["mismatches"] += res["mismatches"]
             r["nan_payload_differences"] += res["payload"]
             r["twin_cpu_seconds"] += res["seconds"]
-            f = r["families"].setdefault(res["family"], {"outputs": 0, "mismatches": 0})
-            f["outputs"] += res["outputs"]
-            f["mismatches"] += res["mismatches"]
+            f = r["families"].setdefault(res["family"], {"outputs": 0, "mismatches": 0, "fixed": 0,
+                                                         "fixed_finite": 0, "fixed_mismatches": 0})
+            for field in ("fixed", "fixed_finite", "fixed_mismatches"):
+                r[field] += res[field]
+            for field in ("outputs", "mismatches", "fixed", "fixed_finite", "fixed_mismatches"):
+                f[field] += res[field]
             r["configs"][res["config"]] = r["configs"].get(res["config"], 0) + res["outputs"]
             if res["error"] and len(r["errors"]) < 5:
                 r["errors"].append(res["error"])
@@ -301,9 +319,9 @@ def run_emulation_validation(runner, cfg: EmulationValidationConfig, out_dir: st
     reproducers = []
     for key, lst in mismatches.items():
         method = key.split("__")[0]
-        for config, _fam, _r, _c, a_row, b_col, _g, _t in lst[: cfg.shrink]:
+        for config, _fam, _r, _c, a_row, b_col, _g, _t, fixup_b, _fixed in lst[: cfg.shrink]:
             try:
-                reproducers.append(shrink(runner, method, config, a_row, b_col, arch, fp_fusion))
+                reproducers.append(shrink(runner, method, config, a_row, b_col, arch, fp_fusion, fixup_b))
             except Exception as exc:  # noqa: BLE001 - a failed shrink leaves the full reproducer
                 log(f"shrink {key} {config}: {type(exc).__name__}: {exc}")
     summary = _summary(results, info, cfg, workers, elapsed, gpu_seconds[0], jobs, reproducers, arch, fp_fusion)
@@ -314,16 +332,19 @@ def run_emulation_validation(runner, cfg: EmulationValidationConfig, out_dir: st
     for key, r in summary["pairs"].items():
         log(f"{key:<16} {r['outputs']:>12,d} outputs {r['mismatches']:>9,d} mismatches  "
             f"({r['gemms']} GEMMs, K {r['k_range'][0]}-{r['k_range'][1]}, {r['fell_back']} fell back, "
+            f"{r['fixed']:,d} through the range fix-up ({r['fixed_finite']:,d} finite, "
+            f"{r['fixed_mismatches']:,d} mismatches), "
             f"{r['twin_outputs_per_cpu_second']:,.0f} twin outputs per CPU second)")
-    log(f"total {summary['total_outputs']:,d} outputs, {summary['total_mismatches']:,d} mismatches, {elapsed:.1f} s "
-        f"({gpu_seconds[0]:.1f} s in the GPU runs, compiles included)")
+    log(f"total {summary['total_outputs']:,d} outputs, {summary['total_mismatches']:,d} mismatches, "
+        f"{summary['total_fixed']:,d} through the range fix-up ({summary['total_fixed_mismatches']:,d} mismatches "
+        f"there), {elapsed:.1f} s ({gpu_seconds[0]:.1f} s in the GPU runs, compiles included)")
     return summary
 
 
 def _new_result(j: GemmJob) -> dict:
     return {"method": j.method, "kernel": j.kernel, "outputs": 0, "mismatches": 0, "nan_payload_differences": 0,
-            "gemms": 0, "fell_back": 0, "k_range": [j.k, j.k], "families": {}, "configs": {}, "errors": [],
-            "twin_cpu_seconds": 0.0}
+            "fixed": 0, "fixed_finite": 0, "fixed_mismatches": 0, "gemms": 0, "fell_back": 0, "k_range": [j.k, j.k],
+            "families": {}, "configs": {}, "errors": [], "twin_cpu_seconds": 0.0}
 
 
 def _summary(results, info, cfg, workers, elapsed, gpu_seconds, jobs, reproducers, arch, fp_fusion) -> dict:
@@ -341,6 +362,9 @@ def _summary(results, info, cfg, workers, elapsed, gpu_seconds, jobs, reproducer
         "seconds": elapsed, "gpu_seconds": gpu_seconds, "gemms": len(jobs),
         "total_outputs": sum(r["outputs"] for r in pairs.values()),
         "total_mismatches": sum(r["mismatches"] for r in pairs.values()),
+        "total_fixed": sum(r["fixed"] for r in pairs.values()),
+        "total_fixed_finite": sum(r["fixed_finite"] for r in pairs.values()),
+        "total_fixed_mismatches": sum(r["fixed_mismatches"] for r in pairs.values()),
         "pairs": pairs,
         "reproducers": [{k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in rep.items()}
                         for rep in reproducers],
@@ -350,13 +374,14 @@ def _summary(results, info, cfg, workers, elapsed, gpu_seconds, jobs, reproducer
 def _save_mismatches(path: str, mismatches: dict, reproducers: list) -> None:
     arrays = {}
     for key, lst in mismatches.items():
-        for i, (config, fam, r, c, a_row, b_col, g, t) in enumerate(lst):
+        for i, (config, fam, r, c, a_row, b_col, g, t, fixup_b, fixed) in enumerate(lst):
             p = f"{key}__{i}"
             arrays[f"{p}__a"], arrays[f"{p}__b"] = a_row, b_col
-            arrays[f"{p}__meta"] = np.array([config, fam, str(r), str(c), str(g), str(t)])
+            arrays[f"{p}__meta"] = np.array([config, fam, str(r), str(c), str(g), str(t), fixup_b, str(fixed)])
     for i, rep in enumerate(reproducers):
         arrays[f"min__{i}__a"], arrays[f"min__{i}__b"] = rep["a"], rep["b"]
-        arrays[f"min__{i}__meta"] = np.array([rep["method"], rep["config"], str(rep["gpu"]), str(rep["twin"])])
+        arrays[f"min__{i}__meta"] = np.array([rep["method"], rep["config"], str(rep["gpu"]), str(rep["twin"]),
+                                              rep["fixup_b"]])
     np.savez_compressed(path, **arrays)
 
 
@@ -367,6 +392,7 @@ def _save_replay(path: str, replay: dict, arch: str, fp_fusion: bool) -> None:
         arrays[f"{group}__b"] = d["b"].view(np.uint32)
         arrays[f"{group}__c"] = d["c"]
         arrays[f"{group}__config"] = np.array(d["config"])
+        arrays[f"{group}__fixup_b"] = np.array(d["fixup_b"])
     np.savez_compressed(path, **arrays)
 
 
@@ -374,18 +400,21 @@ def check_replay(path: str = REPLAY_PATH) -> dict:
     """The twin on every stored block of GPU outputs: ``{"outputs", "mismatches", "groups": {group: {...}}}``.
 
     Each group ``<method>__<kernel>__<family>`` holds A's 16 rows (``__a``), B's 16 columns (``__b``), as uint32
-    bits, the GPU's 16 x 16 output bits (``__c``) and the configuration; the run's architecture and FP-fusion
-    setting are in ``__meta__arch`` and ``__meta__fp_fusion``."""
+    bits, the GPU's 16 x 16 output bits (``__c``), the configuration and what the range fix-up read as B
+    (``__fixup_b``); the run's architecture and FP-fusion setting are in ``__meta__arch`` and
+    ``__meta__fp_fusion``. ``fixed``: the outputs the twin computes by the fix-up."""
     z = np.load(path, allow_pickle=False)
     arch, fp_fusion = str(z["__meta__arch"]), bool(z["__meta__fp_fusion"])
     groups = sorted({k.rsplit("__", 1)[0] for k in z.files if not k.startswith("__meta__")})
-    out = {"outputs": 0, "mismatches": 0, "groups": {}}
+    out = {"outputs": 0, "mismatches": 0, "fixed": 0, "groups": {}}
     for g in groups:
         method = g.split("__")[0]
         a, b, c = z[f"{g}__a"].view(np.float32), z[f"{g}__b"].view(np.float32), z[f"{g}__c"]
-        twin = _twin_bits(method, str(z[f"{g}__config"]), arch, fp_fusion, a, b)
+        twin, fixed = _twin_bits(method, str(z[f"{g}__config"]), arch, fp_fusion, a, b, str(z[f"{g}__fixup_b"]))
         bad, _ = _compare(c, twin)
-        out["groups"][g] = {"outputs": int(c.size), "mismatches": int(bad.sum()), "k": int(a.shape[1])}
+        out["groups"][g] = {"outputs": int(c.size), "mismatches": int(bad.sum()), "fixed": int(fixed.sum()),
+                            "k": int(a.shape[1])}
         out["outputs"] += int(c.size)
         out["mismatches"] += int(bad.sum())
+        out["fixed"] += int(fixed.sum())
     return out

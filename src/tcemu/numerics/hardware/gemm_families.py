@@ -9,10 +9,18 @@
 - ``tiny``: a ~ N(0, 1) 2^-100, b ~ N(0, 1) 2^e with e in -40..-20: products in and below FP32's subnormal
   range (the roundings of 2^-s scalings and of the fused multiply-add, the c = 0 floor, the split of tiny values).
 - ``huge``: a ~ N(0, 1) 2^e with e in 75..95, b ~ N(0, 1) 2^e with e in 0..20: results up to about 2^120,
-  finite (the split's pieces near the top of the range, the levels' 2^-s scalings of large values).
+  finite (the split's pieces near the top of the range, the levels' 2^-s scalings of large values); and the top
+  of the range (:func:`top_of_range`): a block of outputs (an eighth of the rows by an eighth of the columns)
+  that sum 2 to 4 products of 2^127 .. 2^129 (partial sums and levels that overflow where the result is finite,
+  results near FLT_MAX and past it), and one false overflow (:func:`false_overflow`), X X = 3.4028233e38 with
+  X = 1.8446743e19 (finite; the high pieces round X up to 2^64, so an L0 tile from zero is Inf without the
+  range fix-up). The range check marks those elements and the fix-up computes them.
 - ``special``: normal entries with a few Inf, -Inf, NaN, -0, subnormal, FLT_MAX-sized values injected (sparse, so
-  that most outputs stay finite): the non-finite paths (canonical NaN, Inf through L0, corrections set to 0,
-  overflow to Inf).
+  that most outputs stay finite), and one false overflow as in ``huge``: the non-finite paths (canonical NaN, Inf
+  through L0, corrections set to 0, overflow to Inf) and the range fix-up.
+
+Each top-of-range row, false overflow and special value has a copy in the first 16 rows of A and columns of B,
+the block the replay set keeps.
 
 :func:`plan` lays out the GEMMs: per (method, kernel family) random shapes (M, N multiples of 16 up to
 ``max_mn``, K from 16 up to ``k_max`` in the classes that decide a kernel's compiled variant: a multiple of the
@@ -26,14 +34,57 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["GEMM_FAMILIES", "gemm_inputs", "GemmJob", "plan", "family_configs"]
+__all__ = ["GEMM_FAMILIES", "gemm_inputs", "top_of_range", "false_overflow", "GemmJob", "plan", "family_configs",
+           "FIXUP_B"]
 
 GEMM_FAMILIES = ("normal", "wide", "cancel", "tiny", "huge", "special")
 _FLT_MAX = float(np.finfo(np.float32).max)
+#: just below 2^64: X X = 3.4028233e38 < FLT_MAX, but X's TF32 and BF16 high pieces round up to 2^64
+X_BELOW_2_64 = 1.8446743e19
+#: what the range fix-up reads as B, alternated over a run's GEMMs: the FP32 b (emu_mm(..., b=)), or its pieces
+FIXUP_B = ("fp32", "recombined")
+#: rows (columns) that hold the cases meant for the replay block
+_REPLAY_BLOCK = 16
 
 
 def _signed_pow2(shape, lo: int, hi: int, rng: np.random.Generator) -> np.ndarray:
     return rng.standard_normal(shape) * np.ldexp(1.0, rng.integers(lo, hi + 1, shape))
+
+
+def top_of_range(a: np.ndarray, b: np.ndarray, rng: np.random.Generator,
+                 fraction: float = 0.125) -> tuple[np.ndarray, np.ndarray]:
+    """A block of outputs at the top of the range, in place on float64 ``a`` (m, k) and ``b`` (k, n): rows R of A
+    and columns C of B (each about ``fraction`` of them, one of each in the replay block) share 2 to 4 k whose
+    entries are +-2^63.5 .. 2^64.5, so that each output of R x C sums that many products of 2^127 .. 2^129 with
+    random signs: partial sums and correction levels that overflow where the result is finite (on N(0, 1) data
+    about a third of these outputs come out finite, most of them Inf without the fix-up), results near FLT_MAX
+    and past it. A's other rows are scaled down by 2^-60 at those k, so no other output grows. Returns
+    (R, C)."""
+    (m, k), n = a.shape, b.shape[1]
+
+    def pick(size: int) -> np.ndarray:
+        return np.union1d(np.nonzero(rng.random(size) < fraction)[0], [rng.integers(0, min(_REPLAY_BLOCK, size))])
+
+    rows, cols = pick(m), pick(n)
+    ks = rng.choice(k, size=min(k, int(rng.integers(2, 5))), replace=False)
+    a[:, ks] *= 2.0**-60
+    for x, index in ((a, np.ix_(rows, ks)), (b, np.ix_(ks, cols))):
+        shape = (len(index[0].ravel()), len(index[1].ravel()))
+        x[index] = rng.choice([-1.0, 1.0], shape) * np.exp2(rng.uniform(63.5, 64.5, shape))
+    return rows, cols
+
+
+def false_overflow(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[int, int]:
+    """Make output (r, c) of float64 ``a`` @ ``b`` (r, c in the replay block) about +-X X = 3.4028233e38, finite,
+    in place: a[r] scaled down by 2^-60 but a[r, k0] = +-X, b[k0, c] = X (A's column k0 scaled down by 2^-60
+    too, so that no other output of column c grows). Returns (r, c)."""
+    m, k = a.shape
+    r, c, k0 = (int(rng.integers(0, min(_REPLAY_BLOCK, d))) for d in (m, b.shape[1], k))
+    a[:, k0] *= 2.0**-60
+    a[r] *= 2.0**-60
+    a[r, k0] = X_BELOW_2_64 * rng.choice([-1.0, 1.0])
+    b[k0, c] = X_BELOW_2_64
+    return r, c
 
 
 def gemm_inputs(family: str, m: int, k: int, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -56,14 +107,18 @@ def gemm_inputs(family: str, m: int, k: int, n: int, rng: np.random.Generator) -
         a, b = rng.standard_normal((m, k)) * 2.0**-100, _signed_pow2((k, n), -40, -20, rng)
     elif family == "huge":
         a, b = _signed_pow2((m, k), 75, 95, rng), _signed_pow2((k, n), 0, 20, rng)
+        top_of_range(a, b, rng)
+        false_overflow(a, b, rng)
     elif family == "special":
         a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+        false_overflow(a, b, rng)
         values = np.array([np.inf, -np.inf, np.nan, -0.0, 2.0**-140, -(2.0**-130), _FLT_MAX, -_FLT_MAX / 3])
-        for x in (a, b):
+        for x, (rows, cols) in ((a, (min(_REPLAY_BLOCK, m), k)), (b, (k, min(_REPLAY_BLOCK, n)))):
             cnt = max(4, x.size // 4000)
             idx = rng.integers(0, x.size, cnt)
+            idx[1] = rng.integers(0, rows) * x.shape[1] + rng.integers(0, cols)  # one in the replay block
             pick = rng.integers(0, values.size, cnt)
-            pick[0] = rng.integers(0, 3)  # at least one Inf or NaN in each operand
+            pick[:2] = rng.integers(0, 3, 2)  # at least one Inf or NaN in each operand, and in the block
             x.reshape(-1)[idx] = values[pick]
     else:
         raise ValueError(f"unknown family {family!r}; known: {', '.join(GEMM_FAMILIES)}")
@@ -77,7 +132,7 @@ def family_configs(method: str, kernel: str) -> list[str]:
     this one (e.g. BF16x6 ``gw`` from its ``pg``). BF16x9 has the Triton kernel only."""
     import importlib  # noqa: PLC0415
 
-    em = importlib.import_module("tcemu.emulation.gemm.emu_mm")
+    em = importlib.import_module("tcemu.emulation.gemm.launch")
     from tcemu.emulation.methods import get_method  # noqa: PLC0415
 
     from ..schedule import kernel_family  # noqa: PLC0415
@@ -114,6 +169,7 @@ class GemmJob:
     n: int
     seed: int
     replay: bool  # keep a 16 x 16 block of this GEMM for the replay set
+    fixup_b: str = "fp32"  # what the range fix-up reads as B (FIXUP_B)
 
 
 def _k_class(kernel: str, rng: np.random.Generator) -> int:
@@ -163,7 +219,9 @@ def plan(methods, kernels, outputs: int, *, seed: int = 2026, k_max: int = 192, 
                 k = _k_of_class(cls, bk, piece_bytes, replay_k_max if first else k_max, rng)
                 m = 16 * int(rng.integers(1, max_mn // 16 + 1))
                 n = 16 * int(rng.integers(1, max_mn // 16 + 1))
-                jobs.append(GemmJob(spec.name, kernel, cfg, fam, m, k, n, int(rng.integers(0, 2**31)), first))
+                fixup_b = FIXUP_B[(i + i // len(families)) % 2]  # each family both ways over two rounds
+                jobs.append(GemmJob(spec.name, kernel, cfg, fam, m, k, n, int(rng.integers(0, 2**31)), first,
+                                    fixup_b))
                 done += m * n
                 i += 1
     return jobs

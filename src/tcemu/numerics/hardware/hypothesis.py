@@ -153,7 +153,7 @@ def encode_value(x: float, f: Fmt) -> int:
 # ---------------------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Hyp:
-    """One hypothesis about an instruction. Defaults are the NUMERICS.md §3 model with N = K, F = 25."""
+    """One hypothesis about an instruction. Defaults: the model of docs/numerics.md, N = K, F = 25."""
 
     k_instr: int  # K of one instruction
     blocks: tuple[tuple[int, ...], ...] = ()  # partition of range(k_instr) into blocks, in order; () = one block

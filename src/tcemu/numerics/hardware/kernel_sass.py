@@ -1,12 +1,14 @@
 """What the emulated GEMM kernels compile to, without a GPU: the evidence behind the twin's schedule.
 
 :func:`compile_gemm_kernel` compiles the kernel a configuration launches (the Triton kernel, or on sm_90 the
-Gluon kernels, through ``emu_mm``'s own offline-compile functions) for ``sm_<arch>`` with this machine's Triton;
-:func:`kernel_evidence` reads from it what :mod:`tcemu.numerics.schedule` relies on: the Tensor Core
-instruction in the PTX (``mma.sync ... m16n8k8``, ``wgmma ... m64nNk8``, ``tcgen05.mma kind::tf32``), its K,
-and the FP32 opcodes in the SASS (``cuobjdump -sass``, shipped with Triton): FFMA (contracted multiply-adds),
-FMUL, FADD, and the elements of C each thread holds, so that counts per element can be compared with the
-schedule's steps.
+Gluon kernels) and :func:`compile_fixup_kernel` the range fix-up launched after every GEMM, for ``sm_<arch>``
+with this machine's Triton, both through the launchers' own offline compiles (``emu_mm.emu_mm_compile``, the
+Gluon compile functions, ``range_fixup.range_fixup_compile``: the signatures live there only).
+:func:`kernel_evidence` and :func:`fixup_evidence` read from them what :mod:`tcemu.numerics.schedule` relies on:
+the Tensor Core instruction in the PTX (``mma.sync ... m16n8k8``, ``wgmma ... m64nNk8``, ``tcgen05.mma
+kind::tf32``), its K, and the FP32 opcodes in the SASS (``cuobjdump -sass``, shipped with Triton): FFMA
+(contracted multiply-adds), FMUL, FADD, and the elements of C each thread holds, so that counts per element can
+be compared with the schedule's steps.
 """
 
 from __future__ import annotations
@@ -17,30 +19,25 @@ import subprocess
 import tempfile
 from collections import Counter
 
-__all__ = ["compile_gemm_kernel", "sass_text", "sass_opcode_counts", "kernel_evidence", "ptx_instruction"]
-
-_PTR_ARGS = ("a_ptr", "a1_ptr", "a2_ptr", "b0_ptr", "b1_ptr", "b2_ptr", "bias_ptr", "c_ptr")
-_INT_ARGS = ("M", "N", "K", "stride_az", "stride_am", "stride_ak", "stride_bz", "stride_bn", "stride_bk",
-             "stride_cz", "stride_cm", "stride_cn")
+__all__ = ["compile_gemm_kernel", "compile_fixup_kernel", "sass_text", "sass_opcode_counts", "kernel_evidence",
+           "fixup_evidence", "ptx_instruction"]
 
 
 def _emu_mm():
     import importlib  # noqa: PLC0415
 
-    return importlib.import_module("tcemu.emulation.gemm.emu_mm")
+    return importlib.import_module("tcemu.emulation.gemm.launch")
 
 
-def compile_gemm_kernel(method, config, *, K: int = 256, arch: int = 90, has_bias: bool = False):
-    """Triton's compiled kernel (``.asm["ptx"]``, ``.asm["cubin"]``) for ``config`` on ``sm_<arch>``.
+def compile_gemm_kernel(method, config, *, K: int = 256, arch: int = 90, has_bias: bool = False,
+                        M: int = 4096, N: int = 4096):
+    """Triton's compiled kernel (``.asm["ptx"]``, ``.asm["cubin"]``) for ``config`` on ``sm_<arch>``, by the
+    launchers' own offline compiles (which alone know the kernels' signatures).
 
     Gluon configurations (``g``) compile their Gluon kernel on sm_90 (``emu_mm.wgmma_compile`` and its ws
-    variants); elsewhere, and for BF16x9, the Triton kernel they fall back to (mode 1). The Triton kernel is
-    compiled with the signature of a launch on contiguous 2-D operands (column strides 1, B unbatched).
+    variants); elsewhere, and for BF16x9, the Triton kernel they fall back to (``emu_mm.emu_mm_compile``: the
+    launch on contiguous 2-D operands of shape (M, K) x (K, N), specialised as that launch is).
     """
-    import triton  # noqa: PLC0415
-    from triton.backends.compiler import GPUTarget  # noqa: PLC0415
-    from triton.compiler import ASTSource  # noqa: PLC0415
-
     from tcemu.emulation.methods import get_method  # noqa: PLC0415
 
     emu_mm = _emu_mm()
@@ -52,26 +49,16 @@ def compile_gemm_kernel(method, config, *, K: int = 256, arch: int = 90, has_bia
         if cfg.warp_specialized:
             return emu_mm.wgmma_ws_compile(spec, cfg, has_bias=has_bias)
         return emu_mm.wgmma_compile(spec, cfg, has_bias=has_bias, split_a=not cfg.presplit)
-    if cfg.wgmma:
-        from dataclasses import replace  # noqa: PLC0415
+    return emu_mm.emu_mm_compile(spec, M, N, K, has_bias=has_bias, config=cfg, arch=arch)
 
-        cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
-    from tcemu.emulation.gemm._kernels._emu_mm import _emu_mm_kernel  # noqa: PLC0415
 
-    ce = emu_mm._constexprs(spec, cfg, K, has_bias, False)
-    options = {"num_warps": ce.pop("num_warps"), "num_stages": ce.pop("num_stages")}
-    piece = "fp32" if spec.piece_format == "tf32" else "bf16"
-    a_ty = piece if cfg.presplit else "fp32"
-    names = list(_PTR_ARGS) + list(_INT_ARGS)
-    types = [f"*{a_ty}"] * 3 + [f"*{piece}"] * 3 + ["*fp32"] * 2 + ["i32"] * len(_INT_ARGS)
-    constexprs = dict(ce, stride_ak=1, stride_bk=1, stride_cn=1, stride_bz=0)
-    signature = dict(zip(names, types)) | dict.fromkeys(constexprs, "constexpr")
-    divisible = list(_PTR_ARGS) + ["M", "N", "stride_cm", "stride_az", "stride_cz"]
-    if K % 16 == 0:
-        divisible += ["K", "stride_am", "stride_bn"]
-    attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in divisible}
-    src = ASTSource(_emu_mm_kernel, signature, constexprs=constexprs, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", arch, 32), options=options)
+def compile_fixup_kernel(method, *, arch: int = 90, has_bias: bool = False, b_pieces: bool = False,
+                         M: int = 4096, N: int = 4096, K: int = 256):
+    """The range fix-up kernel launched after every GEMM, compiled for ``sm_<arch>`` by its launcher's own
+    offline compile (``range_fixup.range_fixup_compile``); B as FP32 or (``b_pieces``) as the method's pieces."""
+    from tcemu.emulation.gemm.range_fixup import range_fixup_compile  # noqa: PLC0415
+
+    return range_fixup_compile(method, b_pieces=b_pieces, has_bias=has_bias, arch=arch, M=M, N=N, K=K)
 
 
 def _cuobjdump() -> str | None:
@@ -116,17 +103,32 @@ def ptx_instruction(ptx: str) -> tuple[str, int]:
     return "tcgen05", 8 if text.endswith("tf32") else 16  # kind::tf32: K = 8; kind::f16: K = 16 (32 bytes)
 
 
-def kernel_evidence(method, config, *, K: int = 256, arch: int = 90, has_bias: bool = False) -> dict:
-    """The compiled kernel's instruction, its K, and its FP32 SASS opcode counts per element of C per thread."""
-    emu_mm = _emu_mm()
-    cfg = emu_mm.KernelConfig.parse(config) if isinstance(config, str) else config
-    ck = compile_gemm_kernel(method, cfg, K=K, arch=arch, has_bias=has_bias)
+def _evidence(ck, elements_per_thread: int) -> dict:
     instruction, k_instr = ptx_instruction(ck.asm["ptx"])
-    out = {"method": str(method), "config": str(cfg), "arch": f"sm_{arch}", "instruction": instruction,
-           "k_instr": k_instr, "elements_per_thread": cfg.bm * cfg.bn // (32 * cfg.num_warps)}
+    out = {"instruction": instruction, "k_instr": k_instr, "elements_per_thread": elements_per_thread}
     sass = sass_text(ck.asm["cubin"])
     if sass is not None:
         counts = sass_opcode_counts(sass)
         for op in ("FFMA", "FMUL", "FADD"):  # sm_100 pairs them (FFMA2: two elements an instruction)
             out[op] = counts.get(op, 0) + 2 * counts.get(op + "2", 0)
     return out
+
+
+def kernel_evidence(method, config, *, K: int = 256, arch: int = 90, has_bias: bool = False) -> dict:
+    """The compiled kernel's instruction, its K, and its FP32 SASS opcode counts per element of C per thread."""
+    emu_mm = _emu_mm()
+    cfg = emu_mm.KernelConfig.parse(config) if isinstance(config, str) else config
+    ck = compile_gemm_kernel(method, cfg, K=K, arch=arch, has_bias=has_bias)
+    return {"method": str(method), "config": str(cfg), "arch": f"sm_{arch}",
+            **_evidence(ck, cfg.bm * cfg.bn // (32 * cfg.num_warps))}
+
+
+def fixup_evidence(method, *, arch: int = 90, has_bias: bool = False, b_pieces: bool = False) -> dict:
+    """The same for the range fix-up kernel (its tile, ``_kernels._range_fixup.FIX_BM`` x ``FIX_BN``, over
+    ``FIX_WARPS`` warps), with the tile sizes the counts are per (``bm``, ``bn``, ``bk``, ``threads``)."""
+    from tcemu.emulation.gemm._kernels import _range_fixup as fix  # noqa: PLC0415
+
+    ck = compile_fixup_kernel(method, arch=arch, has_bias=has_bias, b_pieces=b_pieces)
+    threads = 32 * fix.FIX_WARPS
+    return {"method": str(method), "kernel": "fixup", "arch": f"sm_{arch}", "bm": fix.FIX_BM, "bn": fix.FIX_BN,
+            "bk": fix.FIX_BK, "threads": threads, **_evidence(ck, fix.FIX_BM * fix.FIX_BN // threads)}

@@ -1,4 +1,6 @@
-"""Crafted probe vectors, in families that each decide one question about an instruction (NUMERICS.md §4, §5).
+"""Crafted probe vectors, in families that each decide one question about an instruction.
+
+The families and what they decide: docs/numerics.md, "Test vectors" and "What the probe infers".
 
 A vector is one dot product ``d = sum_k a_k b_k + c`` over the K of one instruction (or of ``nchain``
 instructions issued back to back). Families, per case:
@@ -11,7 +13,7 @@ instructions issued back to back). Families, per case:
   F and the alignment rounding (truncation toward zero, floor, round to nearest); all signs (mirrors).
 - ``round``: exact sums that fall between output values by 1/4, 1/2, 3/4 ulp (ties to odd and even), both
   signs, with c in the first position or alone: decides the output rounding and the rounding of a final c add.
-- ``norm``: NUMERICS T8-T12 scaled to the format: late vs per-addition normalisation, carry-out bits.
+- ``norm``: test vectors T8-T12 scaled to the format: late vs per-addition normalisation, carry-out bits.
 - ``czero``: c = ±0 and products near the bottom of the output range (T24, T24b, T25, T25b families, plus
   random pairs): decides the c = 0 exponent floor; ``cexp``: subnormal c with tiny products (T26).
 - ``overflow``: sums just beyond the largest finite output, under each sign (T21 and variants).
@@ -258,7 +260,7 @@ def _czero(v: _Builder, rng: random.Random):
             for d in (1, 2, 3, 4, 5, 6, 8, 10, 12):
                 for sig2 in (1.0, 1.5, 1.75):
                     v.add("czero", f"c={sgn0} p0=2^{e1} p1=-{sig2}*2^{e1 - d}", {0: 2.0**e1, 1: -sig2 * 2.0 ** (e1 - d)}, sgn0)
-        # NUMERICS T24/T24b/T25/T25b literally (bf16 / fp16)
+        # test vectors T24/T24b/T25/T25b literally (bf16 / fp16)
     if fi.name in ("bf16", "tf32"):
         v.add("czero", "T24", {0: (v.enc_in(2.0**-74), v.enc_in(2.0**-74)), 1: (v.enc_in(-(2.0**-76)), v.enc_in(2.0**-76))}, 0.0)
         v.add("czero", "T24b", {0: (v.enc_in(2.0**-74), v.enc_in(2.0**-74)), 1: (v.enc_in(-(2.0**-78)), v.enc_in(2.0**-79))}, 0.0)

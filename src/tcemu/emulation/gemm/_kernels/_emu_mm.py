@@ -14,8 +14,9 @@ Products (``MethodSpec.products``; a_i b_j carries the scale 2^-s(i+j), level i+
 The high level L0 = a0 b0 is always summed per K-tile on the Tensor Core from zero and added to
 the FP32 register accumulator ``acc`` outside it (round to nearest): the Tensor Core truncates its
 accumulator input, so a running L0 accumulator inside it loses accuracy linearly in K
-(EMULATION.md section 8). Triton rewrites ``acc + dot(a, b, 0)`` into ``dot(a, b, acc)``
-(CombineDotAddFPattern); a nonzero ``max_num_imprecise_acc``, which only fp8 dots read, blocks that.
+(docs/numerics.md, "What Tensor Cores do", items 3 and 8). Triton rewrites ``acc + dot(a, b, 0)``
+into ``dot(a, b, acc)`` (CombineDotAddFPattern); a nonzero ``max_num_imprecise_acc``, which only fp8 dots
+read, blocks that.
 
 Correction levels (MODE)
     0 "tile": per K-tile, the correction levels are summed on the Tensor Core from zero, smallest
@@ -157,9 +158,8 @@ def _emu_mm_kernel(
     DOT_FMT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
     # tiling
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-    # split A with the GPU's conversion instructions (_split.split3; where hw_split_exact()), or a
-    # cheap split that is NOT the spec (FAST_SPLIT, diagnostic: measures the exact split's cost)
-    HW_SPLIT: tl.constexpr, FAST_SPLIT: tl.constexpr,
+    # a cheap split that is NOT the spec (FAST_SPLIT, diagnostic: measures the exact split's cost)
+    FAST_SPLIT: tl.constexpr,
     # A given as pieces split beforehand (same strides each): the MMAs then read both operands from
     # shared memory and the loop holds no split work; L0_FIRST issues the L0 tile's MMA before the
     # running correction levels' (mode 1), so that its wait can overlap them
@@ -179,7 +179,7 @@ def _emu_mm_kernel(
                 stride_az, stride_am, stride_ak, stride_bz, stride_bn, stride_bk, stride_cz, stride_cm, stride_cn,
                 tile, tl.program_id(1).to(tl.int64),
                 FMT, NP, SHIFT, METHOD, MODE, DOT_FMT, HAS_BIAS, EVEN_K, BM, BN, BK, GROUP_M,
-                HW_SPLIT, FAST_SPLIT, A_PRESPLIT, L0_FIRST, RANGE_CHECK,
+                FAST_SPLIT, A_PRESPLIT, L0_FIRST, RANGE_CHECK,
             )
     else:
         _emu_mm_tile(
@@ -187,7 +187,7 @@ def _emu_mm_kernel(
             stride_az, stride_am, stride_ak, stride_bz, stride_bn, stride_bk, stride_cz, stride_cm, stride_cn,
             tl.program_id(0), tl.program_id(1).to(tl.int64),
             FMT, NP, SHIFT, METHOD, MODE, DOT_FMT, HAS_BIAS, EVEN_K, BM, BN, BK, GROUP_M,
-            HW_SPLIT, FAST_SPLIT, A_PRESPLIT, L0_FIRST, RANGE_CHECK,
+            FAST_SPLIT, A_PRESPLIT, L0_FIRST, RANGE_CHECK,
         )
 
 
@@ -202,7 +202,7 @@ def _emu_mm_tile(
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, METHOD: tl.constexpr, MODE: tl.constexpr,
     DOT_FMT: tl.constexpr, HAS_BIAS: tl.constexpr, EVEN_K: tl.constexpr,
     BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-    HW_SPLIT: tl.constexpr, FAST_SPLIT: tl.constexpr,
+    FAST_SPLIT: tl.constexpr,
     A_PRESPLIT: tl.constexpr, L0_FIRST: tl.constexpr, RANGE_CHECK: tl.constexpr,
 ):
     """One BM x BN tile of C (linear tile index ``pid``, batch ``z``): the K loop and the epilogue."""
@@ -287,7 +287,7 @@ def _emu_mm_tile(
             if FAST_SPLIT:
                 a0, a1, a2 = split3_fast(a, FMT, NP, SHIFT)
             else:
-                a0, a1, a2 = split3(a, FMT, NP, SHIFT, HW_SPLIT)
+                a0, a1, a2 = split3(a, FMT, NP, SHIFT)
         if L0_FIRST and RUN1:
             t = _mma0_keep(a0, b0, F)                                      # L0 tile from zero, issued first
 

@@ -13,10 +13,9 @@ Partitions (``gl.warp_specialize``):
   complete, so it releases K-tile kt-1's B slot and A-piece slot;
 * loader (1 warp): TMA loads of A's FP32 tile and of B's pieces;
 * splitter (``SPLIT_WARPS`` warps): A's FP32 tile from shared memory into registers, ``split3``, the pieces
-  into shared memory, ``fence_async_shared``, then "pieces ready". With ``CHECKED`` a fast split first, and
-  ``split3`` only on K-tiles holding values outside its range. TF32x3 (opt-in: not faster on the H200): 5
-  operations a value, the low piece keeping bits below TF32's, which the Tensor Core ignores, so the products
-  are the same. BF16 pieces (the default for them): the hardware conversion, two values an instruction.
+  into shared memory, ``fence_async_shared``, then "pieces ready". For BF16 pieces a checked split: the
+  hardware conversion first (two values an instruction), and ``split3`` only on K-tiles holding values outside
+  its range; TF32 pieces by ``split3`` itself.
 
 Three rings, each slot with a "ready" and an "empty" mbarrier (count 1; ``mbarrier.arrive`` is one
 arrival per call whatever the partition's size: Triton synchronises the partition's warps and one thread
@@ -72,41 +71,10 @@ from ._emu_mm_wgmma import (
 
 #: registers (per thread) asked for the loader warp: setmaxnreg's minimum
 LOAD_REGS = gl.constexpr(24)
-#: registers (per thread) asked for the second consumer partition (``TWO_CONSUMERS``): the MMA warps' count
-CONSUMER_REGS = gl.constexpr(208)
-
-#: FP32 bit patterns (as int32) bounding the TF32 checked split's fast path: a magnitude at or above
-#: FAST_MAX_BITS (0x7F7FF000, the first that rounds past the largest finite TF32; Inf, NaN) or in (0, FAST_TINY)
-#: (nonzero, rounding to zero) needs the exact split's saturation, keep-nonzero or special-value handling
-FAST_MAX_BITS = gl.constexpr(0x7F7FF000)
-FAST_TINY = gl.constexpr(0x1000)
-
-
-@gluon.jit
-def _split_rows_tf32_fast(src, d0, d1, SHIFT: gl.constexpr, layout: gl.constexpr):
-    """TF32x3's two pieces of the FP32 rows of ``src``, in 5 operations a value, valid where every value is
-    finite with a magnitude 0 or in [FAST_TINY, FAST_MAX_BITS) (the caller checks, from the returned tensors):
-
-    * high piece: ``(bits + 0x1000) & ~0x1FFF`` on the signed bits rounds the magnitude to nearest, ties away
-      (RNA), the sign kept: no saturation or keep-nonzero is needed in that range;
-    * low piece: ``(x - hi) 2^SHIFT`` (exact) with 0x1000 added to its bits but its low 13 bits not cleared:
-      the Tensor Core ignores an FP32 operand's low 13 bits in a TF32 product (NUMERICS.md, row 9), so it
-      reads RNA of the residual, as ``split3``'s low piece.
-
-    Returns (|x|, 2 * bits - 2 as uint32): their maximum (NaN propagated) and unsigned minimum tell the caller
-    whether a value is outside the fast range."""
-    x = src.load(layout)
-    bits = x.to(gl.int32, bitcast=True)
-    f0 = ((bits + 0x1000) & -8192).to(gl.float32, bitcast=True)
-    r1 = (x - f0) * (2.0**SHIFT)
-    d0.store(f0)
-    d1.store((r1.to(gl.int32, bitcast=True) + 0x1000).to(gl.float32, bitcast=True))
-    return gl.abs(x), (bits * 2 - 2).to(gl.uint32, bitcast=True)
-
-
-#: the same bounds for BF16 pieces (round to nearest even): 0x7F7F8000 is the first magnitude that rounds past
-#: the largest finite BF16 (a tie, to the even Inf), and 0x8001 (just above 2^-134) the smallest that rounds to
-#: a nonzero BF16
+#: FP32 bit patterns (as int32) bounding the BF16 checked split's fast path (round to nearest even): 0x7F7F8000
+#: is the first magnitude that rounds past the largest finite BF16 (a tie, to the even Inf), and 0x8001 (just
+#: above 2^-134) the smallest that rounds to a nonzero BF16; outside, the exact split's saturation, keep-nonzero
+#: or special-value handling is needed
 FAST_MAX_BITS_BF16 = gl.constexpr(0x7F7F8000)
 FAST_TINY_BF16 = gl.constexpr(0x8001)
 
@@ -118,7 +86,8 @@ def _split_rows_bf16_fast(src, d0, d1, d2, NP: gl.constexpr, SHIFT: gl.constexpr
     or in [FAST_TINY_BF16, FAST_MAX_BITS_BF16): there ``split3``'s integer rounding needs no saturation or
     keep-nonzero and gives the same bits. The residuals ``(x - hi) 2^SHIFT`` are exact, as in ``split3``.
 
-    Returns, as ``_split_rows_tf32_fast``, (|x|, 2 * bits - 2 as uint32) for the caller's range check."""
+    Returns (|x|, 2 * bits - 2 as uint32): their maximum (NaN propagated) and unsigned minimum tell the caller
+    whether a value is outside the fast range."""
     x = src.load(layout)
     h0 = x.to(gl.bfloat16)
     r1 = (x - h0.to(gl.float32)) * (2.0**SHIFT)
@@ -128,17 +97,6 @@ def _split_rows_bf16_fast(src, d0, d1, d2, NP: gl.constexpr, SHIFT: gl.constexpr
     if NP == 3:
         d2.store(((r1 - h1.to(gl.float32)) * (2.0**SHIFT)).to(gl.bfloat16))
     return gl.abs(x), (x.to(gl.int32, bitcast=True) * 2 - 2).to(gl.uint32, bitcast=True)
-
-
-@gluon.jit
-def _split_rows_fast(src, d0, d1, d2, NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr,
-                     layout: gl.constexpr):
-    """The checked split's fast path for the method's pieces (TF32x3 or BF16x3/x6): (|x|, 2 * bits - 2)."""
-    if TF32:
-        big, tiny = _split_rows_tf32_fast(src, d0, d1, SHIFT, layout)
-    else:
-        big, tiny = _split_rows_bf16_fast(src, d0, d1, d2, NP, SHIFT, layout)
-    return big, tiny
 
 
 @gluon.constexpr_function
@@ -197,13 +155,12 @@ def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1
                  raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
                  NP: gl.constexpr, SHIFT: gl.constexpr, TF32: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
                  BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, A_STAGES: gl.constexpr,
-                 P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr, SPLIT_VECS: gl.constexpr,
-                 CHECKED: gl.constexpr):
+                 P_STAGES: gl.constexpr, SPLIT_WARPS: gl.constexpr, SPLIT_VECS: gl.constexpr):
     """SPLIT_WARPS warps: A's FP32 tiles -> their pieces, K-tile ``it`` (counted over all of the program's
     tiles of C) into piece slot it % P_STAGES (as ``_split_rows``), SPLIT_VECS vectors per thread a step.
 
-    With CHECKED: the fast split of ``_split_rows_fast`` first, then, only where the tile holds a value outside
-    its range (one flag reduced over the partition), the exact split over it."""
+    BF16 pieces: the fast split of ``_split_rows_bf16_fast`` first, then, only where the tile holds a value
+    outside its range (one flag reduced over the partition), the exact split over it."""
     layout: gl.constexpr = _split_layout(BK, SPLIT_WARPS)
     CH: gl.constexpr = _split_chunk_rows(BM, BK, SPLIT_WARPS, SPLIT_VECS)
     n_k = gl.cdiv(K, BK)
@@ -215,25 +172,24 @@ def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1
             src = araw.index(r)
             mbarrier.wait(raw_ready.index(r), (it // A_STAGES) & 1)
             mbarrier.wait(a_empty.index(q), ((it // P_STAGES) & 1) ^ 1)
-            exact = CHECKED != 2  # 2: DIAGNOSTIC ONLY, no split at all (wrong results): the kernel without it
-            if CHECKED == 1:
-                big, tiny = _split_rows_fast(src.slice(0, CH), ap0.index(q).slice(0, CH), ap1.index(q).slice(0, CH),
-                                             ap2.index(q).slice(0, CH), NP, SHIFT, TF32, layout)
+            exact = True
+            if not TF32:
+                big, tiny = _split_rows_bf16_fast(src.slice(0, CH), ap0.index(q).slice(0, CH),
+                                                  ap1.index(q).slice(0, CH), ap2.index(q).slice(0, CH), NP, SHIFT,
+                                                  layout)
                 for c in gl.static_range(1, BM // CH):
-                    big_c, tiny_c = _split_rows_fast(src.slice(c * CH, CH), ap0.index(q).slice(c * CH, CH),
-                                                     ap1.index(q).slice(c * CH, CH), ap2.index(q).slice(c * CH, CH),
-                                                     NP, SHIFT, TF32, layout)
+                    big_c, tiny_c = _split_rows_bf16_fast(src.slice(c * CH, CH), ap0.index(q).slice(c * CH, CH),
+                                                          ap1.index(q).slice(c * CH, CH),
+                                                          ap2.index(q).slice(c * CH, CH), NP, SHIFT, layout)
                     big = gl.maximum(big, big_c, propagate_nan=tl.PropagateNan.ALL)
                     tiny = gl.minimum(tiny, tiny_c)
                 # |x| as int32 (NaN, positive, above Inf); 2 * bits - 2 below 2 * tiny - 2 only for a nonzero
                 # magnitude below tiny (zero wraps to the top)
-                fast_max: gl.constexpr = FAST_MAX_BITS if TF32 else FAST_MAX_BITS_BF16
-                fast_tiny: gl.constexpr = FAST_TINY if TF32 else FAST_TINY_BF16
                 row_big = gl.max(big.to(gl.int32, bitcast=True), axis=1)
                 row_tiny = gl.min(tiny, axis=1)
-                exact = gl.max(((row_big >= fast_max) | (row_tiny < 2 * fast_tiny - 2)).to(gl.int32),
+                exact = gl.max(((row_big >= FAST_MAX_BITS_BF16) | (row_tiny < 2 * FAST_TINY_BF16 - 2)).to(gl.int32),
                                axis=0) != 0
-            if exact:  # rare with CHECKED: rows holding Inf, NaN, |x| >= 3.4e38, or |x| < 2^-137 (TF32) / 2^-134
+            if exact:  # rare for BF16 pieces: rows holding Inf, NaN, |x| >= 3.4e38, or |x| < 2^-134
                 for c in gl.static_range(BM // CH):
                     _split_rows(src.slice(c * CH, CH), ap0.index(q).slice(c * CH, CH),
                                 ap1.index(q).slice(c * CH, CH), ap2.index(q).slice(c * CH, CH), NP,
@@ -253,8 +209,7 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
                  BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, P_STAGES: gl.constexpr,
                  ROW0: gl.constexpr, ROWS: gl.constexpr, RANGE_CHECK: gl.constexpr, num_warps: gl.constexpr):
     """``_emu_mm_wgmma_kernel``'s MMA loop, combine and epilogue, tile after tile, for rows ROW0 .. ROW0 + ROWS
-    of each (BM, BN) tile of C: all of them (the default partition, two warpgroups), or one warpgroup's half
-    (``TWO_CONSUMERS``: each warpgroup a partition of its own, which releases the slots by its own arrival)."""
+    of each (BM, BN) tile of C (the default partition, two warpgroups: all of them)."""
     mma: gl.constexpr = _mma_layout(num_warps, BN, b0s.dtype, ROWS)
     n_k = gl.cdiv(K, BK)
     it = 0
@@ -299,8 +254,8 @@ def _emu_mm_wgmma_ws_kernel(
     NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, TF32: gl.constexpr,
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr,
     STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr,
-    SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, SPLIT_VECS: gl.constexpr, CHECKED: gl.constexpr,
-    TWO_CONSUMERS: gl.constexpr, RANGE_CHECK: gl.constexpr, num_warps: gl.constexpr,
+    SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, SPLIT_VECS: gl.constexpr,
+    RANGE_CHECK: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = b0_desc.dtype  # the pieces' dtype
 
@@ -328,48 +283,28 @@ def _emu_mm_wgmma_ws_kernel(
     for i in gl.static_range(A_STAGES):
         mbarrier.init(raw_ready.index(i), count=1)
         mbarrier.init(raw_empty.index(i), count=1)
-    CONSUMERS: gl.constexpr = 2 if TWO_CONSUMERS else 1  # arrivals that free a piece slot and a B slot
     for i in gl.static_range(P_STAGES):
         mbarrier.init(a_ready.index(i), count=1)
-        mbarrier.init(a_empty.index(i), count=CONSUMERS)
+        mbarrier.init(a_empty.index(i), count=1)
     for i in gl.static_range(STAGES):
         mbarrier.init(b_ready.index(i), count=1)
-        mbarrier.init(b_empty.index(i), count=CONSUMERS)
+        mbarrier.init(b_empty.index(i), count=1)
 
     # (the argument tuples are written out: a tuple assigned to a variable first turns its constexprs into
     # tensors under Triton 3.6)
-    if TWO_CONSUMERS:  # one warpgroup per consumer partition (num_warps == 4), half of BM rows each
-        gl.warp_specialize([
-            (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                            bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
-                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, 0, BM // 2, RANGE_CHECK,
-                            num_warps)),
-            (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
-                          raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
-                          NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
-            (_ws_splitter, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
-                            raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
-                            NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS,
-                            SPLIT_VECS, CHECKED)),
-            (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                            bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
-                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, BM // 2, BM // 2,
-                            RANGE_CHECK, num_warps)),
-        ], [1, SPLIT_WARPS, num_warps], [LOAD_REGS, SPLIT_REGS, CONSUMER_REGS])
-    else:
-        gl.warp_specialize([
-            (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                            bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
-                            NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, 0, BM, RANGE_CHECK,
-                            num_warps)),
-            (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
-                          raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
-                          NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
-            (_ws_splitter, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
-                            raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
-                            NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS,
-                            SPLIT_VECS, CHECKED)),
-        ], [1, SPLIT_WARPS], [LOAD_REGS, SPLIT_REGS])
+    gl.warp_specialize([
+        (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
+                        bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                        NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, 0, BM, RANGE_CHECK,
+                        num_warps)),
+        (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
+                      raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
+                      NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
+        (_ws_splitter, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
+                        raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
+                        NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS,
+                        SPLIT_VECS)),
+    ], [1, SPLIT_WARPS], [LOAD_REGS, SPLIT_REGS])
 
     for i in gl.static_range(A_STAGES):
         mbarrier.invalidate(raw_ready.index(i))

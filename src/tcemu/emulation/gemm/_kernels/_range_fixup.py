@@ -192,9 +192,10 @@ def _range_fixup_kernel(
                               BM, BN, BK)
 
 
-#: rows whose flags one program scans; the fix-up's tile (BM x BN, K-tile BK); column groups at most
+#: rows whose flags one program scans; the fix-up's tile (BM x BN, K-tile BK) and warps; column groups at most
 SCAN_ROWS = 4096
 FIX_BM, FIX_BN, FIX_BK = 32, 64, 32
+FIX_WARPS = 4
 MAX_COLUMN_GROUPS = 32
 
 

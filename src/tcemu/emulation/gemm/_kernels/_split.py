@@ -12,24 +12,11 @@ value that rounds to zero to the smallest subnormal piece of its sign. Inf/NaN p
 
 from __future__ import annotations
 
-import struct
-
 import triton
 import triton.language as tl
 
 FMT_TF32 = 0
 FMT_BF16 = 1
-
-
-def _f32(bits: int) -> float:
-    return struct.unpack("<f", struct.pack("<I", bits))[0]
-
-
-# For the hardware-conversion split (HW, BF16 pieces): the largest FP32 value that rounds (RNE) to the
-# largest finite BF16 (0x7F7F7FFF -> 0x7F7F) and the smallest subnormal BF16 (2^-133): clamping into
-# [TINY, MAX] before cvt.rn.bf16 gives the spec's saturation and keep-nonzero with the hardware's rounding.
-_MAX_BF16 = tl.constexpr(_f32(0x7F7F7FFF))
-_TINY_BF16 = tl.constexpr(2.0**-133)
 
 
 @triton.jit
@@ -69,43 +56,13 @@ def widen_bf16(x):
 
 
 @triton.jit
-def _hw_piece_bf16(x, KEEP_NONZERO: tl.constexpr):
-    """One BF16 piece by the hardware conversion: (operand, its FP32 value). The same bits as
-    round_piece_bits (NaN payloads aside) if cvt.rn.bf16.f32 rounds as documented; hw_split_exact()
-    checks that once per device before the kernels use it."""
-    if KEEP_NONZERO:  # high piece: clamp |x| into [TINY, MAX]; 0, Inf and NaN pass unchanged
-        m = tl.abs(x)
-        c = tl.minimum(tl.maximum(m, _TINY_BF16), _MAX_BF16)
-        c = (c.to(tl.int32, bitcast=True) | (x.to(tl.int32, bitcast=True) & -2147483648)).to(tl.float32,
-                                                                                          bitcast=True)
-        src = tl.where((m > 0.0) & (m < float("inf")), c, x)
-    else:  # residual pieces are never Inf: clamp to +-MAX, NaN propagates
-        src = tl.minimum(tl.maximum(x, -_MAX_BF16, propagate_nan=tl.PropagateNan.ALL), _MAX_BF16,
-                         propagate_nan=tl.PropagateNan.ALL)
-    h = src.to(tl.bfloat16)  # cvt.rn.bf16(x2).f32: round to nearest even
-    return h, h.to(tl.float32)
-
-
-@triton.jit
-def split3(x, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr, HW: tl.constexpr = False):
+def split3(x, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr):
     """Split FP32 ``x`` into NP (1-3) pieces: p0 = R(x), r1 = (x - p0) 2^s, p1 = R(r1), r2 = (r1 - p1) 2^s, p2 = R(r2).
 
-    HW=False rounds on the integer bits (exact everywhere, also in the interpreter); HW=True rounds BF16
-    pieces with the GPU's conversion instruction and clamps (fewer instructions; GPU only; TF32 pieces
-    always take the integer path, which compiled to fewer instructions than cvt.rna plus clamps). Returns three operands
-    (unused ones are copies of p0, never read).
+    Rounds on the integer bits (exact everywhere, also in the interpreter). Returns three operands (unused
+    ones are copies of p0, never read).
     """
     scale: tl.constexpr = 2.0**SHIFT
-    if HW and FMT == 1:
-        p0, f0 = _hw_piece_bf16(x, True)
-        p1 = p0
-        p2 = p0
-        if NP >= 2:
-            r1 = (x - f0) * scale
-            p1, f1 = _hw_piece_bf16(r1, False)
-            if NP >= 3:
-                p2, f2 = _hw_piece_bf16((r1 - f1) * scale, False)
-        return p0, p1, p2
     b0 = round_piece_bits(x.to(tl.int32, bitcast=True), FMT, True)
     f0 = b0.to(tl.float32, bitcast=True)
     p0 = to_operand(b0, FMT)
@@ -153,7 +110,7 @@ def _split_t_kernel(
     b_ptr, p0_ptr, p1_ptr, p2_ptr,
     R, C, stride_br, stride_bc,
     FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr,
-    BR: tl.constexpr, BC: tl.constexpr, HW: tl.constexpr,
+    BR: tl.constexpr, BC: tl.constexpr,
 ):
     pid_r = tl.program_id(0)
     pid_c = tl.program_id(1)
@@ -162,7 +119,7 @@ def _split_t_kernel(
     mask = (offs_r[:, None] < R) & (offs_c[None, :] < C)
     x = tl.load(b_ptr + offs_r[:, None].to(tl.int64) * stride_br + offs_c[None, :].to(tl.int64) * stride_bc,
                 mask=mask, other=0.0)
-    p0, p1, p2 = split3(x, FMT, NP, SHIFT, HW)
+    p0, p1, p2 = split3(x, FMT, NP, SHIFT)
     # out[c, r] = piece[r, c]
     out_off = offs_c[None, :].to(tl.int64) * R + offs_r[:, None]
     tl.store(p0_ptr + out_off, p0, mask=mask)

@@ -10,26 +10,22 @@ The launchers check, allocate, pick a configuration and launch; the kernels are 
 Configuration: :mod:`.configs` (a static table per method and shape bucket, and autotuning).
 
 Split: A is split on the integer bit patterns (exact on every device and under ``TRITON_INTERPRET=1``).
-``TCEMU_HW_SPLIT=1`` opts in to BF16 pieces by the GPU's conversion instruction, used only where
-:func:`hw_split_exact` finds the same bits (it did not compile under Triton 3.6; docs/kernels.md).
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import os
 from dataclasses import replace
 
 import torch
 import triton
 from torch import Tensor
 
+from ..._hw import interpreting
+from ..configuration import setting
 from ..methods import MethodSpec, get_method
 from ..reference import mm_reference
 from ..split import split
-from ._kernels._emu_mm import _emu_mm_kernel
-from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
 from ._gluon import (  # noqa: F401 - re-exported: tests and benchmarks reach them here
     _SMEM_PER_BLOCK,
     _WS_SPLIT_REGS,
@@ -42,13 +38,14 @@ from ._gluon import (  # noqa: F401 - re-exported: tests and benchmarks reach th
     _wgmma_eligible,
     _wgmma_module,
     _wgmma_ws_module,
-    _ws_consumer_args,
     _ws_stages,
     wgmma_compile,
     wgmma_pieces_ws_compile,
     wgmma_ws_compile,
 )
-from ._offline import triton_compile
+from ._kernels._emu_mm import _emu_mm_kernel
+from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
+from ._offline import launch_compile
 from .configs import (  # noqa: F401 - re-exported: tests and benchmarks read them here
     _TUNED,
     WIDE_SHORTK_MAX_K,
@@ -57,7 +54,6 @@ from .configs import (  # noqa: F401 - re-exported: tests and benchmarks read th
     _autotune,
     _autotune_enabled,
     _bucket,
-    _interpreting,
     _tune_key,
     config_candidates,
     pick_config,
@@ -67,7 +63,7 @@ from .range_fixup import range_fixup
 
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "pick_config", "config_candidates", "tuned_configs", "piece_dtype",
-    "hw_split_exact", "split_t", "split_t_reference", "emu_mm", "emu_mm_compile", "emu_mm_reference",
+    "split_t", "split_t_reference", "emu_mm", "emu_mm_compile", "emu_mm_reference",
     "wgmma_compile", "wgmma_ws_compile",
 ]
 
@@ -86,9 +82,13 @@ def piece_dtype(spec: MethodSpec) -> torch.dtype:
     return torch.float32 if spec.piece_format == "tf32" else torch.bfloat16
 
 
-def _check_kernel_method(spec: MethodSpec) -> None:
+def _kernel_spec(method: str | MethodSpec) -> MethodSpec:
+    """The spec of ``method``, which must have a Triton kernel: what the public launchers check once, at their
+    boundary (the backend, which resolved and checked the spec already, calls the private launchers)."""
+    spec = get_method(method)
     if spec.name not in KERNEL_METHODS:
         raise ValueError(f"method {spec.name} has no Triton kernel (have: {', '.join(KERNEL_METHODS)})")
+    return spec
 
 
 def _bits(t: Tensor) -> Tensor:
@@ -104,24 +104,24 @@ def _bits(t: Tensor) -> Tensor:
 MAX_GRID_YZ = 65535
 
 
-def split_t(b: Tensor, method: str | MethodSpec, *, hw: bool | None = None) -> tuple[Tensor, ...]:
+def split_t(b: Tensor, method: str | MethodSpec) -> tuple[Tensor, ...]:
     """Pieces of FP32 ``b`` (R, C), each returned transposed and contiguous, (C, R).
 
     ``split_t(w.T, m)`` gives an nn.Linear weight's pieces in its own (N, K) layout, and
     ``split_t(w, m)`` the pieces of ``w.T`` (K, N) for the input gradient ``dy @ w``.
-    Pieces are float32 (TF32 values) or bfloat16 (:func:`piece_dtype`). ``hw``: split with the GPU's
-    conversion instructions (default: where :func:`hw_split_exact`).
+    Pieces are float32 (TF32 values) or bfloat16 (:func:`piece_dtype`).
     """
-    spec = get_method(method)
-    _check_kernel_method(spec)
+    return _split_t(b, _kernel_spec(method))
+
+
+def _split_t(b: Tensor, spec: MethodSpec) -> tuple[Tensor, ...]:
+    """:func:`split_t` for a kernel method's spec."""
     if b.dtype != torch.float32 or b.dim() != 2:
         raise TypeError(f"split_t needs a 2-D float32 tensor, got {b.dtype} of shape {tuple(b.shape)}")
     R, C = b.shape
     pieces = tuple(torch.empty((C, R), dtype=piece_dtype(spec), device=b.device) for _ in range(spec.n_pieces))
     if b.numel() == 0:
         return pieces
-    if hw is None:
-        hw = hw_split_exact(b.device)
     p = pieces + (pieces[0],) * (3 - len(pieces))
     BR, BC = 64, 64
     step = MAX_GRID_YZ * BC  # columns per launch (grid y); each piece's rows c0:c1 are contiguous
@@ -130,66 +130,9 @@ def split_t(b: Tensor, method: str | MethodSpec, *, hw: bool | None = None) -> t
         q = tuple(t[c0:c1] for t in p)
         _split_t_kernel[(triton.cdiv(R, BR), triton.cdiv(c1 - c0, BC))](
             b[:, c0:c1], q[0], q[1], q[2], R, c1 - c0, b.stride(0), b.stride(1),
-            FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=BR, BC=BC, HW=bool(hw), num_warps=4,
+            FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=BR, BC=BC, num_warps=4,
         )
     return pieces
-
-
-def _hw_check_input() -> Tensor:
-    """Every FP32 class the split must get right: random bit patterns (all exponents, subnormals,
-    NaN payloads), ties of both roundings, the saturation and keep-nonzero edges."""
-    gen = torch.Generator().manual_seed(12345)
-    rnd = torch.randint(-(2**31), 2**31 - 1, (192, 256), generator=gen, dtype=torch.int64).to(torch.int32)
-    edges = []
-    for base in (0x3F800000, 0x00000000, 0x00800000, 0x7F7F0000, 0x7F7FE000, 0x00010000, 0x00002000, 0x33000000):
-        for d in (0, 1, 0x0FFF, 0x1000, 0x1001, 0x1FFF, 0x2000, 0x3000, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x18000):
-            edges += [base + d, base - d]
-    e = torch.tensor([v for v in edges if 0 <= v <= 0x7FFFFFFF], dtype=torch.int64)
-    e = torch.cat([e, e | 0x80000000]).to(torch.int64)
-    e = torch.where(e >= 2**31, e - 2**32, e).to(torch.int32)
-    flat = rnd.view(-1)
-    flat[: e.numel()] = e
-    x = rnd.view(torch.float32).clone()
-    x.view(-1)[-4:] = torch.tensor([float("inf"), float("-inf"), float("nan"), torch.finfo(torch.float32).max])
-    return x
-
-
-@functools.cache
-def _hw_split_exact(device: torch.device) -> bool:
-    x = _hw_check_input().to(device)
-    for method in ("bf16x6",):  # the hardware path exists for BF16 pieces (three pieces)
-        try:
-            got = split_t(x, method, hw=True)
-        except Exception as exc:  # noqa: BLE001 - e.g. a Triton that cannot compile it: use the integer split
-            log.warning("tcemu: the hardware-conversion split failed to run on %s (%s); using the integer split",
-                        device, exc)
-            return False
-        want = split_t_reference(x, method)
-        for g, w in zip(got, want):
-            nan = torch.isnan(w.float())
-            if not torch.equal(torch.isnan(g.float()), nan) or not torch.equal(_bits(g)[~nan], _bits(w)[~nan]):
-                log.warning("tcemu: the hardware-conversion split differs from split() on %s; using the "
-                            "integer split", device)
-                return False
-    return True
-
-
-def hw_split_exact(device: torch.device | str) -> bool:
-    """Whether the GPU's conversion instructions split exactly as :func:`~tcemu.emulation.split.split`.
-
-    Opt-in (env ``TCEMU_HW_SPLIT=1``): the BF16 path did not compile under Triton 3.6 on the H200, so by
-    default the integer split is used. When enabled, checked once per device on a matrix of random bit
-    patterns and edge cases (NaN payloads aside) before any kernel uses it; False on the CPU interpreter
-    and during CUDA graph capture before the first check.
-    """
-    device = torch.device(device)
-    if device.type != "cuda" or _interpreting() or os.environ.get("TCEMU_HW_SPLIT", "0") != "1":
-        return False
-    if device.index is None:
-        device = torch.device("cuda", torch.cuda.current_device())
-    if torch.cuda.is_current_stream_capturing() and _hw_split_exact.cache_info().currsize == 0:
-        return False
-    return _hw_split_exact(device)
 
 
 # =====================================================================================================
@@ -242,8 +185,12 @@ def emu_mm(
     Returns:
         float32 (M, N) or (Z, M, N).
     """
-    spec = get_method(method)
-    _check_kernel_method(spec)
+    return _emu_mm(a, bt, _kernel_spec(method), bias, out=out, config=config, b=b)
+
+
+def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | None = None, *,
+            out: Tensor | None = None, config: KernelConfig | None = None, b: Tensor | None = None) -> Tensor:
+    """:func:`emu_mm` for a kernel method's spec."""
     if len(bt) != spec.n_pieces:
         raise ValueError(f"{spec.name} needs {spec.n_pieces} pieces of b, got {len(bt)}")
     if a.dtype != torch.float32:
@@ -284,17 +231,16 @@ def emu_mm(
     if Z > MAX_GRID_YZ:  # the batch is the grid's y dimension: run it in slices (entries are independent)
         for z0 in range(0, Z, MAX_GRID_YZ):
             zs = slice(z0, z0 + MAX_GRID_YZ)
-            emu_mm(a3[zs], tuple(q[zs] if Zb == Z else q for q in bt3), spec, bias, out=out3[zs], config=config,
+            _emu_mm(a3[zs], tuple(q[zs] if Zb == Z else q for q in bt3), spec, bias, out=out3[zs], config=config,
                    b=(b3[zs] if Zb == Z else b3) if b3 is not None else None)
         return result
 
     p = bt3 + (bt3[0],) * (3 - len(bt3))
     sbz = 0 if Zb == 1 else p[0].stride(0)
-    hw = hw_split_exact(a.device)
 
     def launch(cfg: KernelConfig) -> None:
         """The GEMM by ``cfg``, then the range fix-up of the rows it flagged."""
-        check = bool(_RANGE_FIXUP)
+        check = bool(setting("range_fixup"))
         flags = torch.zeros(Z * M, dtype=torch.int8, device=a.device) if check else out3  # (unused then)
         gemm(cfg, flags, check)
         if check:
@@ -308,7 +254,7 @@ def emu_mm(
                 if split_a:  # A's FP32 rows by TMA, split in the kernel
                     ap = (a3,)
                 else:  # (also "gw": A split beforehand, then the "pg" kernel)
-                    ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
+                    ap = _split_t(a3.reshape(Z * M, K).mT, spec)
                 try:
                     bp = tuple(q[0] for q in bt3)
                     if split_a and cfg.warp_specialized:  # split by the kernel's own splitter warps
@@ -328,7 +274,7 @@ def emu_mm(
         tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
         grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
         if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
-            ap = split_t(a3.reshape(Z * M, K).mT, spec, hw=hw)
+            ap = _split_t(a3.reshape(Z * M, K).mT, spec)
             ap = ap + (ap[0],) * (3 - len(ap))
             a_args, a_strides = ap, (M * K, K, 1)
         else:
@@ -336,7 +282,7 @@ def emu_mm(
         _emu_mm_kernel[grid](
             *a_args, p[0], p[1], p[2], bias if bias is not None else a3, out3, flags, M, N, K,
             *a_strides, sbz, p[0].stride(1), p[0].stride(2), *out3.stride(),
-            **_constexprs(spec, cfg, K, bias is not None, hw, check),
+            **_constexprs(spec, cfg, K, bias is not None, range_check=check),
         )
 
     cfg = config
@@ -353,23 +299,15 @@ def emu_mm(
 #: (method, configuration) pairs whose Gluon kernel failed to compile or launch: they run the Triton kernel
 _WGMMA_FAILED: set[tuple[str, str]] = set()
 
-#: the range check in every GEMM kernel and the fix-up after it (docs/emulation.md, "The top of the range").
-#: DIAGNOSTIC ONLY: False skips both (Inf, NaN or lost accuracy near FLT_MAX), to time what they cost
-#: (benchmarks/gemm_range_cost.py)
-_RANGE_FIXUP = True
-
-
-def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw: bool,
-                range_check: bool = True) -> dict:
+def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, *, range_check: bool = True) -> dict:
     mode = cfg.mode
     if spec.name == "bf16x9" or (mode == 4 and spec.n_pieces == 2):
         mode = 0 if spec.name == "bf16x9" else 1  # bf16x9 has the tile mode only; 4 means 1 for two pieces
     return dict(
         FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, METHOD=KERNEL_METHODS[spec.name], MODE=mode,
-        DOT_FMT=2 if (_fmt(spec) == FMT_BF16 and _interpreting()) else _fmt(spec),
+        DOT_FMT=2 if (_fmt(spec) == FMT_BF16 and interpreting()) else _fmt(spec),
         HAS_BIAS=has_bias, EVEN_K=K % cfg.bk == 0,
-        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, HW_SPLIT=bool(hw) and spec.piece_format == "bf16" and not cfg.fast_split,
-        FAST_SPLIT=cfg.fast_split, A_PRESPLIT=cfg.presplit, L0_FIRST=cfg.l0_first and mode == 1,
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, FAST_SPLIT=cfg.fast_split, A_PRESPLIT=cfg.presplit, L0_FIRST=cfg.l0_first and mode == 1,
         PERSISTENT=cfg.persistent, RANGE_CHECK=range_check,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
@@ -377,39 +315,32 @@ def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, hw:
 
 def emu_mm_compile(
     method: str | MethodSpec, M: int, N: int, K: int, *, has_bias: bool = False,
-    config: KernelConfig | None = None, a_strides: tuple[int, int] | None = None, hw: bool = False,
+    config: KernelConfig | None = None, a_strides: tuple[int, int] | None = None,
     arch: int | None = None, range_check: bool = True,
 ):
     """Compile (without running) the kernel :func:`emu_mm` launches for a 2-D contiguous-output product.
 
-    ``a_strides`` defaults to a contiguous (M, K) ``a``; the pieces are contiguous (N, K); ``hw`` as
-    :func:`hw_split_exact` answers on the device. Returns Triton's compiled kernel (``.asm["ptx"]``);
+    ``a_strides`` defaults to a contiguous (M, K) ``a``; the pieces are contiguous (N, K). Returns Triton's
+    compiled kernel (``.asm["ptx"]``);
     the on-disk cache then serves the real launch, so a pool of processes can compile in parallel.
     ``arch`` (e.g. 90): compile for ``sm_<arch>`` without a GPU (not cached for a launch); ``range_check=False``:
-    the kernel without the range check (the diagnostic ``_RANGE_FIXUP = False``).
+    the kernel without the range check (the diagnostic ``range_fixup=False`` of :class:`~tcemu.emulation.configuration.EmulationConfig`).
     """
     spec = get_method(method)
     cfg = replace(config or pick_config(spec, M, N, K))
     if cfg.wgmma:  # the Gluon kernel compiles at its first launch; this is the Triton kernel it falls back to
         cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
-    sa = a_strides or (K, 1)
+    sa = (K, 1) if cfg.presplit or a_strides is None else a_strides
     f32, pd = torch.float32, piece_dtype(spec)
     at = pd if cfg.presplit else f32
-    if cfg.presplit:
-        sa = (K, 1)
-    if arch is not None:
-        ptr = {torch.float32: "*fp32", torch.bfloat16: "*bf16"}
-        names = _emu_mm_kernel.arg_names
-        args = list(zip(names[:9], [ptr[at]] * 3 + [ptr[pd]] * 3 + ["*fp32", "*fp32", "*i8"]))
-        args += [(n, "i32") for n in names[9:21]]
-        constexprs = _constexprs(spec, cfg, K, has_bias, hw, range_check)
+    # the launch's arguments (emu_mm's launch on 2-D operands): pointers by their dtype, then sizes and strides
+    values = [at, at, at, pd, pd, pd, f32, f32, torch.int8, M, N, K,
+              M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1]
+    constexprs = _constexprs(spec, cfg, K, has_bias, range_check=range_check)
+    if arch is not None:  # specialised as the launch is (divisibility, strides of 1), for sm_<arch>
         warps, stages = constexprs.pop("num_warps"), constexprs.pop("num_stages")
-        return triton_compile(_emu_mm_kernel, args, constexprs, arch, warps, stages)
-    return _emu_mm_kernel.warmup(
-        at, at, at, pd, pd, pd, f32, f32, torch.int8, M, N, K,
-        M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1,
-        grid=(1, 1), **_constexprs(spec, cfg, K, has_bias, hw, range_check),
-    )
+        return launch_compile(_emu_mm_kernel, values, constexprs, arch, warps, stages)
+    return _emu_mm_kernel.warmup(*values, grid=(1, 1), **constexprs)
 
 
 # =====================================================================================================

@@ -9,9 +9,9 @@ eager code calls the same kernels directly (an op call costs host time):
   pieces, with FP32 ``b`` transposed (the range fix-up's operand; optional);
 * ``tcemu::sgemm(a, b, bias) -> out``: the small-shape fallback, cuBLAS SGEMM with TF32 off.
 
-Small shapes. Below ``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS`` (2 M N K; env ``TCEMU_SMALL_SHAPE_MIN_FLOPS``) an emulated GEMM is launch-bound and no
-faster than cuBLAS SGEMM (docs/kernels.md), so by default it falls back to SGEMM, which keeps FP32
-accuracy. Switch with ``tcemu.emulation.gemm.SMALL_SHAPE_FALLBACK = False`` or the environment variable
+Small shapes. Below ``small_shape_min_flops`` (2 M N K; :class:`~tcemu.emulation.configuration.EmulationConfig`)
+an emulated GEMM is launch-bound and no faster than cuBLAS SGEMM (docs/kernels.md), so by default it falls back
+to SGEMM, which keeps FP32 accuracy. Switch with ``with tcemu.config(small_shape_fallback=False):`` or
 ``TCEMU_SMALL_SHAPE_FALLBACK=0``; every fallback is counted in :func:`fallback_stats` and logged once per
 shape at INFO level (logger ``tcemu.emulation.gemm``).
 """
@@ -22,32 +22,20 @@ import collections
 import contextlib
 import functools
 import logging
-import os
-import sys
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
+from ..._hw import capability, interpreting, tensor_core_generation
+from ..configuration import setting
 from ..methods import MethodSpec
 from ..reference import cuda_fp32_precision
-from .emu_mm import KERNEL_METHODS, emu_mm, piece_dtype, split_t
+from .launch import KERNEL_METHODS, _emu_mm, _split_t, emu_mm, piece_dtype, split_t
 
 __all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
 
 log = logging.getLogger("tcemu.emulation.gemm")
-
-
-@torch.compiler.assume_constant_result
-def _fallback_enabled() -> bool:
-    """``tcemu.emulation.gemm.SMALL_SHAPE_FALLBACK``, read at call time (at trace time under torch.compile)."""
-    return bool(sys.modules[__package__].SMALL_SHAPE_FALLBACK)
-
-
-@torch.compiler.assume_constant_result
-def _fallback_min_flops() -> float:
-    """``tcemu.emulation.gemm.SMALL_SHAPE_MIN_FLOPS``, read like :func:`_fallback_enabled`."""
-    return float(sys.modules[__package__].SMALL_SHAPE_MIN_FLOPS)
 
 
 @torch.compiler.assume_constant_result
@@ -59,11 +47,6 @@ def _fp32_gemm_is_ieee() -> bool:
     return torch.backends.cuda.matmul.fp32_precision != "tf32"
 
 
-def _settings() -> tuple[bool, float]:
-    """The package-level switches (``tcemu.emulation.gemm.SMALL_SHAPE_*``)."""
-    return _fallback_enabled(), _fallback_min_flops()
-
-
 _FALLBACKS: collections.Counter = collections.Counter()
 
 
@@ -73,9 +56,9 @@ def fallback_stats() -> dict[tuple[str, int, int, int], int]:
 
 
 def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device) -> bool:
-    enabled, min_flops = _settings()
-    if device.type != "cuda" or not enabled:
+    if device.type != "cuda" or not setting("small_shape_fallback"):
         return False
+    min_flops = setting("small_shape_min_flops")
     if 2.0 * M * N * K >= min_flops:
         return False
     if torch.compiler.is_compiling():  # decided at trace time; counted and logged only in eager code
@@ -170,16 +153,20 @@ def _pieces_args(pieces: tuple[Tensor, ...]) -> tuple[Tensor, Tensor | None, Ten
 # dispatch costs host time on every call, which small emulated MD steps (host-bound) pay in full.
 
 
-def _split_pieces(b: Tensor, method: str) -> tuple[Tensor, ...]:
-    return tuple(_split_t_op(b, method)) if torch.compiler.is_compiling() else split_t(b, method)
+# The method travels as its spec from the backend (which resolved it and checked that it has a kernel) to the
+# launch; only the torch ops, whose schema carries a name, look the spec up again.
 
 
-def _emu(a: Tensor, pieces: tuple[Tensor, ...], bias: Tensor | None, method: str, b_t: Tensor | None) -> Tensor:
+def _split_pieces(b: Tensor, spec: MethodSpec) -> tuple[Tensor, ...]:
+    return tuple(_split_t_op(b, spec.name)) if torch.compiler.is_compiling() else _split_t(b, spec)
+
+
+def _emu(a: Tensor, pieces: tuple[Tensor, ...], bias: Tensor | None, spec: MethodSpec, b_t: Tensor | None) -> Tensor:
     """``a @ b + bias`` from b's transposed pieces; ``b_t``: FP32 b transposed, a view (for the range fix-up), or
     None where it is not at hand without a copy (the fix-up then rebuilds b from the pieces)."""
     if torch.compiler.is_compiling():
-        return _emu_mm_op(a, *_pieces_args(pieces), bias, method, b_t)
-    return emu_mm(a, tuple(pieces), method, bias, b=b_t)
+        return _emu_mm_op(a, *_pieces_args(pieces), bias, spec.name, b_t)
+    return _emu_mm(a, tuple(pieces), spec, bias, b=b_t)
 
 
 def _sgemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
@@ -217,11 +204,6 @@ def _unflatten(out: Tensor, lead: torch.Size, n: int) -> Tensor:
     return out if len(lead) == 1 else out.view(*lead, n)
 
 
-@functools.cache
-def _cuda_capability(index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(index)
-
-
 class TritonBackend:
     """Triton kernels for tf32x3, bf16x3, bf16x6, bf16x9 on CUDA (compute capability >= 8.0).
 
@@ -237,15 +219,14 @@ class TritonBackend:
                 return "method fp32 has no Triton kernel (it is cuBLAS SGEMM)"
             return f"method {spec.name} has no Triton kernel (have {', '.join(KERNEL_METHODS)})"
         device = torch.device(device)
-        if device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1":
+        if device.type == "cpu" and interpreting():
             return None
         if device.type != "cuda":
             return f"needs a CUDA device of compute capability >= 8.0, got device type {device.type!r}"
         if not torch.cuda.is_available():
             return "needs a CUDA device of compute capability >= 8.0; torch.cuda is not available"
-        index = device.index if device.index is not None else torch.cuda.current_device()
-        cap = _cuda_capability(index)
-        if cap < (8, 0):
+        cap = capability(device)
+        if tensor_core_generation(device) is None:
             return f"needs a CUDA device of compute capability >= 8.0, got {cap[0]}.{cap[1]}"
         return None
 
@@ -265,15 +246,15 @@ class TritonBackend:
         if _use_fallback(spec, M * Z, N, K, a.device):
             return _sgemm(a, b, None)
         if b.dim() == 2:  # one weight-like b: fold the batch into M where a allows it
-            pieces = _split_pieces(b, spec.name)
+            pieces = _split_pieces(b, spec)
             a_b = a.expand(*batch, M, K)
             try:
                 a2 = a_b.view(-1, K)
-                out = _emu(a2, pieces, None, spec.name, b.mT)
+                out = _emu(a2, pieces, None, spec, b.mT)
                 return out.view(*batch, M, N)
             except RuntimeError:
                 a3 = a_b.reshape(-1, M, K)
-                out = _emu(a3, pieces, None, spec.name, b.mT)
+                out = _emu(a3, pieces, None, spec, b.mT)
                 return out.view(*batch, M, N)
         a3 = a.expand(*batch, M, K).reshape(-1, M, K)
         b_batch = b.shape[:-2]
@@ -281,14 +262,14 @@ class TritonBackend:
         Zb = b3.shape[0]
         # every entry's pieces from one split of (K, Zb * N): its transposed pieces are (Zb * N, K) = (Zb, N, K)
         wide = b3.permute(1, 0, 2).reshape(K, Zb * N)
-        stacked = tuple(p.view(Zb, N, K) for p in _split_pieces(wide, spec.name))
+        stacked = tuple(p.view(Zb, N, K) for p in _split_pieces(wide, spec))
         b_t = b3.mT
         if b3.shape[0] != Z:  # broadcast b's pieces over the batch (stride 0 where possible)
             stacked = tuple(
                 p.view(*b_batch, N, K).expand(*batch, N, K).reshape(-1, N, K) for p in stacked
             )
             b_t = None  # (a broadcast b would need a copy: the fix-up rebuilds it from the pieces)
-        out = _emu(a3, stacked, None, spec.name, b_t)
+        out = _emu(a3, stacked, None, spec, b_t)
         return out.view(*batch, M, N)
 
     # ---- linear layers ----
@@ -304,7 +285,7 @@ class TritonBackend:
             return getattr(prepared, layout)
         with torch.no_grad():
             w = weight.detach()
-            return _split_pieces(w.t() if layout == "fwd" else w, spec.name)
+            return _split_pieces(w.t() if layout == "fwd" else w, spec)
 
     def linear(self, x: Tensor, weight: Tensor, prepared, spec: MethodSpec, bias: Tensor | None) -> Tensor:
         """``x @ W.T + bias`` for x (M, K) (or (..., K)), W (N, K), bias (N,) fused in the kernel."""
@@ -314,7 +295,7 @@ class TritonBackend:
         M = x2.shape[0]
         if _use_fallback(spec, M, N, K, x.device):
             return _unflatten(_sgemm(x2, weight.t(), bias), lead, N)
-        return _unflatten(_emu(x2, self._pieces(weight, prepared, spec, "fwd"), bias, spec.name, weight), lead, N)
+        return _unflatten(_emu(x2, self._pieces(weight, prepared, spec, "fwd"), bias, spec, weight), lead, N)
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
@@ -324,4 +305,4 @@ class TritonBackend:
         M = g2.shape[0]
         if _use_fallback(spec, M, K, N, grad_out.device):
             return _unflatten(_sgemm(g2, weight, None), lead, K)
-        return _unflatten(_emu(g2, self._pieces(weight, prepared, spec, "bwd"), None, spec.name, weight.t()), lead, K)
+        return _unflatten(_emu(g2, self._pieces(weight, prepared, spec, "bwd"), None, spec, weight.t()), lead, K)

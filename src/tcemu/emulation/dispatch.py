@@ -1,4 +1,4 @@
-"""GEMM backends: where an emulated product runs.
+"""GEMM backends and the dispatch that picks one for each product (where an emulated product runs).
 
 * ``"torch"``: :class:`ReferenceBackend`, plain PyTorch on any device (the reference).
 * ``"triton"``: the fast CUDA kernels of :mod:`tcemu.emulation.gemm` (Hopper, Ampere).
@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
 from torch import Tensor
 
+from .configuration import config
 from .meter import guard_backend
 from .methods import MethodSpec
 from .reference import cuda_fp32_precision, mm_reference
@@ -105,34 +105,16 @@ def backend_names() -> list[str]:
     return ["auto", "torch", "triton"]
 
 
-@contextlib.contextmanager
-def every_gemm_emulated() -> Iterator[None]:
-    """Switch off the CUDA backend's small-shape SGEMM fallback and the attention's small-batch fallback for
-    the duration.
+def every_gemm_emulated() -> contextlib.AbstractContextManager:
+    """The current configuration without the small-shape SGEMM fallback and the attention's small-batch
+    fallback, for a ``with`` block: ``tcemu.config(small_shape_fallback=False, attention_fallback=False)``.
 
     The fallbacks keep FP32 accuracy for products too small for emulation to pay, so with them a measurement of
     a method on small shapes (``tcemu accuracy``, the MLIP suite's small systems) would judge cuBLAS SGEMM and
     torch's attention (and the coverage meter would say so). Where a method's own arithmetic is measured, every
     product runs the method.
     """
-    from . import attention  # noqa: PLC0415 - attention imports this module
-
-    old_attn = attention.SMALL_BATCH_FALLBACK
-    attention.SMALL_BATCH_FALLBACK = False
-    try:
-        try:
-            from . import gemm  # noqa: PLC0415 - optional, imports triton
-        except Exception:  # noqa: BLE001 - no Triton backend (CPU machine): no GEMM falls back
-            yield
-            return
-        old = getattr(gemm, "SMALL_SHAPE_FALLBACK", True)
-        gemm.SMALL_SHAPE_FALLBACK = False
-        try:
-            yield
-        finally:
-            gemm.SMALL_SHAPE_FALLBACK = old
-    finally:
-        attention.SMALL_BATCH_FALLBACK = old_attn
+    return config(small_shape_fallback=False, attention_fallback=False)
 
 
 def get_backend(name: str) -> GemmBackend:
