@@ -71,7 +71,7 @@ def impl_of(method: str) -> str:
     return "torch" if method in ("fp32", "tf32") else "tcemu"
 
 # GPU kernels counted as GEMM work: cuBLAS/CUTLASS GEMMs and GEMVs (PET's one-output energy heads are nn.Linear
-# layers that cuBLAS runs as GEMVs in FP32; counted after run 6d, earlier CSVs leave them out), Triton and
+# layers that cuBLAS runs as GEMVs in FP32; some stored CSVs predate counting them), Triton and
 # Inductor matmul templates, and tcemu's emulated GEMM and split kernels (the split is part of what an emulated
 # GEMM costs). Not counted: attention (CUTLASS "fmha" kernels: not nn.Linear, left in FP32 by emulate_) and
 # Inductor's fused kernels, whose names list the ops they follow ("triton_poi_fused_..._emu_mm_...").
@@ -240,7 +240,7 @@ def split_config_method(method: str, emulate_attention: bool = False) -> tuple[s
     """``"tf32x3+attn"`` -> ("tf32x3", "blocks"): the method and where PET's attention is emulated.
 
     ``"blocks"``: PET's attention blocks run inside ``emulation_mode`` (``tcemu.emulate_functional_``);
-    ``"step"`` (``+attn-step``): the whole step does, as before session 10 (the mode then intercepts every
+    ``"step"`` (``+attn-step``): the whole step does (the mode then intercepts every
     torch call of the step's eager code); ``""``: torch's FP32 attention.
     """
     from tcemu.emulation.configuration import EmulationConfig
