@@ -278,8 +278,12 @@ def test_gluon_kernels_compile_with_range_check(method):
 @offline
 def test_kernels_without_the_check_compile():
     """The benchmark's unchecked variants (``tcemu.config(range_fixup=False)``) compile for sm_90 without the flag store."""
-    from tcemu.emulation.gemm.launch import (emu_mm_compile, wgmma_compile, wgmma_pieces_ws_compile,
-                                             wgmma_ws_compile)
+    from tcemu.emulation.gemm.launch import (
+        emu_mm_compile,
+        wgmma_compile,
+        wgmma_pieces_ws_compile,
+        wgmma_ws_compile,
+    )
 
     kernels = [emu_mm_compile("bf16x6", 4096, 4096, 4096, config=KernelConfig.parse("128x64x64w8s3m1p"), arch=90,
                               range_check=False),
