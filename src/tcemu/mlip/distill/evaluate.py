@@ -178,17 +178,18 @@ def evaluate_all(checkpoint: Path, work: Path, device: str, errors_csv: Path, li
     return result
 
 
-def _read_metatrain_csv(path: Path) -> dict[str, np.ndarray]:
-    """metatrain's ``train.csv``: a header row, a units row, one row per logged epoch."""
+def _metatrain_table(path: Path) -> tuple[list[str], list[str], list[list[str]]]:
+    """metatrain's ``train.csv`` as (column names, units, one row of stripped texts per logged epoch)."""
     with Path(path).open(newline="") as f:
-        rows = list(csv.reader(f))
-    names = [c.strip() for c in rows[0]]
-    data = {n: [] for n in names}
-    for r in rows[2:]:
-        for n, v in zip(names, r):
-            v = v.strip()
-            data[n].append(float(v) if v else math.nan)
-    return {n: np.array(v) for n, v in data.items()}
+        rows = [[c.strip() for c in r] for r in csv.reader(f)]
+    return rows[0], rows[1], rows[2:]
+
+
+def _read_metatrain_csv(path: Path) -> dict[str, np.ndarray]:
+    """metatrain's ``train.csv``, one array per column (NaN where an epoch logged no value)."""
+    names, _, rows = _metatrain_table(path)
+    return {n: np.array([float(r[i]) if i < len(r) and r[i] else math.nan for r in rows])
+            for i, n in enumerate(names)}
 
 
 def results_rows(folder: Path) -> list:
@@ -200,12 +201,9 @@ def results_rows(folder: Path) -> list:
     folder = Path(folder)
     rows = []
     if (folder / "train.csv").is_file():
-        with (folder / "train.csv").open(newline="") as f:
-            table = list(csv.reader(f))
-        names = [c.strip() for c in table[0]]
-        units = [c.strip() for c in table[1]]
-        for r in table[2:]:
-            vals = dict(zip(names, (v.strip() for v in r)))
+        names, units, table = _metatrain_table(folder / "train.csv")
+        for r in table:
+            vals = dict(zip(names, r))
             epoch = int(float(vals.pop("Epoch")))
             metrics = {n.replace(" ", "_").replace("(", "").replace(")", ""): float(v) for n, v in vals.items() if v}
             unit = {n.replace(" ", "_").replace("(", "").replace(")", ""): (u or "1") for n, u in zip(names, units)}
