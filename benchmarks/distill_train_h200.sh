@@ -2,7 +2,7 @@
 # Train tcemu's distilled PET (pet-distilled) on one H200 in under 8 minutes of wall time: docs/mlip.md,
 # "A trained PET to validate on". Run from the repository root on the GPU machine:
 #
-#   OUT=$OUT bash benchmarks/distill_train_h200.sh            (EPOCHS=7: fixed epochs, no calibration run)
+#   OUT=$OUT bash benchmarks/distill_train_h200.sh            (EPOCHS=N: fixed epochs, no calibration run; LR: peak learning rate)
 #
 # Needs the committed data (benchmarks/data/pet_distilled/) and, where metatrain is not installed, its wheels in
 # .whl/ (made with network access by /work/shared/tools/device-wheels.sh .whl; carry .whl to the machine).
@@ -23,6 +23,6 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader ||
 left=$(( BUDGET_S - ($(date +%s) - start) ))
 echo "wheels ready after $(( $(date +%s) - start )) s; training budget ${left} s"
 python3 -m tcemu.mlip.distill train --data benchmarks/data/pet_distilled --out "$OUT" --device cuda --budget-s "$left" \
-  ${EPOCHS:+--epochs $EPOCHS}
+  ${EPOCHS:+--epochs $EPOCHS} ${LR:+--learning-rate $LR}
 echo "total $(( $(date +%s) - start )) s"
 ls -la "$OUT"

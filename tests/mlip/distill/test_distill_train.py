@@ -19,6 +19,12 @@ def test_options_fill_paths_device_epochs(tmp_path):
     assert opts["test_set"]["targets"]["energy"]["stress"] == {"key": "stress"}
     model = opts["architecture"]["model"]
     assert (model["d_pet"], model["d_node"], model["num_gnn_layers"]) == (128, 256, 2)
+    assert training["learning_rate"] == 3.0e-4  # the template's
+
+
+def test_options_learning_rate_override(tmp_path):
+    cfg = TrainConfig(data=tmp_path, out=tmp_path, device="cpu", learning_rate=1e-3)
+    assert options_for(cfg, tmp_path, 3, 1)["architecture"]["training"]["learning_rate"] == 1e-3
 
 
 def test_epoch_sizing():

@@ -22,6 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--epochs", type=int, default=None, help="fixed epochs (default: sized from a calibration run)")
     t.add_argument("--status", default="h200", help="h200 (the shipped model) or cpu-smoke (a pipeline check)")
     t.add_argument("--eval-limit", type=int, default=None, help="evaluate at most this many structures per split")
+    t.add_argument("--learning-rate", type=float, default=None, help="peak learning rate (default: the options file's)")
     t.add_argument("--relax-steps", type=int, default=400, help="step limit of the CO relaxation in the evaluation")
     g = sub.add_parser("plot", help="redraw training_curves.png from a train output folder")
     g.add_argument("folder")
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
         cfg = TrainConfig(data=Path(args.data), out=Path(args.out), device=args.device, budget_s=args.budget_s,
                           epochs=args.epochs, status=args.status, eval_limit=args.eval_limit,
-                          relax_steps=args.relax_steps)
+                          relax_steps=args.relax_steps, learning_rate=args.learning_rate)
         print("\n".join(summary_lines(train(cfg))))
     elif args.cmd == "plot":
         import json

@@ -66,6 +66,7 @@ class TrainConfig:
         status: ``"h200"`` for the shipped model, ``"cpu-smoke"`` for a pipeline check (written into the metadata).
         eval_limit: structures per split evaluated (``None``: all).
         relax_steps: step limit of the CO relaxation in the evaluation.
+        learning_rate: metatrain's peak learning rate (``None``: the template's).
     """
 
     data: Path
@@ -80,6 +81,7 @@ class TrainConfig:
     status: str = "h200"
     eval_limit: int | None = None
     relax_steps: int = 400
+    learning_rate: float | None = None
 
 
 @dataclass
@@ -123,6 +125,8 @@ def options_for(cfg: TrainConfig, work: Path, epochs: int, checkpoint_interval: 
     training = opts["architecture"]["training"]
     training["num_epochs"] = int(epochs)
     training["checkpoint_interval"] = int(max(1, checkpoint_interval))
+    if cfg.learning_rate is not None:
+        training["learning_rate"] = float(cfg.learning_rate)
     for key, split in (("training_set", "train"), ("validation_set", "val"), ("test_set", "test")):
         opts[key]["systems"]["read_from"] = str(work / f"{split}.extxyz")
     return opts
