@@ -121,6 +121,32 @@ def test_a_block_stays_in_its_thread():
     assert seen == {"other": True, "here": False}
 
 
+@pytest.mark.parametrize("op", ["matmul", "linear"])
+def test_backward_runs_under_the_forward_configuration(monkeypatch, op):
+    """Autograd runs a CUDA backward on its own threads, which do not see the forward thread's override: the
+    backward GEMMs still run under the configuration the forward saw (here the backward runs in another thread,
+    outside the block, as on CUDA)."""
+    from tcemu.emulation import ops
+
+    seen = []
+    plain = ops._plain_matmul
+
+    def spy(a, b, cfg):
+        seen.append(tcemu.get_config().small_shape_fallback)
+        return plain(a, b, cfg)
+
+    monkeypatch.setattr(ops, "_plain_matmul", spy)
+    x = torch.randn(5, 8, requires_grad=True)
+    w = torch.randn(3, 8, requires_grad=True)
+    with tcemu.config(small_shape_fallback=False):
+        y = tcemu.matmul(x, w.T) if op == "matmul" else tcemu.linear(x, w)
+    t = threading.Thread(target=lambda: y.sum().backward())
+    t.start()
+    t.join(10)
+    assert x.grad is not None and w.grad is not None
+    assert seen and all(s is False for s in seen), seen
+
+
 def test_every_gemm_emulated_switches_both_fallbacks():
     from tcemu.emulation.dispatch import every_gemm_emulated
 

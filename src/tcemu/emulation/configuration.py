@@ -6,7 +6,8 @@ that whole-model entry points (``tcemu run``, :mod:`tcemu.mlip`) apply. The proc
 ``TCEMU_*`` variables (docs/emulation.md, "Configuration"), read at the first :func:`get_config`; a block of
 code changes it with ``with tcemu.config(small_shape_fallback=False): ...``. The override lives in a
 :class:`contextvars.ContextVar`, so it is local to the thread (and asyncio task) that entered it: an MD loop in
-one thread never sees another thread's override, and a new thread starts from the process default.
+one thread never sees another thread's override, and a new thread starts from the process default. A backward
+pass runs under the configuration its forward saw (autograd runs a CUDA backward on threads of its own).
 
 Under ``torch.compile`` a setting is read at trace time (:func:`setting`) and becomes a constant of the graph:
 change the configuration before compiling (or call ``torch.compiler.reset()``).

@@ -12,10 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import contextlib
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .configuration import EmulationConfig, config, get_config
 from .dispatch import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
 
@@ -94,6 +97,22 @@ def check_operands(op: str, *tensors: Tensor | None) -> None:
             raise ValueError(f"tcemu.{op}: only dense (strided) tensors are supported; call .to_dense() first")
 
 
+# --------------------------------------------------------------------------- the forward's configuration
+
+
+def _forward_settings() -> EmulationConfig | None:
+    """The configuration in force at a forward, kept for its backward: autograd runs a CUDA backward on its own
+    threads, which do not see this thread's :func:`tcemu.config` (a ContextVar). None while compiling, where the
+    settings are constants of the traced graphs, forward and backward alike."""
+    return None if torch.compiler.is_compiling() else get_config()
+
+
+def _backward_settings(ctx: Any) -> contextlib.AbstractContextManager:
+    """Run a backward under the configuration its forward saw (:func:`_forward_settings`)."""
+    settings = getattr(ctx, "settings", None)
+    return contextlib.nullcontext() if settings is None else config(settings)
+
+
 # --------------------------------------------------------------------------- matmul
 
 
@@ -115,6 +134,7 @@ class _EmulatedMatmul(torch.autograd.Function):
         ctx.save_for_backward(a if b.requires_grad else None, b if a.requires_grad else None)
         ctx.shapes = (a.shape, b.shape)
         ctx.cfg = cfg
+        ctx.settings = _forward_settings()
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
@@ -122,10 +142,11 @@ class _EmulatedMatmul(torch.autograd.Function):
         a_shape, b_shape = ctx.shapes
         cfg: GemmConfig = ctx.cfg
         grad_a = grad_b = None
-        if ctx.needs_input_grad[0]:
-            grad_a = _matmul_nd(grad, b.mT, cfg.only(cfg.grad_input)).sum_to_size(a_shape)
-        if ctx.needs_input_grad[1]:
-            grad_b = _matmul_nd(a.mT, grad, cfg.only(cfg.grad_weight)).sum_to_size(b_shape)
+        with _backward_settings(ctx):
+            if ctx.needs_input_grad[0]:
+                grad_a = _matmul_nd(grad, b.mT, cfg.only(cfg.grad_input)).sum_to_size(a_shape)
+            if ctx.needs_input_grad[1]:
+                grad_b = _matmul_nd(a.mT, grad, cfg.only(cfg.grad_weight)).sum_to_size(b_shape)
         return grad_a, grad_b, None
 
 
@@ -207,20 +228,22 @@ class _EmulatedLinear(torch.autograd.Function):
         ctx.save_for_backward(x if weight.requires_grad else None, weight)
         ctx.backend, ctx.cfg = backend, cfg
         ctx.has_bias = bias is not None
+        ctx.settings = _forward_settings()
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
         x, weight = ctx.saved_tensors
         cfg: GemmConfig = ctx.cfg
         grad_x = grad_w = grad_b = None
-        if ctx.needs_input_grad[0]:
-            if torch.is_grad_enabled() or cfg.grad_input is not cfg.forward:
-                # create_graph=True (double backward) or another method: the differentiable general op
-                grad_x = _matmul_nd(grad, weight, cfg.only(cfg.grad_input))
-            else:
-                grad_x = ctx.backend.linear_input_grad(grad, weight, None, cfg.forward)
-        if ctx.needs_input_grad[1]:
-            grad_w = _matmul_nd(grad.mT, x, cfg.only(cfg.grad_weight))
+        with _backward_settings(ctx):
+            if ctx.needs_input_grad[0]:
+                if torch.is_grad_enabled() or cfg.grad_input is not cfg.forward:
+                    # create_graph=True (double backward) or another method: the differentiable general op
+                    grad_x = _matmul_nd(grad, weight, cfg.only(cfg.grad_input))
+                else:
+                    grad_x = ctx.backend.linear_input_grad(grad, weight, None, cfg.forward)
+            if ctx.needs_input_grad[1]:
+                grad_w = _matmul_nd(grad.mT, x, cfg.only(cfg.grad_weight))
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad.sum(0)
         return grad_x, grad_w, grad_b, None, None
