@@ -59,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wmma", action="store_true", help="validate CUDA's WMMA API (fp16, bf16, tf32) instead")
     emu = parser.add_argument_group("emulated GEMMs (--emulation)")
     emu.add_argument("--emulation", action="store_true", help="validate the twin of the emulated GEMMs")
-    emu.add_argument("--outputs", type=_samples, default=4e6, help="outputs per method and kernel family (default 4e6)")
+    emu.add_argument("--outputs", type=_samples, default=1e7, help="outputs per method and kernel family (default 1e7)")
     emu.add_argument("--methods", nargs="*", default=None, help="tf32x3 bf16x3 bf16x6 bf16x9 (default: all)")
     emu.add_argument("--kernels", nargs="*", default=None, help="triton g pg gw pgw (default: all)")
     emu.add_argument("--k-max", type=at_least(1), default=192, help="largest K of the random shapes (default 192)")

@@ -122,8 +122,8 @@ def test_a_mark_the_fixup_left_is_a_mismatch(tmp_path):
     assert r["mismatches"] > 0 and r["fixed_mismatches"] > 0 and r["nan_payload_differences"] == 0
 
 
-@pytest.mark.skipif(not os.path.exists(REPLAY_PATH), reason="no H200 replay set yet (data/h200_emulation_replay.npz "
-                    "comes from the integrator's run of tcemu validate --emulation on the H200)")
+@pytest.mark.skipif(not os.path.exists(REPLAY_PATH), reason="the H200 replay set data/h200_emulation_replay.npz (from "
+                    "tcemu validate --emulation on the H200) is missing")
 def test_twin_reproduces_every_h200_replay_output():
     """The stored H200 outputs of every (method, kernel, family): a change to the split, the kernels' order or
     the Tensor Core model that the twin does not follow fails here."""

@@ -13,6 +13,7 @@ from tcemu.numerics import get_preset, mma
 from tcemu.numerics.hardware.cases import WMMA_CASES, get_case
 from tcemu.numerics.hardware.fake import ModelRunner
 from tcemu.numerics.hardware.probe import collect, compare_with_preset, infer
+from tcemu.numerics.hardware.replay import REPLAY_PATH, check_replay, load_replay
 from tcemu.numerics.hardware.runner import check_case_sass, wmma_sass
 from tcemu.numerics.presets import WMMA_LOWERING
 
@@ -98,3 +99,28 @@ def test_wmma_validation_pipeline_with_the_model_as_gpu(tmp_path):
     s = run_validation(ModelRunner({"n_fma": 8}), replace(cfg, cases=("wmma.k8.tf32.fp32",)), str(tmp_path),
                        log=lambda *a: None)
     assert s["total_mismatches"] > 0
+
+
+WMMA_REPLAY = REPLAY_PATH.with_name("h200_wmma_replay.npz")
+
+
+def test_model_reproduces_the_h200_wmma_replay():
+    """The stored H200 WMMA samples (tcemu validate --wmma and tcemu probe --wmma on the H200, every case and input
+    family, the probe's vectors too): the wmma presets reproduce every one of them bit for bit."""
+    res = check_replay(WMMA_REPLAY)
+    assert res["mismatches"] == 0, {g: v["first"] for g, v in res["groups"].items() if v["mismatches"]}
+    assert {g.split("__", 1)[0] for g in res["groups"]} == {c.name for c in WMMA_CASES}
+    assert res["samples"] >= 10_000
+
+
+def test_the_wmma_replay_tells_the_lowering_apart():
+    """The same tf32 samples against one m16n8k8 block of 8 (what wmma m16n16k8 is not lowered to on the H200):
+    mismatches, so the replay test above can fail."""
+    from dataclasses import replace
+
+    from tcemu.numerics.hardware.validate import model_params
+
+    case = get_case("wmma.k8.tf32.fp32")
+    table = {case.name: (replace(model_params(case), n_fma=8), False)}
+    groups = [g for g in load_replay(WMMA_REPLAY) if g.startswith(case.name + "__")]
+    assert check_replay(WMMA_REPLAY, groups=groups, table=table)["mismatches"] > 0

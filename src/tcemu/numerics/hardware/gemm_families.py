@@ -151,7 +151,10 @@ def family_configs(method: str, kernel: str) -> list[str]:
     own = [str(c) for c in cands if c.wgmma and kernel_family(spec, c, "h200", 256)[0] == kernel]
     base = next(str(c) for c in cands if c.wgmma and c.presplit)  # e.g. 128x128x32w8s3m1pg / ...ptgw
     core = base[: base.index("m") + 2]  # "128x128x32w8s3m1"
-    forced = {"g": [core + "g"], "pg": [core + "pg"], "gw": [core + "gw", core + "tgw"],
+    # the g kernel holds A's FP32 tile beside its pieces: with BF16's K-tile of 64 three stages need 262 KB of
+    # shared memory on the H200 (227 KB there), so its forced configuration takes two
+    core_g = core.replace("s3", "s2") if spec.piece_format == "bf16" else core
+    forced = {"g": [core_g + "g"], "pg": [core + "pg"], "gw": [core + "gw", core + "tgw"],
               "pgw": [core + "pgw", core + "ptgw"]}[kernel]
     return list(dict.fromkeys(own + forced))[:2]
 
