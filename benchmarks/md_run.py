@@ -22,7 +22,10 @@ the neighbour-list call and inside the model call measured (CUDA synchronised ar
 system, atoms, compile mode and, for energies, the step), one row per metric: ``s_per_step`` (wall clock over the timed steps),
 ``first_step_s``, ``speedup_vs_fp32`` (the same engine and system), ``drift_meV_per_atom_ps`` (linear fit of the
 logged total energy), ``fluct_meV_per_atom``, ``graphs_compiled_timed`` (Dynamo graphs compiled during the timed
-steps: 0 means no recompilation as the neighbour count changed), ``graphs_compiled_total``, ``nl_ms``,
+steps: 0 means no recompilation as the neighbour count changed), ``graphs_compiled_total``, the spread of the
+timed steps (``step_median_s``, ``step_max_s``, ``slow_steps`` over twice the median and their
+``slow_steps_excess_s``: one-off work inside the run, such as a Triton kernel compiled for a row count first
+seen there, which ``graphs_compiled_timed`` does not count), ``nl_ms``,
 ``model_ms`` and ``engine_ms`` per step (breakdown), ``coverage_fraction`` (with ``--coverage``, where tcemu has
 its coverage meter ``tcemu.coverage``), and ``e_total_eV`` / ``e_pot_eV`` at each logged ``step``.
 Every row carries the GPU, driver, torch, triton, git commit and date. A configuration that fails records its
@@ -161,6 +164,8 @@ def run_ase(pet, atoms, args, device, rows: Callable[..., None]) -> None:
 
     dyn.nsteps = 0
     dyn.attach(record, interval=args.log_every)
+    marks: list[float] = []  # after each step (its forces have reached the host: the step is done)
+    dyn.attach(lambda: marks.append(time.perf_counter()), interval=1)
     g0 = graphs_compiled()
     _sync(device)
     t0 = time.perf_counter()
@@ -168,6 +173,7 @@ def run_ase(pet, atoms, args, device, rows: Callable[..., None]) -> None:
     _sync(device)
     wall = time.perf_counter() - t0
     finish(rows, wall, args, g0, log, len(atoms))
+    step_spread(rows, np.diff(np.asarray([t0, *marks[-args.steps:]])))
     if args.breakdown_steps:
         nl, model, step_times = [], [], []
         with timed(calc._nl_calculators, "compute", device, nl), timed(calc, "calculate", device, model):
@@ -253,13 +259,16 @@ def run_torchsim(pet, atoms, args, device, rows: Callable[..., None]) -> None:
     g0 = graphs_compiled()
     _sync(device)
     t0 = time.perf_counter()
+    marks = []
     for i in range(1, args.steps + 1):
         state = step(state)
         if i % args.log_every == 0:
             log.append((i, *energies(state)))
-    _sync(device)
+        _sync(device)  # each step's end (a synchronisation per step, microseconds against its milliseconds)
+        marks.append(time.perf_counter())
     wall = time.perf_counter() - t0
     finish(rows, wall, args, g0, log, len(atoms))
+    step_spread(rows, np.diff(np.asarray([t0, *marks])))
     if args.breakdown_steps:
         nl, mod, step_times = [], [], []
         owner, name = _torchsim_nl_owner(model)
@@ -283,6 +292,18 @@ def finish(rows, wall: float, args, g0: int, log: list[tuple[int, float, float]]
     for s, pot, kin in log:
         rows("e_total_eV", pot + kin, "eV", step=s)
         rows("e_pot_eV", pot, "eV", step=s)
+
+
+def step_spread(rows, step_s: np.ndarray) -> None:
+    """How the timed steps' wall clock is spread: the median step, the slowest, and the steps over twice the
+    median with their time above it (one-off work inside the run, such as a kernel compiled for a shape first seen
+    there, shows here rather than in ``graphs_compiled_timed``, which counts Dynamo graphs only)."""
+    med = float(np.median(step_s))
+    slow = step_s[step_s > 2 * med]
+    rows("step_median_s", med, "s", note=f"{step_s.size} timed steps")
+    rows("step_max_s", float(step_s.max()), "s")
+    rows("slow_steps", int(slow.size), "steps", note="timed steps over twice the median")
+    rows("slow_steps_excess_s", float((slow - med).sum()), "s", note="their time above the median, summed")
 
 
 def breakdown(rows, nl: list[float], model: list[float], steps: list[float]) -> None:

@@ -50,6 +50,9 @@ def test_cpu_smoke_run_writes_the_long_format_csv(tmp_path):
             assert math.isfinite(value(engine, method, "drift_meV_per_atom_ps"))
             assert value(engine, method, "nl_ms") > 0 and value(engine, method, "model_ms") > 0
             assert [s for s, _ in series(engine, method, "e_total_eV")] == [0, 2, 4]
+            median, longest = value(engine, method, "step_median_s"), value(engine, method, "step_max_s")
+            assert 0 < median <= longest <= value(engine, method, "s_per_step") * 4  # one of the 4 timed steps
+            assert value(engine, method, "slow_steps") >= 0 and value(engine, method, "slow_steps_excess_s") >= 0
         assert value(engine, "fp32", "speedup_vs_fp32") == 1.0
         import tcemu
 
