@@ -34,9 +34,17 @@ def _cuda_index(device: torch.device | str | int | None) -> int | None:
     return torch.cuda.current_device() if dev.index is None else dev.index
 
 
-@functools.cache
+_PROPERTIES: dict[int, object] = {}  # device index -> its properties, read once
+
+
 def _properties(index: int):
-    return torch.cuda.get_device_properties(index)
+    """``torch.cuda.get_device_properties(index)``, read once per device. A plain dict rather than
+    ``functools.cache``: the attention's dispatch calls this under ``torch.compile``, and Dynamo warns on
+    (and sees through) ``lru_cache`` wrappers."""
+    props = _PROPERTIES.get(index)
+    if props is None:
+        props = _PROPERTIES[index] = torch.cuda.get_device_properties(index)
+    return props
 
 
 def capability(device: torch.device | str | int | None = None) -> tuple[int, int] | None:
