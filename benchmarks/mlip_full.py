@@ -55,7 +55,7 @@ HARNESS_CASE_FIELDS = ("check", "system", "n_atoms", "reference")
 #: the unit of each criterion's value and threshold (``tcemu.mlip.report.verdicts``)
 CRITERION_UNITS = {"force_mean_err": "eV/A", "energy_abs_err": "eV", "stress_mean_err": "eV/A^3",
                    "d2_rms": "meV", "abs_drift": "meV/atom/ps", "fluctuation": "meV/atom", "fmax_min": "eV/A",
-                   "steps_median": "steps"}
+                   "steps_median": "steps", "energy_dev_vs_fp64": "meV/atom", "not_emulated": "% not emulated"}
 
 
 def harness_results(rows: Iterable[Mapping], benchmark: str = "mlip_full") -> list[Result]:

@@ -128,6 +128,18 @@ def test_mlip_full_results_keep_the_suites_columns(tmp_path):
     assert (wide[2]["measured"], wide[2]["threshold"], wide[2]["verdict"]) == ("0.000376", "0.000183", "fail")
 
 
+def test_mlip_full_knows_the_unit_of_every_criterion():
+    """verdicts.csv carries no unit: mlip_full.py's table gives each criterion of tcemu.mlip.criteria its unit, so
+    a new criterion there must be added here too (else writing a suite's results fails)."""
+    from tcemu.mlip import criteria
+
+    text = Path(criteria.__file__).read_text()
+    named = set(re.findall(r':([a-z0-9_]+)\[\{tag\}\]', text))
+    assert {"energy_dev_vs_fp64", "not_emulated", "d2_rms", "steps_median"} <= named
+    missing = named - set(_bench("mlip_full").CRITERION_UNITS)
+    assert not missing, missing
+
+
 def test_ceiling_timings_name_their_implementation():
     ceiling = _bench("gemm_ceiling")
     assert ceiling.column_impl("sgemm_ms") == ("cublas", "sgemm")
