@@ -164,3 +164,18 @@ def test_emulated_scopes_compile_in_one_graph_with_the_eager_results():
     code = str(graphs[0].graph)
     assert "einsum" not in code and "torch.mv" not in code, code
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_scoped_fx_graph_modules_compile():
+    """A model holding torch.fx GraphModules (what e3nn's generated code and MACE's compile preparation make):
+    Dynamo inlining a scoped GraphModule's forward finds that forward's code, and the compiled model gives the
+    eager values."""
+    torch._dynamo.reset()
+    model = Net()
+    model.body.head = torch.fx.symbolic_trace(model.body.head)
+    tcemu.emulate_(model, "tf32x3")
+    assert scope_of(model.body.head) is not None
+    x = torch.randn(8, 16)
+    want = model(x)
+    got = torch.compile(model, backend="eager", fullgraph=True)(x)
+    torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)

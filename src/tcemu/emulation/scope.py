@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from torch import jit, nn
+from torch import fx, jit, nn
 
 from .linear import EmulatedLinear
 from .methods import MethodSpec, get_method
@@ -88,6 +88,10 @@ def _set_scope(module: nn.Module, scope: Scope) -> None:
         fwd.__signature__ = inspect.signature(module.forward)
     except (TypeError, ValueError):
         pass
+    if isinstance(module, fx.GraphModule):
+        # Dynamo, inlining a GraphModule's generated forward, reads ``module.forward.__code__`` (to tie that code
+        # to its module): the code it inlines is the class's forward
+        fwd.__code__ = cls_fwd.__code__
     module.forward = fwd
 
 
