@@ -46,20 +46,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import math
 import os
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # share the GPU with torch
 
 import torch  # noqa: E402
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
 from tcemu._results import Provenance, from_wide, read_wide, write_results  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the private helpers beside this script
+from _gemm_compile import builtin_mm, precompile  # noqa: E402
+from _gemm_report import plot, summarize  # noqa: E402
 
 # ------------------------------------------------------------------------------------------------------
 # shapes (label, M, K, N): square, then the PET-S linear layers (docs/md_step.md) at 192 and 17,280 atoms
@@ -88,123 +90,6 @@ UNITS = {"median_ms": "ms", "tflops": "TFLOP/s", "err_norm": "rel", "err_max": "
 SWEEP_CASE_FIELDS = ("config", "M", "K", "N")
 SWEEP_UNITS = {"ms": "ms", "p20": "ms", "p80": "ms", "tflops": "TFLOP/s", "x_sgemm": "x", "err": "rel",
                "regs": "count", "spills": "count", "wgmma": "text", "compile_s": "s", "same_bits": "bool"}
-
-
-# ------------------------------------------------------------------------------------------------------
-# Triton's built-in emulation: one plain matmul kernel, input_precision as a constexpr
-# ------------------------------------------------------------------------------------------------------
-@triton.jit
-def _builtin_mm_kernel(
-    a_ptr, b_ptr, c_ptr, M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    PREC: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, GROUP_M: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    num_m = tl.cdiv(M, BM)
-    num_n = tl.cdiv(N, BN)
-    width = GROUP_M * num_n
-    first_m = (pid // width) * GROUP_M
-    gsize = tl.minimum(num_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % gsize
-    pid_n = (pid % width) // gsize
-    rm = pid_m * BM + tl.arange(0, BM)
-    rn = pid_n * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    a_ptrs = a_ptr + (rm % M).to(tl.int64)[:, None] * stride_am + rk[None, :] * stride_ak
-    b_ptrs = b_ptr + rk[:, None] * stride_bk + (rn % N).to(tl.int64)[None, :] * stride_bn
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for kt in range(0, tl.cdiv(K, BK)):
-        k_left = K - kt * BK
-        a = tl.load(a_ptrs, mask=rk[None, :] < k_left, other=0.0)
-        b = tl.load(b_ptrs, mask=rk[:, None] < k_left, other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PREC)
-        a_ptrs += BK * stride_ak
-        b_ptrs += BK * stride_bk
-    c_ptrs = c_ptr + rm.to(tl.int64)[:, None] * stride_cm + rn[None, :] * stride_cn
-    tl.store(c_ptrs, acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
-
-
-BUILTIN_CFG = dict(BM=128, BN=128, BK=32, GROUP_M=8, num_warps=8, num_stages=3)
-
-
-def builtin_mm(a: torch.Tensor, b: torch.Tensor, prec: str) -> torch.Tensor:
-    M, K = a.shape
-    N = b.shape[1]
-    c = torch.empty((M, N), device=a.device, dtype=torch.float32)
-    grid = (triton.cdiv(M, 128) * triton.cdiv(N, 128),)
-    _builtin_mm_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                             c.stride(0), c.stride(1), PREC=prec, **BUILTIN_CFG)
-    return c
-
-
-# ------------------------------------------------------------------------------------------------------
-# parallel compilation (fills Triton's on-disk cache; the timed process then loads the binaries)
-# ------------------------------------------------------------------------------------------------------
-def _compile_job(job: tuple) -> tuple:
-    kind = job[0]
-    t0 = time.perf_counter()
-    try:
-        if kind == "tcemu":
-            from tcemu.emulation.gemm.launch import KernelConfig, emu_mm_compile
-
-            _, method, M, N, K, cfg_text, has_bias = job
-            k = emu_mm_compile(method, M, N, K, has_bias=has_bias, config=KernelConfig.parse(cfg_text))
-        else:  # builtin: (kind, prec, M, N, K, sa, sb)
-            _, prec, M, N, K, sa, sb = job
-            f32 = torch.float32
-            k = _builtin_mm_kernel.warmup(f32, f32, f32, M, N, K, sa[0], sa[1], sb[0], sb[1], N, 1,
-                                          grid=(1,), PREC=prec, **BUILTIN_CFG)
-        secs = time.perf_counter() - t0
-        ptx = k.asm.get("ptx", "")
-        try:
-            k._init_handles()  # loads the binary; sets n_regs / n_spills
-            regs, spills = k.n_regs, k.n_spills
-        except Exception:  # noqa: BLE001
-            regs = spills = -1
-        counts = "/".join(str(ptx.count(op)) for op in ("wgmma.mma_async", "wgmma.wait_group", "mma.sync",
-                                                        "st.local", "bar.sync"))
-        return job, secs, regs, spills, counts, None
-    except Exception as exc:  # noqa: BLE001 - reported, not fatal
-        return job, time.perf_counter() - t0, -1, -1, "", f"{type(exc).__name__}: {exc}"[:300]
-
-
-def _signature(job: tuple) -> tuple:
-    """What Triton specializes a launch on: constexprs, and for ints divisibility by 16 and == 1."""
-    def sig(v):
-        if isinstance(v, bool) or not isinstance(v, int):
-            return v
-        return ("int", v % 16 == 0, v == 1)
-    flat = []
-    for v in job:
-        flat.extend(v if isinstance(v, tuple) else (v,))
-    if job[0] == "tcemu":  # EVEN_K depends on K modulo the K-tile
-        from tcemu.emulation.gemm.launch import KernelConfig
-
-        flat.append(job[4] % KernelConfig.parse(job[5]).bk == 0)
-    return tuple(sig(v) for v in flat)
-
-
-def precompile(jobs: list[tuple], workers: int) -> dict:
-    """Compile each distinct specialization once, in parallel; returns compile info for every job."""
-    jobs = list(dict.fromkeys(jobs))
-    first: dict[tuple, tuple] = {}
-    for j in jobs:
-        first.setdefault(_signature(j), j)
-    reps = list(first.values())
-    if not jobs:
-        return {}
-    t0 = time.perf_counter()
-    ctx = __import__("multiprocessing").get_context("spawn")
-    by_sig = {}
-    with ProcessPoolExecutor(max_workers=min(workers, len(reps)), mp_context=ctx) as pool:
-        for job, secs, regs, spills, n_wgmma, err in pool.map(_compile_job, reps):
-            by_sig[_signature(job)] = dict(compile_s=secs, regs=regs, spills=spills, wgmma=n_wgmma, error=err)
-            if err:
-                print(f"  compile FAILED {job}: {err}", flush=True)
-    print(f"precompiled {len(reps)} kernels ({len(jobs)} launches) with {workers} processes in "
-          f"{time.perf_counter() - t0:.1f} s (sum of compile times "
-          f"{sum(v['compile_s'] for v in by_sig.values()):.1f} s)", flush=True)
-    return {j: by_sig[_signature(j)] for j in jobs}
 
 
 # ------------------------------------------------------------------------------------------------------
@@ -409,86 +294,6 @@ def run_full(args) -> None:
     summarize(rows)
     if not args.no_plot:
         plot(read_wide(args.out), os.path.splitext(args.out)[0] + ".png")
-
-
-def summarize(rows: list[dict]) -> None:
-    """Ratios to SGEMM, XLA's best FP32-accurate preset and Triton's tf32x3; fraction of the ceiling."""
-    by = {(r["impl"], r["method"], r["direction"], int(r["M"]), int(r["K"]), int(r["N"])): r for r in rows}
-    n_prod = {"tf32x3": 3, "bf16x3": 3, "bf16x6": 6, "bf16x9": 9}
-    print("\nsummary: TFLOP/s (x SGEMM; x best FP32-accurate XLA; x Triton tf32x3; fraction of ceiling) err")
-    shapes = list(dict.fromkeys(k[3:] for k in by))
-    for direction in ("fwd", "bwd_input"):
-        for shp in shapes:
-            sg = by.get(("cublas", "sgemm", direction, *shp))
-            if sg is None:
-                continue
-            sgt = float(sg["tflops"])
-            xla_best = max([float(by[k]["tflops"]) for k in by if k[0] == "xla" and k[2] == direction
-                            and k[3:] == shp and k[1] in ("TF32_TF32_F32_X3", "BF16_BF16_F32_X6",
-                                                           "BF16_BF16_F32_X9", "F32_F32_F32")
-                            and float(by[k]["err_norm"]) <= float(sg["err_norm"])] or [float("nan")])
-            tx3 = by.get(("triton-builtin", "tf32x3", direction, *shp))
-            tf32 = by.get(("cublas", "tf32", direction, *shp))
-            bf16 = by.get(("cublas", "bf16", direction, *shp))
-            parts = [f"{direction:9s} M={shp[0]:6d} K={shp[1]:5d} N={shp[2]:5d} sgemm {sgt:6.1f} "
-                     f"({float(sg['err_norm']):.2e})"]
-            for meth, n in n_prod.items():
-                r = by.get(("tcemu", meth, direction, *shp))
-                if r is None:
-                    continue
-                t = float(r["tflops"])
-                base = tf32 if meth == "tf32x3" else bf16
-                ceil = float(base["tflops"]) / n if base else float("nan")
-                parts.append(f"{meth} {t:6.1f} ({t / sgt:4.2f}x; {t / xla_best:4.2f}x; "
-                             f"{t / float(tx3['tflops']) if tx3 else float('nan'):4.2f}x; {t / ceil:4.2f}) "
-                             f"{float(r['err_norm']):.2e}")
-            print(" | ".join(parts))
-
-
-def plot(rows: list[dict], path: str) -> None:
-    import matplotlib  # noqa: PLC0415
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    series = sorted({(r["impl"], r["method"]) for r in rows if not (r["impl"] == "cublas" and r["method"] == "bf16")})
-    shapes = []
-    for r in rows:
-        s = (int(r["M"]), int(r["K"]), int(r["N"]))
-        if s not in shapes:
-            shapes.append(s)
-    fig, axes = plt.subplots(2, 2, figsize=(18, 10), sharex=True)
-    cmap = plt.get_cmap("tab20")
-    colors = {s: cmap(i % 20) for i, s in enumerate(series)}
-    for col, direction in enumerate(("fwd", "bwd_input")):
-        for impl, meth in series:
-            ys_t, ys_e = [], []
-            for s in shapes:
-                r = next((r for r in rows if r["impl"] == impl and r["method"] == meth and r["direction"] == direction
-                          and (int(r["M"]), int(r["K"]), int(r["N"])) == s), None)
-                ys_t.append(float(r["tflops"]) if r else math.nan)
-                ys_e.append(float(r["err_norm"]) if r else math.nan)
-            style = dict(marker="o" if impl == "tcemu" else ".", lw=2.4 if impl == "tcemu" else 1.0,
-                         ls={"tcemu": "-", "cublas": "-", "triton-builtin": "--", "xla": ":"}.get(impl, "-"),
-                         color=colors[(impl, meth)])
-            axes[0, col].plot(range(len(shapes)), ys_t, label=f"{impl} {meth}", **style)
-            axes[1, col].plot(range(len(shapes)), ys_e, label=f"{impl} {meth}", **style)
-        axes[0, col].set_title(f"{direction}: throughput")
-        axes[0, col].set_ylabel("TFLOP/s (2MNK / median time)")
-        axes[0, col].set_yscale("log")
-        axes[1, col].set_title(f"{direction}: error vs FP64")
-        axes[1, col].set_ylabel("||C - C64||_F / ||C64||_F")
-        axes[1, col].set_yscale("log")
-        axes[1, col].set_xticks(range(len(shapes)))
-        axes[1, col].set_xticklabels([f"{m}x{k}x{n}" for m, k, n in shapes], rotation=70, fontsize=7)
-        axes[1, col].set_xlabel("M x K x N (linear layer x (M,K) @ W^T (K,N))")
-    axes[0, 1].legend(fontsize=7, ncol=2, loc="lower right")
-    info = rows[0]  # provenance: the same on every row of a run
-    fig.suptitle(f"FP32-emulation GEMMs on {info['gpu']} (driver {info['driver']}, torch {info['torch']}, "
-                 f"triton {info['triton']}, commit {info['commit']})")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    print(f"wrote {path}")
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -52,188 +52,32 @@ import sys
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from tcemu._results import Provenance, from_wide, read_wide, write_results
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the private helpers beside this script
+from _pet_step import (  # noqa: E402
+    COMPILE_SCOPES,
+    StepInputs,
+    compile_backend,
+    cudagraph_skips,
+    energy_and_forces,
+    free,
+    gemm_share,
+    impl_of,
+    prepare_inputs,
+    sync,
+    time_steps,
+)
+
 #: what identifies a measured configuration (the ``case`` of a result row), and every metric's unit
 CASE_FIELDS = ("model", "n_atoms", "mode", "compile_scope", "attention", "round")
 UNITS = {"median_ms": "ms", "p20_ms": "ms", "p80_ms": "ms", "speedup_vs_fp32_compile": "x",
          "force_err_vs_fp64": "eV/A", "fp32_noise_floor": "eV/A", "gemm_share": "fraction", "gemm_ms": "ms",
          "peak_mem_gb": "GB", "nl_build_ms": "ms", "note": "text"}
-
-
-def impl_of(method: str) -> str:
-    """Whose GEMMs a configuration runs: torch's (FP32, cuBLAS TF32) or tcemu's (the split methods)."""
-    return "torch" if method in ("fp32", "tf32") else "tcemu"
-
-# GPU kernels counted as GEMM work: cuBLAS/CUTLASS GEMMs and GEMVs (PET's one-output energy heads are nn.Linear
-# layers that cuBLAS runs as GEMVs in FP32; some stored CSVs predate counting them), Triton and
-# Inductor matmul templates, and tcemu's emulated GEMM and split kernels (the split is part of what an emulated
-# GEMM costs). Not counted: attention (CUTLASS "fmha" kernels: not nn.Linear, left in FP32 by emulate_) and
-# Inductor's fused kernels, whose names list the ops they follow ("triton_poi_fused_..._emu_mm_...").
-GEMM_KERNEL_MARKERS = (
-    "gemm", "gemv", "xmma", "_emu_mm_kernel", "_emu_mm_wgmma_kernel", "_emu_mm_wgmma_ws_kernel", "cutlass", "_mm_kernel",
-    "matmul", "_split_t_kernel", "triton_tem_",
-)
-NOT_GEMM_MARKERS = ("fmha", "triton_poi_", "triton_per_", "triton_red_")
-
-
-def is_gemm_kernel(name: str) -> bool:
-    """Whether a profiled GPU kernel is GEMM work (see ``GEMM_KERNEL_MARKERS``)."""
-    key = name.lower()
-    return any(m in key for m in GEMM_KERNEL_MARKERS) and not any(m in key for m in NOT_GEMM_MARKERS)
-
-
-@dataclass
-class StepInputs:
-    """A system with its neighbour pairs fixed; vectors are recomputed from the positions each step."""
-
-    types: torch.Tensor
-    positions: torch.Tensor
-    cell: torch.Tensor
-    pbc: torch.Tensor
-    neighbor_lists: list  # (options, samples Labels, components, properties, i, j, shifts)
-    nl_build_ms: float
-
-
-def _add_requested_neighbor_lists(system, atomistic_model) -> None:
-    """Compute the neighbour lists the model requests with vesin (no skin) and store them in ``system``."""
-    try:
-        from vesin.metatomic import neighbor_lists_for_model
-    except ImportError:  # vesin before neighbor_lists_for_model: its former one-call form
-        from vesin.metatomic import compute_requested_neighbors
-
-        compute_requested_neighbors([system], "angstrom", atomistic_model, skin=0.0)
-        return
-    for calculator in neighbor_lists_for_model("angstrom", atomistic_model, skin=0.0):
-        calculator.add_neighbor_list([system])
-
-
-def prepare_inputs(atoms, atomistic_model, device: torch.device, dtype: torch.dtype) -> StepInputs:
-    """Build the neighbour lists the model asks for (vesin, no skin) once, and keep their pairs on the device."""
-    from metatomic.torch import System
-
-    types = torch.tensor(atoms.numbers, dtype=torch.int32)
-    positions = torch.tensor(atoms.positions, dtype=dtype)
-    cell = torch.tensor(atoms.cell.array, dtype=dtype)
-    pbc = torch.tensor(atoms.pbc)
-    system = System(types, positions, cell, pbc)
-    t0 = time.perf_counter()
-    _add_requested_neighbor_lists(system, atomistic_model)
-    nl_ms = (time.perf_counter() - t0) * 1e3
-    lists = []
-    for options in atomistic_model.requested_neighbor_lists():
-        block = system.get_neighbor_list(options)
-        samples = block.samples.to(device)
-        values = samples.values
-        lists.append((options, samples, [c.to(device) for c in block.components], block.properties.to(device),
-                      values[:, 0].long(), values[:, 1].long(), values[:, 2:5].to(dtype)))
-    return StepInputs(types.to(device), positions.to(device), cell.to(device), pbc.to(device), lists, nl_ms)
-
-
-def make_system(inp: StepInputs, positions: torch.Tensor):
-    """A metatomic System whose neighbour vectors are differentiable functions of ``positions``."""
-    from metatensor.torch import TensorBlock
-    from metatomic.torch import System
-
-    system = System(inp.types, positions, inp.cell.to(positions.dtype), inp.pbc)
-    cell = inp.cell.to(positions.dtype)
-    for options, samples, components, properties, i, j, shifts in inp.neighbor_lists:
-        vectors = positions[j] - positions[i] + shifts.to(positions.dtype) @ cell
-        system.add_neighbor_list(options, TensorBlock(vectors.reshape(-1, 3, 1), samples, components, properties))
-    return system
-
-
-def energy_and_forces(atomistic_model, inp: StepInputs, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    from metatomic.torch import ModelEvaluationOptions, ModelOutput
-
-    positions = inp.positions.to(dtype).detach().requires_grad_(True)
-    system = make_system(inp, positions)
-    options = ModelEvaluationOptions(length_unit="angstrom",
-                                     outputs={"energy": ModelOutput(quantity="energy", unit="eV", per_atom=False)})
-    out = atomistic_model([system], options, check_consistency=False)
-    energy = out["energy"].block().values.sum()
-    (grad,) = torch.autograd.grad(energy, positions)
-    return energy.detach(), -grad
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def time_steps(fn, device: torch.device, warmup: int, repeats: int) -> tuple[float, float, float]:
-    """(median, p20, p80) milliseconds of ``fn()`` after ``warmup`` calls."""
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append((time.perf_counter() - t0) * 1e3)
-    q = statistics.quantiles(times, n=10) if len(times) >= 2 else [times[0]] * 9
-    return statistics.median(times), q[1], q[7]
-
-
-def gemm_share(fn, device: torch.device) -> tuple[float, float, str]:
-    """(fraction of GPU kernel time in GEMM kernels, GEMM milliseconds, top-kernel table) over one step."""
-    if device.type != "cuda":
-        return math.nan, math.nan, ""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        _sync(device)
-    total = gemm = 0.0
-    kernels = []
-    for evt in prof.key_averages():
-        if evt.device_type is not None and "CUDA" not in str(evt.device_type):
-            continue
-        t = getattr(evt, "self_device_time_total", None) or getattr(evt, "self_cuda_time_total", 0.0)
-        if not t:
-            continue
-        total += t
-        is_gemm = is_gemm_kernel(evt.key)
-        gemm += t if is_gemm else 0.0
-        kernels.append((t, evt.count, is_gemm, evt.key))
-    kernels.sort(reverse=True)
-    lines = [f"GPU kernel time {total / 1e3:.3f} ms, GEMM {gemm / 1e3:.3f} ms ({gemm / max(total, 1e-9):.1%})",
-             "   ms  share  calls gemm kernel"]
-    lines += [f"{t / 1e3:7.3f} {t / max(total, 1e-9):6.1%} {n:6d} {'*' if g else ' ':4s} {k[:150]}"
-              for t, n, g, k in kernels[:40]]
-    return (gemm / total if total else math.nan), gemm / 1e3, "\n".join(lines)
-
-
-#: What ``torch.compile`` covers (``--compile-scope``): PET's feature and prediction methods (``backend``), or
-#: these and its structure preprocessing (``full``: edge vectors, cutoffs, the padded neighbour layout). The
-#: preprocessing's gathers have backward passes with many repeated indices (the padded slots of PET's
-#: neighbour layout all point at edge 0); eager PyTorch runs them with its sorting index backward.
-COMPILE_SCOPES = {"backend": ("calculate_features", "predict"),
-                  "full": ("preprocess", "calculate_features", "predict")}
-
-
-def compile_backend(pet, graphs: bool = False, scope: str = "backend") -> None:
-    """torch.compile the PET backend's methods of ``scope`` (static shapes), as metatrain allows since PR
-    #1180; ``graphs``: with ``mode="reduce-overhead"`` (Inductor's CUDA graphs)."""
-    backend = pet.backend
-    kw = {"mode": "reduce-overhead"} if graphs else {}
-    for name in COMPILE_SCOPES[scope]:
-        setattr(backend, name, torch.compile(getattr(backend, name), dynamic=False, **kw))
-
-
-def _cudagraph_skips() -> int:
-    try:
-        from torch._dynamo.utils import counters
-
-        return int(sum(counters["inductor"].get(k, 0) for k in ("cudagraph_skips",)))
-    except Exception:  # noqa: BLE001 - a counter renamed in another torch: not fatal
-        return -1
 
 
 def split_config_method(method: str, emulate_attention: bool = False) -> tuple[str, str]:
@@ -307,7 +151,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                         ref_note = f"no FP64 reference: {type(exc).__name__}"
                         print(f"  {ref_note}", flush=True)
                     ref = inp64 = None
-                    _free(device)
+                    free(device)
                 inp = prepare_inputs(atoms, base.export(), device, torch.float32)
             except Exception as exc:  # noqa: BLE001 - e.g. out of memory for the FP64 reference
                 note = f"setup failed: {type(exc).__name__}: {exc}"[:300]
@@ -317,7 +161,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                                      note=note))
                 write_rows(rows, args.out, prov)
                 base = ref = inp64 = None
-                _free(device)
+                free(device)
                 continue
             for rnd in range(1, args.rounds + 1):  # rounds interleave the configurations (host-bound noise)
                 results = {}
@@ -335,7 +179,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                         rows.append(row)
                         print(f"  {method:7s} {mode:8s} {row.get('median_ms', math.nan):9.2f} ms  "
                               f"force err {row.get('force_err_vs_fp64', math.nan):.3e}  {row['note']}", flush=True)
-                    _free(device)
+                    free(device)
                     write_rows(rows, args.out, prov)
                     continue
                 for method, mode in plan:
@@ -368,11 +212,11 @@ def run(args: argparse.Namespace) -> list[dict]:
                             traceback.print_exc()
                     results[method, mode] = row
                     rows.append(row)
-                    _free(device)
+                    free(device)
                     _finish(results, forces)
                     write_rows(rows, args.out, prov)
             del base, inp
-            _free(device)
+            free(device)
     return rows
 
 
@@ -415,13 +259,13 @@ def measure_config(args: argparse.Namespace, base, inp: StepInputs, method: str,
                    case: str) -> torch.Tensor:
     """Time one (method, mode) on a fresh copy of ``base``; fills ``row`` and returns the forces."""
     device = torch.device(args.device)
-    skips0 = _cudagraph_skips()
+    skips0 = cudagraph_skips()
     step = build_step(args, base, inp, method, mode)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     t0 = time.perf_counter()
     _, forces = step()
-    _sync(device)
+    sync(device)
     first_s = time.perf_counter() - t0
     med, p20, p80 = time_steps(step, device, args.warmup, args.repeats)
     row.update(median_ms=med, p20_ms=p20, p80_ms=p80)
@@ -438,7 +282,7 @@ def measure_config(args: argparse.Namespace, base, inp: StepInputs, method: str,
                 f"{case.replace('_', ' ', 1)} atoms {base_method} {mode}: median step {med:.2f} ms\n{table}\n")
     notes = [f"first call {first_s:.1f} s"]
     if mode == "graph":
-        notes.append(f"inductor cudagraph skips {_cudagraph_skips() - skips0}")
+        notes.append(f"inductor cudagraph skips {cudagraph_skips() - skips0}")
     row["note"] = "; ".join(notes)
     return forces
 
@@ -460,7 +304,7 @@ def measure_interleaved(args: argparse.Namespace, base, inp: StepInputs, plan: l
             steps[key] = build_step(args, base, inp, *key)
             t0 = time.perf_counter()
             _, f = steps[key]()
-            _sync(device)
+            sync(device)
             row["note"] = f"first call {time.perf_counter() - t0:.1f} s; interleaved steps"
             if forces64 is not None:  # now: a CUDA-graph replay of another configuration may reuse the memory
                 row["force_err_vs_fp64"] = (f.double() - forces64).norm(dim=1).mean().item()
@@ -475,14 +319,14 @@ def measure_interleaved(args: argparse.Namespace, base, inp: StepInputs, plan: l
     for _ in range(args.warmup):
         for key in keys:
             steps[key]()
-    _sync(device)
+    sync(device)
     times: dict[tuple[str, str], list[float]] = {key: [] for key in keys}
     for cycle in range(args.repeats):
         shift = cycle % max(1, len(keys))
         for key in keys[shift:] + keys[:shift]:
             t0 = time.perf_counter()
             steps[key]()
-            _sync(device)
+            sync(device)
             times[key].append((time.perf_counter() - t0) * 1e3)
     ref = times.get(("fp32", "compile"))
     for key in keys:
@@ -507,19 +351,6 @@ def _finish(results: dict, forces: dict) -> None:
         row["fp32_noise_floor"] = floor
         if baseline and row.get("median_ms"):
             row["speedup_vs_fp32_compile"] = baseline / row["median_ms"]
-
-
-def _free(device: torch.device) -> None:
-    """Drop compiled graphs (and their CUDA-graph memory pools) between configurations."""
-    import gc
-
-    try:
-        torch._dynamo.reset()
-    except Exception:  # noqa: BLE001
-        pass
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
 
 
 def write_rows(rows: list[dict], path: str, provenance: Provenance) -> None:

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).parent))
-import md_step  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the private helpers beside this script
+import _pet_step as pet_step  # noqa: E402
 
 from tcemu._results import Provenance, from_wide, write_results  # noqa: E402
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile-steps", type=int, default=5)
     p.add_argument("--precision", default="", help="set torch.backends.cuda.matmul.fp32_precision first")
     p.add_argument("--device", default="cuda")
-    p.add_argument("--compile-scope", choices=sorted(md_step.COMPILE_SCOPES), default="full")
+    p.add_argument("--compile-scope", choices=sorted(pet_step.COMPILE_SCOPES), default="full")
     p.add_argument("--out", default="out/md_step_host_profile.csv", help="result file")
     args = p.parse_args(argv)
 
@@ -69,17 +69,17 @@ def main(argv: list[str] | None = None) -> int:
         pet = copy.deepcopy(base)
         if method not in ("fp32", "tf32"):
             tcemu.emulate_(pet, method, warn_unreachable=False)
-        md_step.compile_backend(pet, scope=args.compile_scope)
+        pet_step.compile_backend(pet, scope=args.compile_scope)
         model = pet.export()
-        inp = md_step.prepare_inputs(atoms, model, dev, torch.float32)
+        inp = pet_step.prepare_inputs(atoms, model, dev, torch.float32)
 
         def step():
-            md_step.energy_and_forces(model, inp, torch.float32)
+            pet_step.energy_and_forces(model, inp, torch.float32)
 
-        med, p20, p80 = md_step.time_steps(step, dev, warmup=4, repeats=args.steps)
+        med, p20, p80 = pet_step.time_steps(step, dev, warmup=4, repeats=args.steps)
         print(f"### {method}: median {med:.1f} ms (p20 {p20:.1f}, p80 {p80:.1f})", flush=True)
         print({k: dict(v) for k, v in counters.items() if k in ("stats", "graph_break", "recompiles")}, flush=True)
-        rows.append(dict(impl=md_step.impl_of(method), method=method, model=f"pet-{args.shape}",
+        rows.append(dict(impl=pet_step.impl_of(method), method=method, model=f"pet-{args.shape}",
                          system=args.system, n_atoms=len(atoms), compile_scope=args.compile_scope, precision=args.precision,
                          median_ms=med, p20_ms=p20, p80_ms=p80,
                          unique_graphs=counters["stats"].get("unique_graphs", 0),
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         prof.enable()
         for _ in range(args.profile_steps):
             step()
-        md_step._sync(dev)
+        pet_step.sync(dev)
         prof.disable()
         for key, n in (("tottime", 25), ("cumulative", 40)):
             s = io.StringIO()

@@ -57,11 +57,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _one_thread_per_worker():
-    """One torch thread in each pytest-xdist worker: two workers on two cores, not two times two threads."""
-    if not os.environ.get("PYTEST_XDIST_WORKER"):
-        yield
-        return
+def _one_torch_thread():
+    """One torch thread in each test process: the suite's models and matrices are small, its parallelism is
+    pytest-xdist's workers (two workers on two cores, not two times two threads), and a serial run uses the
+    same thread count in every folder."""
     n = torch.get_num_threads()
     torch.set_num_threads(1)
     yield

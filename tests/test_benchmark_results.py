@@ -84,12 +84,26 @@ def test_stored_csv_is_a_result_file_with_provenance(path):
 
 
 def test_benchmarks_are_the_maintained_scripts_each_documented():
-    scripts = {p.name for p in (ROOT / "benchmarks").glob("*.py")}
+    """A top-level name is a maintained script; a ``_name.py`` is a private helper of the scripts that import it,
+    documented, and imported by at least one of them (no helper outlives its scripts)."""
+    files = {p.name for p in (ROOT / "benchmarks").glob("*.py")}
+    scripts = {name for name in files if not name.startswith("_")}
     assert scripts == MAINTAINED
     for name in scripts:
         doc = ast.get_docstring(ast.parse((ROOT / "benchmarks" / name).read_text())) or ""
         assert len(doc) > 200 and f"benchmarks/{name}" in doc, f"{name}: say what it measures, how to run it"
         assert "tcemu._results" in doc or "results.csv" in doc, f"{name}: say what it writes"
+    imported = set()
+    for name in scripts:
+        for node in ast.walk(ast.parse((ROOT / "benchmarks" / name).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                imported.add(node.module)
+            elif isinstance(node, ast.Import):
+                imported.update(alias.name for alias in node.names)
+    for name in files - scripts:
+        doc = ast.get_docstring(ast.parse((ROOT / "benchmarks" / name).read_text())) or ""
+        assert len(doc) > 80 and "benchmarks/" in doc, f"{name}: say which scripts it serves and what it holds"
+        assert name.removesuffix(".py") in imported, f"{name}: no maintained script imports it"
 
 
 def _bench(name):

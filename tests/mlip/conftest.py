@@ -40,14 +40,3 @@ def small_water():
     from tcemu.mlip.systems import water_cluster
 
     return water_cluster(4)
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _one_thread():
-    """One torch thread: these models are tiny, and OpenMP threads on a shared 2-core machine cost more than they give."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)

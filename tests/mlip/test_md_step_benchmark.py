@@ -15,10 +15,11 @@ pytest.importorskip("metatrain")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("md_step", ROOT / "benchmarks" / "md_step.py")
+def load_bench(name: str = "md_step"):
+    """benchmarks/<name>.py as a module (``_pet_step``: the step it shares with md_step_host_profile.py)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
-    sys.modules["md_step"] = mod  # dataclasses look their module up
+    sys.modules[name] = mod  # dataclasses look their module up
     spec.loader.exec_module(mod)
     return mod
 
@@ -59,7 +60,7 @@ def test_cpu_smoke_run_writes_every_column(tmp_path):
 def test_gemm_kernel_classification():
     """The GEMM share counts GEMM and split kernels only: not attention, and not Inductor's fused pointwise
     kernels named after the emulated GEMM they follow (both were counted once, inflating the share)."""
-    bench = load_bench()
+    bench = load_bench("_pet_step")
     gemm = ["_emu_mm_kernel", "_emu_mm_wgmma_kernel", "_emu_mm_wgmma_ws_kernel", "_split_t_kernel", "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x8",
             "void cutlass::Kernel2<cutlass_80_simt_sgemm_256x128_8x4_nn_align1>", "triton_tem_fused_mm_0",
             "void gemv2T_kernel_val<int, int, float, float, float, float, 128, 16, 2, 2, false, false, cublasGemvParamsEx"]
