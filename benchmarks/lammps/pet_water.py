@@ -8,7 +8,10 @@ Runs ``run 0`` (the energy, forces and pressure of the box as packaged), then NV
 velocities drawn at 300 K, and writes from rank 0 an ``.npz``: the energy and forces (atom-ID order) at step 0
 and after the steps, the pressure tensor at step 0 (bar: xx, yy, zz, xy, xz, yz), the positions after the
 steps (ASE frame: box origin at 0), the cell, the atoms each rank owned and its ghosts after the steps, the
-wall clock per step and the force evaluations per rank. tests/engines/test_lammps.py runs it on 2 ranks.
+wall clock per step and the force evaluations per rank; with ``--results CSV`` also the wall clock, the
+energies and the atoms and ghosts per rank as a tcemu._results file (the CPU runs:
+benchmarks/results/cpu/lammps/).
+tests/engines/test_lammps.py runs it on 2 ranks.
 """
 
 from __future__ import annotations
@@ -25,6 +28,21 @@ def _gathered(lmp, name: str) -> np.ndarray:
     return np.ctypeslib.as_array(lmp.gather_atoms(name, 1, 3), shape=(3 * n,)).reshape(n, 3).copy()
 
 
+def _write_results(args, ranks: int, seconds_per_step: float, e0: float, e1: float, owned: list[int],
+                   ghosts: list[int]) -> None:
+    from tcemu._results import Provenance, case, measurement, write_results
+
+    units = {"seconds_per_step": "s", "energy_step0": "eV", "energy_final": "eV",
+             "atoms_per_rank_max": "atoms", "ghosts_per_rank_max": "atoms"}
+    values = {"seconds_per_step": seconds_per_step, "energy_step0": e0, "energy_final": e1,
+              "atoms_per_rank_max": max(owned), "ghosts_per_rank_max": max(ghosts)}
+    where = case(system="water_192", decomposition=args.decomposition, ranks=ranks, steps=args.steps,
+                 ghost_margin_A=args.ghost_margin if args.decomposition == "domain" else None,
+                 torch_threads=args.threads)
+    rows = measurement("lammps_pet_water", f"pet-{args.shape}", args.method, where, values, units)
+    write_results(args.results, rows, Provenance.current(device="cpu"))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -37,6 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=5, help="NVE steps after run 0")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     parser.add_argument("--out", required=True, help="the .npz written by rank 0")
+    parser.add_argument("--results", help="also write a tcemu._results CSV here")
     args = parser.parse_args(argv)
 
     import torch
@@ -76,6 +95,8 @@ def main(argv: list[str] | None = None) -> None:
                  evaluations=np.array(evaluations),
                  seconds_per_step=seconds_per_step, ranks=comm.size, method=args.method, shape=args.shape,
                  decomposition=args.decomposition)
+        if args.results:
+            _write_results(args, comm.size, seconds_per_step, e0, e1, owned, ghosts)
         print(f"{args.decomposition}: ranks {comm.size}  owned {owned}  ghosts {ghosts}  "
               f"E0 {e0:.10f}  E{args.steps} {e1:.10f} eV  "
               f"{seconds_per_step * 1e3:.1f} ms/step")
