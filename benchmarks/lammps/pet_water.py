@@ -4,7 +4,7 @@ tcemu.lammps (fix external), each rank its own atoms (``--decomposition domain``
 
     mpirun -np 2 python benchmarks/lammps/pet_water.py --method tf32x3 --decomposition domain --out run.npz
 
-Runs ``run 0`` (the energy, forces and pressure of the box as packaged), then NVE steps of 0.5 fs from
+Runs a zero-step ``run`` (the energy, forces and pressure of the box as packaged), then NVE steps of 0.5 fs from
 velocities drawn at 300 K, and writes from rank 0 an ``.npz``: the energy and forces (atom-ID order) at step 0
 and after the steps, the pressure tensor at step 0 (bar: xx, yy, zz, xy, xz, yz), the positions after the
 steps (ASE frame: box origin at 0), the cell, the atoms each rank owned and its ghosts after the steps, the

@@ -3,7 +3,7 @@ LAMMPS's ``fix external`` (LAMMPS's Python module, any number of MPI ranks).
 
     lmp = tcemu.lammps.lammps_from_atoms(atoms, comm=MPI.COMM_WORLD)  # or a LAMMPS set up by an input script
     tcemu.lammps.attach(lmp, calc, method="tf32x3", decomposition="domain")
-    lmp.commands_list(["fix nve all nve", "run 1000"])
+    lmp.commands_list(["fix nve all nve", f"run {n_steps}"])
 
 Two ways to split the work over the MPI ranks (``decomposition``):
 
