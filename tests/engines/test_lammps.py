@@ -1,0 +1,155 @@
+"""tcemu.lammps: PET tiny emulated with TF32x3 in LAMMPS on 2 MPI ranks (benchmarks/lammps/pet_water.py), each
+rank its own atoms and ghosts or every rank the whole system, against the single-process ASE path (tcemu.ase)
+and FP32 / FP64, at the packaged water box and after NVE steps."""
+
+import copy
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from _enginetest import FP32_NOISE_FACTOR, assert_fp32_accurate, fp32_ulp
+
+pytest.importorskip("metatomic_ase")
+import tcemu.ase  # noqa: E402
+import tcemu.lammps  # noqa: E402
+from tcemu.mlip import models, systems  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "lammps" / "pet_water.py"
+RANKS = 2
+#: NVE steps after run 0, and the ghosts' margin beyond the model's reach (Angstrom), per decomposition: the
+#: domain runs are short because each rank's ghosts (about 2,900) outnumber the box's 192 atoms
+RUNS = {"replicated": (5, 2.0), "domain": (2, 0.5)}
+
+
+def _mpirun() -> str:
+    beside_python = Path(sys.executable).with_name("mpirun")  # the PyPI mpich wheel installs it there
+    found = str(beside_python) if beside_python.exists() else shutil.which("mpirun")
+    if found is None:
+        pytest.skip("no mpirun (benchmarks/lammps/install_lammps.sh installs mpich)")
+    return found
+
+
+@pytest.fixture(scope="module", params=list(RUNS))
+def lammps_run(request, tmp_path_factory):
+    pytest.importorskip("lammps", reason="LAMMPS's Python module is not installed "
+                        "(benchmarks/lammps/install_lammps.sh)")
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (benchmarks/lammps/install_lammps.sh)")
+    steps, margin = RUNS[request.param]
+    out = tmp_path_factory.mktemp("lammps") / f"{request.param}.npz"
+    path = os.pathsep.join([str(ROOT / "src"), *sys.path])
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
+    cmd = [_mpirun(), "-np", str(RANKS), sys.executable, str(SCRIPT), "--shape", "tiny", "--method", "tf32x3",
+           "--decomposition", request.param, "--steps", str(steps), "--ghost-margin", str(margin),
+           "--out", str(out)]
+    done = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return {**np.load(out), "steps": steps}
+
+
+@functools.cache
+def _pet():
+    return models.build_pet("tiny", atomic_types=[1, 8])
+
+
+def _calc(method=None, dtype=torch.float32):
+    from metatomic_ase import MetatomicCalculator
+
+    calc = MetatomicCalculator(copy.deepcopy(_pet()).to(dtype).export(), device="cpu")
+    return tcemu.ase.emulate_calculator(calc, method) if method is not None else calc
+
+
+def _ase(atoms, method=None, dtype=torch.float32):
+    """(energy, forces, stress) of the single-process ASE path: metatomic's calculator (tcemu.ase)."""
+    a = atoms.copy()
+    a.calc = _calc(method, dtype)
+    forces = np.array(a.get_forces(), dtype=np.float64)
+    return float(a.get_potential_energy()), forces, a.get_stress(voigt=True)
+
+
+def _after_steps(run):
+    from ase import Atoms
+
+    box = systems.water_box()
+    return Atoms(box.get_chemical_symbols(), positions=run["positions"], cell=run["cell"], pbc=True)
+
+
+def test_both_ranks_owned_atoms_and_evaluated_every_step(lammps_run):
+    owned, ghosts = lammps_run["owned"], lammps_run["ghosts"]
+    assert len(owned) == RANKS and owned.min() > 0 and owned.sum() == 192
+    assert (ghosts.min() > 0) == (str(lammps_run["decomposition"]) == "domain")
+    # run 0, the setup of run N, N steps
+    assert lammps_run["evaluations"].tolist() == [lammps_run["steps"] + 2] * RANKS
+
+
+@pytest.mark.parametrize("where", ["packaged box", "after the NVE steps"])
+def test_two_ranks_match_the_ase_path_within_fp32_noise(lammps_run, where):
+    first = where == "packaged box"
+    atoms = systems.water_box() if first else _after_steps(lammps_run)
+    e_lmp = float(lammps_run["energy0" if first else "energy"])
+    f_lmp = lammps_run["forces0" if first else "forces"]
+    e_emu, f_emu, _ = _ase(atoms, "tf32x3")
+    e32, f32, _ = _ase(atoms)
+    e64, f64, _ = _ase(atoms, dtype=torch.float64)
+    assert_fp32_accurate(e_lmp, f_lmp, e32, f32, e64, f64)
+    e_noise = max(abs(e32 - e64), fp32_ulp(e64))
+    f_noise = float(np.linalg.norm(f32 - f64, axis=1).mean())
+    assert abs(e_lmp - e_emu) <= 2 * FP32_NOISE_FACTOR * e_noise  # both carry their own rounding
+    assert float(np.linalg.norm(f_lmp - f_emu, axis=1).mean()) <= 2 * FP32_NOISE_FACTOR * f_noise
+
+
+def test_pressure_comes_from_the_model(lammps_run):
+    from ase.units import bar
+
+    _, _, stress = _ase(systems.water_box(), "tf32x3")
+    lammps_order = stress[[0, 1, 2, 5, 4, 3]]  # ASE's Voigt (xx yy zz yz xz xy) as LAMMPS's xx yy zz xy xz yz
+    # run 0 starts from rest: the pressure is the virial's alone
+    np.testing.assert_allclose(lammps_run["pressure0_bar"], -lammps_order / bar, rtol=1e-5,
+                               atol=1e-5 * np.abs(stress).max() / bar)
+
+
+def _energy_of_atom(calc, atoms, index):
+    from metatensor.torch import Labels
+    from metatomic.torch import ModelOutput
+
+    selected = Labels(["system", "atom"], torch.tensor([[0, index]], dtype=torch.int32))
+    out = calc.run_model(atoms, {"energy": ModelOutput(unit="eV", sample_kind="system")}, selected)
+    return float(out["energy"].block().values.sum())
+
+
+def _cluster_around(atoms, index, radius):
+    """The atoms (periodic images included) within ``radius`` of atom ``index``, as a non-periodic system with
+    that atom first."""
+    from ase import Atoms
+
+    cells = np.array([(i, j, k) for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)])
+    shifts = cells @ atoms.cell.array
+    images = (atoms.positions[None, :, :] + shifts[:, None, :]).reshape(-1, 3)
+    numbers = np.tile(atoms.numbers, len(shifts))
+    distance = np.linalg.norm(images - atoms.positions[index], axis=1)
+    order = np.argsort(distance, kind="stable")
+    keep = order[distance[order] <= radius]
+    return Atoms(numbers=numbers[keep], positions=images[keep])
+
+
+def test_an_atoms_pet_energy_reaches_one_cutoff_beyond_the_interaction_range():
+    """The domain decomposition's ghosts: an atom's PET energy (adaptive cutoffs) computed from the atoms
+    within metatrain's interaction_range differs from the periodic box's; within energy_reach_A it agrees."""
+    calc = _calc()
+    model = calc._model
+    box = systems.water_box()
+    stated, reach = model.capabilities().interaction_range, tcemu.lammps.energy_reach_A(model)
+    assert reach == stated + model.module.cutoff
+    misses, agrees = [], []
+    for index in range(0, 192, 48):
+        periodic = _energy_of_atom(calc, box, index)
+        misses.append(abs(_energy_of_atom(calc, _cluster_around(box, index, stated + 0.5), 0) - periodic))
+        agrees.append(abs(_energy_of_atom(calc, _cluster_around(box, index, reach + 0.5), 0) - periodic))
+    assert max(agrees) <= 1e-5 and max(misses) > 100 * max(max(agrees), 1e-7), (misses, agrees)
