@@ -22,7 +22,9 @@ Per configuration (method x mode):
   (plain FP32), ``flops`` (per step, forward and backward); ``--every-gemm`` switches the fallback off;
 * ``peak_mem_gb``.
 
-Modes: ``eager`` and ``compile`` (``torch.compile`` of the model; a configuration that fails, or is skipped for
+Modes: ``eager`` and ``compile`` (``torch.compile`` of the model as mace-torch prepares it for compiling,
+``build_mace(for_compile=True)``, called with ``training=True`` as mace-torch's calculator calls a compiled model;
+speedups against FP32 in the same mode; a configuration that fails, or is skipped for
 the time budget, records why in a ``note`` row). Output: one result file (``tcemu._results``: long rows with
 their provenance: gpu, driver, torch, triton, git commit, date), benchmark ``equivariant_step``, impl ``tcemu``
 (``torch`` for FP32), the case ``model, channels, max_ell, n_atoms, n_edges, mode, fallback, e3nn, mace``, at
@@ -43,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import functools
 import math
 import os
 import statistics
@@ -81,11 +84,12 @@ def prepare_batch(atoms, r_max: float, elements: tuple[int, ...], device: torch.
     }
 
 
-def step(model, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """One energy+forces evaluation: (energy, forces)."""
+def step(model, batch: dict, training: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """One energy+forces evaluation: (energy, forces). ``training=True`` keeps the forces' graph, as mace-torch's
+    calculator calls a compiled model."""
     data = dict(batch)
-    data["positions"] = batch["positions"].detach().clone()
-    out = model(data, compute_force=True, training=False)
+    data["positions"] = batch["positions"].detach().clone().requires_grad_(True)
+    out = model(data, compute_force=True, training=training)
     return out["energy"].detach(), out["forces"].detach()
 
 
@@ -118,11 +122,12 @@ def _every_gemm(on: bool):
         yield
 
 
-def build_config(base, method: str, mode: str):
-    """The model of one configuration: FP32 or emulated, eager or compiled."""
+def build_config(bases: dict, method: str, mode: str):
+    """The model of one configuration: FP32 or emulated, eager or compiled (from the MACE mace-torch prepares
+    for ``torch.compile``)."""
     import tcemu
 
-    model = copy.deepcopy(base)
+    model = copy.deepcopy(bases[mode])
     if method != "fp32":
         tcemu.emulate_(model, method, warn_unreachable=False)
     if mode == "compile":
@@ -143,10 +148,14 @@ def run(args: argparse.Namespace) -> list[dict]:
     rep = tuple(int(x) for x in args.replicate.split(","))
     atoms = systems.water_box().repeat(rep)
     elements = (1, 8)
-    base = calculators.build_mace(args.channels, args.max_ell, args.interactions, args.correlation, elements,
-                                  args.r_max, args.seed).to(device)
-    for p in base.parameters():
-        p.requires_grad_(False)
+    shape = (args.channels, args.max_ell, args.interactions, args.correlation, elements, args.r_max, args.seed)
+    base = calculators.build_mace(*shape).to(device)
+    bases = {"eager": base}
+    if "compile" in args.modes.split(","):
+        bases["compile"] = calculators.build_mace(*shape, for_compile=True).to(device)
+    for b in bases.values():
+        for p in b.parameters():
+            p.requires_grad_(False)
     batch = prepare_batch(atoms, args.r_max, elements, device, torch.float32)
     n_edges = int(batch["edge_index"].shape[1])
     print(f"MACE {args.channels} channels, L={args.max_ell}, {len(atoms)} atoms, {n_edges} edges on {prov.gpu} "
@@ -172,7 +181,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                 notes[name] = f"skipped: past the {args.budget_s:.0f} s budget"
                 continue
             try:
-                model = build_config(base, method, mode)
+                model = build_config(bases, method, mode)
+                run_step = functools.partial(step, training=mode == "compile")
                 if mode == "eager":
                     with tcemu.coverage(model) as cov:
                         step(model, batch)
@@ -183,15 +193,15 @@ def run(args: argparse.Namespace) -> list[dict]:
                     emit(method, mode, "flops", total)
                     if args.coverage_table:
                         print(f"--- {name}\n{cov.table(args.coverage_table)}", flush=True)
-                e, f = step(model, batch)  # the first call also compiles
+                e, f = run_step(model, batch)  # the first call also compiles
                 for _ in range(args.warmup):
-                    step(model, batch)
+                    run_step(model, batch)
                 _sync(device)
                 dF = (f.double() - f64).norm(dim=-1)
                 emit(method, mode, "force_max_err", dF.max().item())
                 emit(method, mode, "force_mean_err", dF.mean().item())
                 emit(method, mode, "energy_err", abs(e.double() - e64).max().item())
-                models[name] = model
+                models[name] = (model, run_step)
             except Exception as exc:  # noqa: BLE001 - one failing configuration must not lose the others
                 notes[name] = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
                 traceback.print_exc()
@@ -206,7 +216,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                     torch.cuda.reset_peak_memory_stats(device)
                 _sync(device)
                 t0 = time.perf_counter()
-                step(models[name], batch)
+                model, run_step = models[name]
+                run_step(model, batch)
                 _sync(device)
                 times[name].append((time.perf_counter() - t0) * 1e3)
                 if device.type == "cuda" and rnd == 0:
@@ -220,10 +231,10 @@ def run(args: argparse.Namespace) -> list[dict]:
             emit(*name.split(":"), metric, v)
     for name, note in notes.items():
         emit(*name.split(":"), "note", note)
-    fp32 = next((statistics.median(ts) for n, ts in times.items() if n.startswith("fp32:") and ts), math.nan)
-    for name, ts in times.items():
-        if ts and not math.isnan(fp32):
-            emit(*name.split(":"), "speedup_vs_fp32", fp32 / statistics.median(ts))
+    for name, ts in times.items():  # against FP32 in the same mode (eager against eager, compiled against compiled)
+        fp32 = times.get("fp32:" + name.split(":")[1])
+        if ts and fp32:
+            emit(*name.split(":"), "speedup_vs_fp32", statistics.median(fp32) / statistics.median(ts))
     return rows
 
 

@@ -34,3 +34,22 @@ def test_cpu_smoke_run(tmp_path, capsys):
     assert float(got["tf32x3"]["flops"]) == float(got["fp32"]["flops"])
     assert float(got["tf32x3"]["force_max_err"]) < 1e-4
     assert "tf32x3:eager" in capsys.readouterr().out
+
+
+@pytest.mark.slow(reason="torch.compile of MACE, FP32 and emulated, takes about 10 minutes on 2 CPU cores")
+def test_cpu_compiled_run(tmp_path):
+    """The compiled mode (MACE as mace-torch prepares it for torch.compile): FP32 and TF32x3 both compile (no
+    note row), the emulated step stays fully emulated and FP32-accurate, speedups against compiled FP32."""
+    spec = importlib.util.spec_from_file_location("equivariant_step", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "results.csv"
+    assert bench.main(["--device", "cpu", "--channels", "4", "--max-ell", "1", "--interactions", "1",
+                       "--correlation", "2", "--replicate", "1,1,1", "--methods", "fp32,tf32x3", "--modes",
+                       "compile", "--rounds", "1", "--warmup", "0", "--budget-s", "3000", "--out", str(out)]) == 0
+    got = {r["method"]: r for r in read_wide(out)}
+    for r in got.values():
+        assert not r.get("note"), r["note"]
+        assert r["mode"] == "compile" and r["step_ms"] and r["speedup_vs_fp32"]
+    assert float(got["fp32"]["speedup_vs_fp32"]) == 1.0
+    assert float(got["tf32x3"]["force_max_err"]) < 1e-4

@@ -252,17 +252,32 @@ def from_calculator(
 
 
 def build_mace(channels: int = 16, max_ell: int = 2, num_interactions: int = 2, correlation: int = 3,
-               elements: tuple[int, ...] = (1, 8), r_max: float = 5.0, seed: int = 0) -> nn.Module:
+               elements: tuple[int, ...] = (1, 8), r_max: float = 5.0, seed: int = 0,
+               for_compile: bool = False) -> nn.Module:
     """A MACE (mace-torch) with random weights, seeded, float32: hidden irreps ``{channels}x0e + {channels}x1o``,
     spherical harmonics to ``max_ell``, residual interaction blocks, e3nn's default TorchScript code. Built once
-    per argument set (TorchScript takes seconds); each call returns a copy."""
-    return copy.deepcopy(_mace_base(channels, max_ell, num_interactions, correlation, tuple(elements), r_max, seed))
+    per argument set (TorchScript takes seconds); each call returns a copy.
+
+    ``for_compile``: built the way mace-torch prepares a model for ``torch.compile``
+    (``mace.tools.compile.prepare``: e3nn's code generation off, its registered blocks traced by ``torch.fx``, and
+    Dynamo set to trace ``autograd.grad``); the same weights for the same seed. mace-torch's calculator then calls
+    it with ``training=True`` (the forces' graph kept), which compiling needs."""
+    return copy.deepcopy(_mace_base(channels, max_ell, num_interactions, correlation, tuple(elements), r_max, seed,
+                                    for_compile))
 
 
 @functools.lru_cache(maxsize=4)
 def _mace_base(channels: int, max_ell: int, num_interactions: int, correlation: int, elements: tuple[int, ...],
-               r_max: float, seed: int) -> nn.Module:
+               r_max: float, seed: int, for_compile: bool = False) -> nn.Module:
     import mace  # noqa: F401  (sets up torch.load for e3nn 0.4's constants)
+    from mace.tools.compile import prepare
+
+    build = functools.partial(_new_mace, channels, max_ell, num_interactions, correlation, elements, r_max, seed)
+    return (prepare(build) if for_compile else build)()
+
+
+def _new_mace(channels: int, max_ell: int, num_interactions: int, correlation: int, elements: tuple[int, ...],
+              r_max: float, seed: int) -> nn.Module:
     import numpy as np
     from e3nn import o3
     from mace.modules import MACE, RealAgnosticResidualInteractionBlock
