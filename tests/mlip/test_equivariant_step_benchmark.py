@@ -36,7 +36,7 @@ def test_cpu_smoke_run(tmp_path, capsys):
     assert "tf32x3:eager" in capsys.readouterr().out
 
 
-@pytest.mark.slow(reason="torch.compile of MACE, FP32 and emulated, takes about 10 minutes on 2 CPU cores")
+@pytest.mark.slow(reason="torch.compile of MACE, FP32 and emulated, takes about 4 minutes on 2 CPU cores")
 def test_cpu_compiled_run(tmp_path):
     """The compiled mode (MACE as mace-torch prepares it for torch.compile): FP32 and TF32x3 both compile (no
     note row), the emulated step stays fully emulated and FP32-accurate, speedups against compiled FP32."""
