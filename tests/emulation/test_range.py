@@ -231,8 +231,9 @@ def test_range_abs_bound_grows_with_the_scaling():
 
 @pytest.mark.parametrize("method", SPLIT_METHODS)
 def test_zero_results_are_positive_as_torch_matmul(method):
-    """A sum of -0 products (or of products that underflow) is +0, as torch's FP32 matmul/mm/bmm/F.linear give on
-    the CPU (they accumulate from +0); also in recomputed rows. (IEEE would give -0; docs/emulation.md.)"""
+    """A sum of -0 products is +0, as torch's FP32 matmul/mm/bmm/F.linear give on the CPU (they accumulate from
+    +0); also in recomputed rows. Products that underflow give a zero whose sign follows the CPU's BLAS kernels
+    (FMA kernels round a negative exact sum to -0), checked as zero only. (IEEE would give -0; docs/emulation.md.)"""
     for m, k, n in ((1, 1, 1), (3, 5, 4), (40, 33, 20)):
         a = -torch.zeros(m, k)
         b = torch.rand(k, n) + 0.5
@@ -240,8 +241,9 @@ def test_zero_results_are_positive_as_torch_matmul(method):
         for x, y in ((a, b), (under, b * 1e-30)):
             c = tcemu.matmul(x, y, method)
             ref = x @ y
-            assert (c == 0).all() and not torch.signbit(c).any()
-            assert torch.equal(torch.signbit(c), torch.signbit(ref))
+            assert (c == 0).all() and (ref == 0).all()
+            if x is a:
+                assert not torch.signbit(c).any() and not torch.signbit(ref).any()
     # a flagged row (it holds Inf elsewhere: recomputed) keeps +0 where its products are -0
     a, b = t([[-0.0, 1.0]]), t([[1.0, 1.0], [-0.0, INF]])
     c = tcemu.matmul(a, b, method)

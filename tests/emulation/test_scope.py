@@ -179,3 +179,5 @@ def test_scoped_fx_graph_modules_compile():
     want = model(x)
     got = torch.compile(model, backend="eager", fullgraph=True)(x)
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
+    for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):  # no code object in the wrapper
+        assert scope_of(twin.body.head) is not None and torch.equal(twin(x), want)

@@ -77,8 +77,19 @@ def scope_of(module: nn.Module) -> Scope | None:
     return None
 
 
+class _GraphModuleForward(functools.partial):
+    """The scoped ``forward`` of a torch.fx GraphModule: Dynamo, inlining a GraphModule's generated forward, reads
+    ``module.forward.__code__`` (to tie that code to its module), which is the class's forward's code. A property,
+    so that copies and pickles carry no code object."""
+
+    @property
+    def __code__(self):
+        return type(self.args[0]).forward.__code__
+
+
 def _set_scope(module: nn.Module, scope: Scope) -> None:
-    fwd = functools.partial(_forward_in_scope, module, scope)
+    wrapper = _GraphModuleForward if isinstance(module, fx.GraphModule) else functools.partial
+    fwd = wrapper(_forward_in_scope, module, scope)
     cls_fwd = type(module).forward
     # what the class's forward shows to code that inspects it (metatomic checks forward's annotations)
     for attr in ("__name__", "__qualname__", "__doc__", "__annotations__"):
@@ -88,10 +99,6 @@ def _set_scope(module: nn.Module, scope: Scope) -> None:
         fwd.__signature__ = inspect.signature(module.forward)
     except (TypeError, ValueError):
         pass
-    if isinstance(module, fx.GraphModule):
-        # Dynamo, inlining a GraphModule's generated forward, reads ``module.forward.__code__`` (to tie that code
-        # to its module): the code it inlines is the class's forward
-        fwd.__code__ = cls_fwd.__code__
     module.forward = fwd
 
 
