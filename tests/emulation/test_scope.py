@@ -180,4 +180,19 @@ def test_scoped_fx_graph_modules_compile():
     got = torch.compile(model, backend="eager", fullgraph=True)(x)
     torch.testing.assert_close(got, want, rtol=1e-6, atol=1e-6)
     for twin in (copy.deepcopy(model), pickle.loads(pickle.dumps(model))):  # no code object in the wrapper
-        assert scope_of(twin.body.head) is not None and torch.equal(twin(x), want)
+        with tcemu.coverage() as cov:
+            assert torch.equal(twin(x), want)
+        assert cov.fraction == 1.0  # the GraphModule's products emulated (its parent's scope covers a pickle)
+
+
+def test_a_scoped_graph_module_keeps_its_scope_in_a_deepcopy():
+    """GraphModule's deepcopy rebuilds the module from its graph: the scope comes back through torch.fx's
+    preserved attributes, and restore_ removes it there too."""
+    gm = tcemu.emulate_(torch.fx.symbolic_trace(Head()), "tf32x3")
+    twin = copy.deepcopy(gm)
+    assert scope_of(twin) is not None and scope_of(twin).method.name == "tf32x3"
+    with tcemu.coverage() as cov:
+        twin(torch.randn(4, 32))
+    assert cov.fraction == 1.0
+    tcemu.restore_(gm)
+    assert scope_of(gm) is None and scope_of(copy.deepcopy(gm)) is None

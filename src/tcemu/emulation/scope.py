@@ -3,7 +3,9 @@
 A scoped module's ``forward`` becomes an instance attribute, ``functools.partial(_forward_in_scope, module,
 scope)``, which runs the class's ``forward`` inside ``emulation_mode(**scope)``, or, for a module that
 ``filter_fn`` left out inside a scoped one, with the enclosing scopes switched off. Being an instance attribute,
-it leaves parameters, buffers and state-dict keys alone; ``copy.deepcopy`` and pickling bind it to the copy;
+it leaves parameters, buffers and state-dict keys alone; ``copy.deepcopy`` and pickling bind it to the copy (a
+torch.fx GraphModule's through torch.fx's preserved attributes in a deepcopy; torch.fx rebuilds an unpickled
+GraphModule without it, so there a pickle keeps the emulation only through a scoped parent);
 ``torch.compile`` traces through it; :func:`remove_scopes` deletes it. Code outside the scoped modules pays
 nothing for the mode (a mode around a whole step intercepts every torch call of its eager parts).
 
@@ -88,8 +90,8 @@ class _GraphModuleForward(functools.partial):
 
 
 def _set_scope(module: nn.Module, scope: Scope) -> None:
-    wrapper = _GraphModuleForward if isinstance(module, fx.GraphModule) else functools.partial
-    fwd = wrapper(_forward_in_scope, module, scope)
+    graph_module = isinstance(module, fx.GraphModule)
+    fwd = (_GraphModuleForward if graph_module else functools.partial)(_forward_in_scope, module, scope)
     cls_fwd = type(module).forward
     # what the class's forward shows to code that inspects it (metatomic checks forward's annotations)
     for attr in ("__name__", "__qualname__", "__doc__", "__annotations__"):
@@ -100,6 +102,12 @@ def _set_scope(module: nn.Module, scope: Scope) -> None:
     except (TypeError, ValueError):
         pass
     module.forward = fwd
+    if graph_module:  # GraphModule's deepcopy rebuilds the module and sets back only these attributes
+        module.meta.setdefault(_PRESERVED, {})["forward"] = fwd
+
+
+#: where a GraphModule keeps the attributes its deepcopy sets back (torch.fx's ``_USER_PRESERVED_ATTRIBUTES_KEY``)
+_PRESERVED = "_user_preserved_attributes"
 
 
 def _foreign_forward(module: nn.Module) -> bool:
@@ -112,6 +120,7 @@ def remove_scopes(model: nn.Module, origin: str | None = None) -> None:
         s = scope_of(mod)
         if s is not None and (origin is None or s.origin == origin):
             del mod.__dict__["forward"]
+            getattr(mod, "meta", {}).get(_PRESERVED, {}).pop("forward", None)
 
 
 def install_scopes(model: nn.Module, method: str | MethodSpec, filter_fn: FilterFn | None = None, *,
