@@ -25,7 +25,8 @@ logged total energy), ``fluct_meV_per_atom``, ``graphs_compiled_timed`` (Dynamo 
 steps: 0 means no recompilation as the neighbour count changed), ``graphs_compiled_total``, the spread of the
 timed steps (``step_median_s``, ``step_max_s``, ``slow_steps`` over twice the median and their
 ``slow_steps_excess_s``: one-off work inside the run, such as a Triton kernel compiled for a row count first
-seen there, which ``graphs_compiled_timed`` does not count), ``nl_ms``,
+seen there, which ``graphs_compiled_timed`` does not count; ``triton_variants_timed`` counts those kernels),
+``nl_ms``,
 ``model_ms`` and ``engine_ms`` per step (breakdown), ``coverage_fraction`` (with ``--coverage``, where tcemu has
 its coverage meter ``tcemu.coverage``), and ``e_total_eV`` / ``e_pot_eV`` at each logged ``step``.
 Every row carries the GPU, driver, torch, triton, git commit and date. A configuration that fails records its
@@ -72,6 +73,32 @@ def graphs_compiled() -> int:
     from torch._dynamo.utils import counters
 
     return int(counters["stats"]["unique_graphs"])
+
+
+_TRITON_VARIANTS = [0]  # Triton (and Gluon) kernel variants first launched in this process, once counted
+
+
+def count_triton_variants() -> bool:
+    """Count every Triton kernel variant compiled or loaded from Triton's cache on its first launch in this
+    process (``triton.knobs.runtime.jit_post_compile_hook``, chained to a hook already set): a kernel
+    specialised anew, e.g. for a row count's divisibility first seen, shows here. False where Triton lacks it."""
+    try:
+        from triton import knobs
+    except ImportError:
+        return False
+    previous = knobs.runtime.jit_post_compile_hook
+
+    def hook(*args, **kwargs):
+        _TRITON_VARIANTS[0] += 1
+        return previous(*args, **kwargs) if previous else None
+
+    knobs.runtime.jit_post_compile_hook = hook
+    return True
+
+
+def compile_counts() -> tuple[int, int]:
+    """(Dynamo graphs, Triton kernel variants) so far in this process."""
+    return graphs_compiled(), _TRITON_VARIANTS[0]
 
 
 def split_method(method: str) -> tuple[str, bool]:
@@ -166,7 +193,7 @@ def run_ase(pet, atoms, args, device, rows: Callable[..., None]) -> None:
     dyn.attach(record, interval=args.log_every)
     marks: list[float] = []  # after each step (its forces have reached the host: the step is done)
     dyn.attach(lambda: marks.append(time.perf_counter()), interval=1)
-    g0 = graphs_compiled()
+    g0 = compile_counts()
     _sync(device)
     t0 = time.perf_counter()
     dyn.run(args.steps)
@@ -256,7 +283,7 @@ def run_torchsim(pet, atoms, args, device, rows: Callable[..., None]) -> None:
         return float(s.energy.double().sum()), float(kinetic)
 
     log = [(0, *energies(state))]
-    g0 = graphs_compiled()
+    g0 = compile_counts()
     _sync(device)
     t0 = time.perf_counter()
     marks = []
@@ -282,10 +309,14 @@ def run_torchsim(pet, atoms, args, device, rows: Callable[..., None]) -> None:
     coverage(rows, lambda: step(state), args)
 
 
-def finish(rows, wall: float, args, g0: int, log: list[tuple[int, float, float]], n_atoms: int) -> None:
+def finish(rows, wall: float, args, g0: tuple[int, int], log: list[tuple[int, float, float]], n_atoms: int) -> None:
     rows("s_per_step", wall / args.steps, "s", note=f"{args.steps} steps, wall clock")
-    rows("graphs_compiled_timed", graphs_compiled() - g0, "graphs")
-    rows("graphs_compiled_total", graphs_compiled(), "graphs", note="this process, so far")
+    graphs, variants = compile_counts()
+    rows("graphs_compiled_timed", graphs - g0[0], "graphs")
+    rows("graphs_compiled_total", graphs, "graphs", note="this process, so far")
+    if args.count_triton:
+        rows("triton_variants_timed", variants - g0[1], "kernels",
+             note="Triton kernel variants first launched during the timed steps (compiled or from its cache)")
     drift, fluct = drift_and_fluct([s for s, _, _ in log], [p + k for _, p, k in log], n_atoms, args.dt)
     rows("drift_meV_per_atom_ps", drift, "meV/atom/ps", note=f"linear fit of {len(log)} logged total energies")
     rows("fluct_meV_per_atom", fluct, "meV/atom")
@@ -384,6 +415,7 @@ def run(args: argparse.Namespace) -> list[dict]:
     for e in engines:
         if e not in ENGINES:
             raise ValueError(f"unknown engine {e!r}; choose from {', '.join(ENGINES)}")
+    args.count_triton = count_triton_variants()
     t_start = time.perf_counter()
     base = build_pet(args.shape, args.seed).to(device)
     models: dict[str, torch.nn.Module] = {}

@@ -53,6 +53,7 @@ def test_cpu_smoke_run_writes_the_long_format_csv(tmp_path):
             median, longest = value(engine, method, "step_median_s"), value(engine, method, "step_max_s")
             assert 0 < median <= longest <= value(engine, method, "s_per_step") * 4  # one of the 4 timed steps
             assert value(engine, method, "slow_steps") >= 0 and value(engine, method, "slow_steps_excess_s") >= 0
+            assert value(engine, method, "triton_variants_timed") == 0  # the CPU runs no Triton kernel
         assert value(engine, "fp32", "speedup_vs_fp32") == 1.0
         import tcemu
 
