@@ -102,7 +102,7 @@ def energy_and_forces(atomistic_model, inp: StepInputs, dtype: torch.dtype) -> t
     positions = inp.positions.to(dtype).detach().requires_grad_(True)
     system = make_system(inp, positions)
     options = ModelEvaluationOptions(length_unit="angstrom",
-                                     outputs={"energy": ModelOutput(quantity="energy", unit="eV", per_atom=False)})
+                                     outputs={"energy": ModelOutput(unit="eV", sample_kind="system")})
     out = atomistic_model([system], options, check_consistency=False)
     energy = out["energy"].block().values.sum()
     (grad,) = torch.autograd.grad(energy, positions)
