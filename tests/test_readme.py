@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PYTHON_BLOCK = re.compile(r"^```python\n(.*?)^```", re.MULTILINE | re.DOTALL)
 #: development history has no place in the pages: git keeps it
-HISTORY = re.compile(r"session [0-9]|\brun [0-9]+[a-z]?\b|machine [a-e]\b", re.IGNORECASE)
+HISTORY = re.compile(r"session [0-9]|\brun [0-9]+[a-z]?\b|machine [a-e]\b|\b(?:of|in) commit [0-9a-f]{7}\b",
+                     re.IGNORECASE)
 
 
 def python_blocks(text: str) -> list[str]:
@@ -78,6 +79,7 @@ def test_citations_stay_inside_the_repository():
 
 def test_the_guards_match_what_they_guard():
     assert HISTORY.search("as in session 11") and HISTORY.search("run 10c") and HISTORY.search("machine d")
+    assert HISTORY.search("the probe script of commit c29e9ef") and not HISTORY.search("the commit of its rows")
     assert not HISTORY.search("the runs of 2 rounds") and not HISTORY.search("machine learning")
     assert OUTSIDE_DOCS.search("see NUMERICS" + ".md §3") and not OUTSIDE_DOCS.search("docs/numerics.md")
     assert not OUTSIDE_DOCS.search("the MLIP harness") and OUTSIDE_DOCS.search("../shared" + "/docs/x")
