@@ -33,7 +33,7 @@ import torch
 from torch import Tensor
 
 from .._hw import interpreting, shared_memory_per_block
-from .configuration import setting
+from .configuration import backward_config, for_backward, setting
 from .methods import MethodSpec, get_method
 from .ops import matmul
 
@@ -356,6 +356,7 @@ def _setup_context(ctx, inputs, output) -> None:
     ctx.save_for_backward(q, k, v, mask, o, lse)
     ctx.scale, ctx.method = scale, method
     ctx.mask_grad = mask is not None and mask.requires_grad
+    ctx.settings = for_backward()  # the double backward's reference reads them (its small-shape fallback)
 
 
 def _backward(ctx, do, _dlse):
@@ -364,7 +365,7 @@ def _backward(ctx, do, _dlse):
         # create_graph (double backward, e.g. training on forces): the gradients through the reference, whose
         # own graph can be differentiated again
         wrt = [q, k, v] + ([mask] if ctx.mask_grad else [])
-        with torch.enable_grad():
+        with torch.enable_grad(), backward_config(ctx):
             out = sdpa_reference(q, k, v, mask, scale=ctx.scale, method=ctx.method, backend="auto")
             grads = torch.autograd.grad(out, wrt, do, create_graph=True, allow_unused=True)
         return grads[0], grads[1], grads[2], (grads[3] if ctx.mask_grad else None), None, None

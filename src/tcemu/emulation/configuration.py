@@ -26,8 +26,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "EmulationConfig", "config", "env_flag",
-           "get_config", "setting"]
+__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "EmulationConfig", "backward_config",
+           "config", "env_flag", "for_backward", "get_config", "setting"]
 
 #: strings an environment switch accepts (after stripping and lower-casing); unset or empty means its default
 TRUE_STRINGS = ("1", "true", "yes", "on")
@@ -215,6 +215,19 @@ def config(cfg: EmulationConfig | None = None, /, **changes: Any) -> Iterator[Em
         yield new
     finally:
         _CURRENT.reset(token)
+
+
+def for_backward() -> EmulationConfig | None:
+    """The configuration in force here, for an autograd ``setup_context`` to keep (``ctx.settings``): autograd
+    runs a CUDA backward on threads of its own, which do not see this thread's :func:`config`. None while
+    compiling, where the settings are constants of the traced graphs, forward and backward alike."""
+    return None if torch.compiler.is_compiling() else get_config()
+
+
+def backward_config(ctx: Any) -> contextlib.AbstractContextManager:
+    """Run a backward under the configuration its forward kept (:func:`for_backward`), if it kept one."""
+    settings = getattr(ctx, "settings", None)
+    return contextlib.nullcontext() if settings is None else config(settings)
 
 
 @torch.compiler.assume_constant_result

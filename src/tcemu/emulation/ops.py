@@ -12,13 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import contextlib
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .configuration import EmulationConfig, config, get_config
+from .configuration import backward_config, for_backward
 from .dispatch import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
 
@@ -97,22 +95,6 @@ def check_operands(op: str, *tensors: Tensor | None) -> None:
             raise ValueError(f"tcemu.{op}: only dense (strided) tensors are supported; call .to_dense() first")
 
 
-# --------------------------------------------------------------------------- the forward's configuration
-
-
-def _forward_settings() -> EmulationConfig | None:
-    """The configuration in force at a forward, kept for its backward: autograd runs a CUDA backward on its own
-    threads, which do not see this thread's :func:`tcemu.config` (a ContextVar). None while compiling, where the
-    settings are constants of the traced graphs, forward and backward alike."""
-    return None if torch.compiler.is_compiling() else get_config()
-
-
-def _backward_settings(ctx: Any) -> contextlib.AbstractContextManager:
-    """Run a backward under the configuration its forward saw (:func:`_forward_settings`)."""
-    settings = getattr(ctx, "settings", None)
-    return contextlib.nullcontext() if settings is None else config(settings)
-
-
 # --------------------------------------------------------------------------- matmul
 
 
@@ -134,7 +116,7 @@ class _EmulatedMatmul(torch.autograd.Function):
         ctx.save_for_backward(a if b.requires_grad else None, b if a.requires_grad else None)
         ctx.shapes = (a.shape, b.shape)
         ctx.cfg = cfg
-        ctx.settings = _forward_settings()
+        ctx.settings = for_backward()
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
@@ -142,7 +124,7 @@ class _EmulatedMatmul(torch.autograd.Function):
         a_shape, b_shape = ctx.shapes
         cfg: GemmConfig = ctx.cfg
         grad_a = grad_b = None
-        with _backward_settings(ctx):
+        with backward_config(ctx):
             if ctx.needs_input_grad[0]:
                 grad_a = _matmul_nd(grad, b.mT, cfg.only(cfg.grad_input)).sum_to_size(a_shape)
             if ctx.needs_input_grad[1]:
@@ -228,14 +210,14 @@ class _EmulatedLinear(torch.autograd.Function):
         ctx.save_for_backward(x if weight.requires_grad else None, weight)
         ctx.backend, ctx.cfg = backend, cfg
         ctx.has_bias = bias is not None
-        ctx.settings = _forward_settings()
+        ctx.settings = for_backward()
 
     @staticmethod
     def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
         x, weight = ctx.saved_tensors
         cfg: GemmConfig = ctx.cfg
         grad_x = grad_w = grad_b = None
-        with _backward_settings(ctx):
+        with backward_config(ctx):
             if ctx.needs_input_grad[0]:
                 if torch.is_grad_enabled() or cfg.grad_input is not cfg.forward:
                     # create_graph=True (double backward) or another method: the differentiable general op
