@@ -87,18 +87,20 @@ def count_triton_variants() -> bool:
     except ImportError:
         return False
     previous = knobs.runtime.jit_post_compile_hook
+    if getattr(previous, "counts_triton_variants", False):  # installed by an earlier run of this process
+        return True
 
     def hook(*args, **kwargs):
         _TRITON_VARIANTS[0] += 1
         return previous(*args, **kwargs) if previous else None
 
+    hook.counts_triton_variants = True
     knobs.runtime.jit_post_compile_hook = hook
     return True
 
 
 def compile_counts() -> tuple[int, int]:
-    """(Dynamo graphs, Triton kernel variants) so far in this process."""
-    return graphs_compiled(), _TRITON_VARIANTS[0]
+    return graphs_compiled(), _TRITON_VARIANTS[0]  # (Dynamo graphs, Triton kernel variants) so far
 
 
 def split_method(method: str) -> tuple[str, bool]:
