@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Train tcemu's distilled PET (pet-distilled) on one H200 in under 8 minutes of wall time: docs/mlip.md,
-# "A trained PET to validate on". Run from the repository root on the GPU machine:
+# Train tcemu's distilled PET (pet-distilled) on one H200 within BUDGET_S seconds of wall time (default 450):
+# docs/mlip.md, "A trained PET to validate on". Run from the repository root on the GPU machine:
 #
-#   OUT=$OUT bash benchmarks/distill_train_h200.sh            (EPOCHS=N: fixed epochs, no calibration run; LR: peak learning rate)
+#   OUT=$OUT bash benchmarks/distill_train_h200.sh            (epochs sized to the budget by a calibration run)
+#   EPOCHS=20 LR=1e-3 BUDGET_S=1500 OUT=$OUT bash benchmarks/distill_train_h200.sh   (the shipped model: fixed
+#                                                             epochs, peak learning rate; about 14 minutes)
 #
 # Needs the committed data (benchmarks/data/pet_distilled/) and, where metatrain is not installed, its wheels in
-# .whl/ (made with network access by /work/shared/tools/device-wheels.sh .whl; carry .whl to the machine).
+# .whl/ (Python 3.12 wheels of metatrain 2026.4.1 and its stack, downloaded with pip where there is network; carry .whl).
 # Writes into $OUT: pet_distilled.ckpt and pet_distilled.json (-> src/tcemu/mlip/data/), options.yaml,
 # train.csv, train.log, errors.csv, training_curves.png, distill_train.log (-> benchmarks/results/h200/mlip/pet_distilled/).
 set -euo pipefail
