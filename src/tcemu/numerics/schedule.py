@@ -133,8 +133,9 @@ class Step:
 def zeroes_nonfinite(step: Step) -> bool:
     """Whether ``step`` sets non-finite values of its first source to 0: where it does so for an element, the
     kernels' range check marks that element (with a non-finite result before the bias), and the fix-up
-    recomputes it. In the kernels: the running levels checked before their zeroing (``fz``, ``scale_add``), in the
-    tile modes each level tile (``scale``)."""
+    recomputes it: the steps ``fz`` and ``scale_add`` (the running levels) and, in the tile modes, ``scale`` (each
+    level tile). The kernels with the check carry such a level into the result instead, which is then not
+    finite: the same elements marked, the same bits elsewhere."""
     return step.op == "fz" or (step.op in ("scale", "scale_add") and step.zero_nonfinite)
 
 

@@ -30,11 +30,14 @@ Correction levels (MODE)
     4 "hybrid" (three-piece methods): level 2 running as in mode 1, level 1 per tile as in mode 0.
 
 Range check (RANGE_CHECK): the epilogue flags, in ``flag_ptr`` (one int8 per row of C, zeroed by the
-launcher), every row with an element whose result or level is not finite (the running accumulators before
-their zeroing; in the tile modes each level tile before its zeroing, in a mask tile): an Inf/NaN input or an
-overflow. Only 1 is ever stored, masked, so tiles of one row do not race. Those elements themselves are stored
-as the NaN ``RANGE_MARK_BITS`` (a payload no arithmetic produces); the range fix-up (``_range_fixup.py``)
-computes them again. Every other element keeps the bits it has without the check.
+launcher), every row with an element whose result or level is not finite: an Inf/NaN input or an overflow.
+With the check, non-finite correction levels are not set to 0 but carried on: Inf and NaN stay non-finite
+through power-of-two scaling, the MMA's C operand and FP32 addition, so a non-finite result marks exactly the
+elements with a non-finite level or result, and one test of the result replaces a test of every level. Only
+1 is ever stored, masked, so tiles of one row do not race. Those elements themselves are stored as the NaN
+``RANGE_MARK_BITS`` (a payload no arithmetic produces); the range fix-up (``_range_fixup.py``) computes them
+again. Every element with a finite result has the bits it has without the check (its levels were finite, so
+the zeroing had nothing to do).
 """
 
 from __future__ import annotations
@@ -95,13 +98,24 @@ def _down(c, DOWN: tl.constexpr):
 
 
 @triton.jit
-def _down_seen(c, DOWN: tl.constexpr, seen, CHECK: tl.constexpr):
-    """``_down(c)``, and with CHECK ``seen`` (int32 tile) set to 1 where ``c`` is not finite."""
-    d = c * DOWN
-    ok = tl.abs(d) < float("inf")
+def _down_level(c, DOWN: tl.constexpr, CHECK: tl.constexpr):
+    """A level tile scaled by 2^-s: Inf/NaN set to 0 (``_down``), or with CHECK carried on into the result,
+    where the range check finds them (module docstring)."""
     if CHECK:
-        seen = seen | tl.where(ok, 0, 1)
-    return tl.where(ok, d, 0.0), seen
+        return c * DOWN
+    else:
+        return _down(c, DOWN)
+
+
+@triton.jit
+def _level_down(c, SCALE: tl.constexpr, CHECK: tl.constexpr):
+    """A running level times SCALE (a power of two) as it joins the result: Inf/NaN set to 0, or with CHECK
+    carried on. A select stays between the multiply and the add either way, so ptxas contracts neither into an
+    FFMA: a finite level gives the same bits with and without the check. Also called by the Gluon kernels."""
+    if CHECK:
+        return tl.where(tl.abs(c) < float("inf"), c * SCALE, c)
+    else:
+        return _fz(c) * SCALE
 
 
 @triton.jit
@@ -212,10 +226,7 @@ def _emu_mm_tile(
     RUN2: tl.constexpr = (MODE == 1 or MODE == 4) and NP == 3  # level 2 on a running accumulator
     tl.static_assert(METHOD != 3 or MODE == 0, "bf16x9 has the tile mode only")
     tl.static_assert(MODE == 0 or MODE == 1 or MODE == 4, "MODE is 0, 1 or 4")
-    # a correction level summed per K-tile and zeroed where not finite (mode 0, 4, bf16x9): the range check
-    # keeps a mask tile of where that happened
-    TILE_LEVELS: tl.constexpr = METHOD == 3 or (not RUN1) or (NP == 3 and not RUN2)
-    SEEN: tl.constexpr = TILE_LEVELS and RANGE_CHECK
+    CHECK: tl.constexpr = RANGE_CHECK
 
     # ---- tile of C owned by this program (grouped order for L2 reuse of B) ----
     pid_m, pid_n = grouped_tile(pid, M, N, BM, BN, GROUP_M)
@@ -240,10 +251,6 @@ def _emu_mm_tile(
         c1 = tl.zeros((BM, BN), dtype=tl.float32)  # running level-1 accumulator on the Tensor Core
     if RUN2:
         c2 = tl.zeros((BM, BN), dtype=tl.float32)  # running level-2 accumulator on the Tensor Core
-    if SEEN:
-        seen = tl.zeros((BM, BN), dtype=tl.int32)  # 1 where a level tile was not finite
-    else:
-        seen = tl.zeros((1, 1), dtype=tl.int32)  # (unused)
 
     # ---- main loop over K-tiles ----
     for kt in range(0, tl.cdiv(K, BK)):
@@ -292,28 +299,28 @@ def _emu_mm_tile(
             t = _mma0_keep(a0, b0, F)                                      # L0 tile from zero, issued first
 
         if METHOD == 3:  # bf16x9, tile mode: L4, L3, L2, L1 from zero, each scaled into the next
-            t, seen = _down_seen(_mma0(a2, b2, F), DOWN, seen, SEEN)                        # L4
-            t, seen = _down_seen(_mma(a1, b2, _mma(a2, b1, t, F), F), DOWN, seen, SEEN)    # L3
+            t = _down_level(_mma0(a2, b2, F), DOWN, CHECK)                        # L4
+            t = _down_level(_mma(a1, b2, _mma(a2, b1, t, F), F), DOWN, CHECK)    # L3
             t = _mma(a2, b0, _mma(a1, b1, t, F), F)                                         # L2
-            t, seen = _down_seen(_mma(a0, b2, t, F), DOWN, seen, SEEN)
-            t, seen = _down_seen(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN, seen, SEEN)    # L1
+            t = _down_level(_mma(a0, b2, t, F), DOWN, CHECK)
+            t = _down_level(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN, CHECK)    # L1
             t = _mma(a0, b0, t, F)                                                          # L0 last
         else:
             if NP == 3:
                 if RUN2:
                     c2 = _mma(a0, b2, _mma(a2, b0, _mma(a1, b1, c2, F), F), F)   # L2, running
                 else:
-                    t, seen = _down_seen(_mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, F), F), F), DOWN, seen,
-                                         SEEN)                                   # L2 tile
+                    t = _down_level(_mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, F), F), F), DOWN,
+                                       CHECK)                                   # L2 tile
             if RUN1:
                 c1 = _mma(a0, b1, _mma(a1, b0, c1, F), F)                 # L1, running
                 if not L0_FIRST:
                     t = _mma0_keep(a0, b0, F)                              # L0 tile from zero
             else:
                 if NP == 3 and not RUN2:
-                    t, seen = _down_seen(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN, seen, SEEN)  # L1 onto L2
+                    t = _down_level(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN, CHECK)  # L1 onto L2
                 else:
-                    t, seen = _down_seen(_mma(a0, b1, _mma0(a1, b0, F), F), DOWN, seen, SEEN)    # L1 tile
+                    t = _down_level(_mma(a0, b1, _mma0(a1, b0, F), F), DOWN, CHECK)    # L1 tile
                 t = _mma(a0, b0, t, F)                                     # L0 last
         acc += t  # outside the Tensor Core, round to nearest
 
@@ -326,22 +333,17 @@ def _emu_mm_tile(
 
     # ---- combine the running levels (smallest first), as the reference ----
     if RUN1:
-        corr = _fz(c1)
         if RUN2:
-            corr += _fz(c2) * DOWN
-        acc += corr * DOWN
+            corr = (c1 if CHECK else _fz(c1)) + _level_down(c2, DOWN, CHECK)
+            acc += corr * DOWN  # an FADD result times 2^-s plus acc: one FFMA
+        else:
+            acc += _level_down(c1, DOWN, CHECK)
     elif RUN2:
-        acc += _fz(c2) * (DOWN * DOWN)
+        acc += _level_down(c2, DOWN * DOWN, CHECK)
 
-    # ---- range check: flag the rows with a non-finite result or level ----
+    # ---- range check: flag the rows with a non-finite result (a non-finite level made it so) ----
     if RANGE_CHECK:
         ok = _finite(acc)
-        if RUN1:
-            ok = ok & _finite(c1)
-        if RUN2:
-            ok = ok & _finite(c2)
-        if SEEN:
-            ok = ok & (1 - seen)
         flag_rows(tl.min(ok, axis=1), flag_ptr, z * M, offs_m, M)
 
     # ---- epilogue: bias, store (the elements the range check found, marked for the fix-up) ----

@@ -12,8 +12,9 @@ correction MMAs still outstanding), so that its FP32 add overlaps them; the runn
 waited for inside the loop. Operands arrive by TMA into a ring of ``STAGES`` shared-memory buffers
 (out-of-range rows, columns and K are filled with zeros by the TMA unit).
 
-RANGE_CHECK: the epilogue flags the rows of C with a non-finite result or running level (before its zeroing)
-and marks those elements, as the Triton kernel does (``_emu_mm.py``), for the range fix-up.
+RANGE_CHECK: the running levels are carried on into the result unzeroed, and the epilogue flags the rows of C
+with a non-finite result and marks those elements, as the Triton kernel does (``_emu_mm.py``), for the range
+fix-up.
 
 SPLIT_A (opt-in): A arrives as FP32 and the kernel's warps split each tile into shared-memory piece buffers
 before its MMAs, bit for bit as ``_split.split3``. Measured slower than splitting beforehand or the Triton
@@ -33,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._emu_mm import _fz, grouped_tile, mark_unfinished
+from ._emu_mm import _fz, _level_down, grouped_tile, mark_unfinished
 from ._split import split3
 
 # Names that changed after Triton 3.6 (3.6's first): TMA load into shared memory, CTA-wide barrier
@@ -155,30 +156,28 @@ def _k_tile_mmas(a0, a1, a2, b0, b1, b2, t, c1, c2, NP: gl.constexpr):
 
 @gluon.jit
 def _combine_levels(acc, c1, c2, NP: gl.constexpr, SHIFT: gl.constexpr, CHECK: gl.constexpr):
-    """(acc + the running correction levels, combined smallest first as the reference does; with CHECK, per
-    element 1 where its result and running levels are finite, else 0)."""
+    """acc + the running correction levels, combined smallest first as the reference does. Non-finite levels
+    are set to 0, or with CHECK carried on into the result, where the range check finds them: Inf and NaN stay
+    non-finite through the scaling and the adds (``_emu_mm.py``, "Range check"); ``_level_down`` keeps the
+    multiply and the add apart as ``_fz`` does, so a finite result has the same bits either way."""
     DOWN: gl.constexpr = 2.0 ** (-SHIFT)
     if NP == 3:
         c1, c2 = warpgroup_mma_wait(num_outstanding=0, deps=(c1, c2))
-        corr = _fz(c1) + _fz(c2) * DOWN
+        if CHECK:
+            corr = c1 + _level_down(c2, DOWN, CHECK)
+        else:
+            corr = _fz(c1) + _fz(c2) * DOWN
+        return acc + corr * DOWN
     else:
         c1 = warpgroup_mma_wait(num_outstanding=0, deps=(c1,))
-        corr = _fz(c1)
-    out = acc + corr * DOWN
-    if CHECK:
-        ok = (gl.abs(out) < float("inf")) & (gl.abs(c1) < float("inf"))
-        if NP == 3:
-            ok = ok & (gl.abs(c2) < float("inf"))
-        ok = ok.to(gl.int32)
-    else:
-        ok = 1
-    return out, ok
+        return acc + _level_down(c1, DOWN, CHECK)
 
 
 @gluon.jit
-def _flag_tile_rows(ok, flag_ptr, M, z, off_m, BM: gl.constexpr, mma: gl.constexpr):
-    """Range check: flag (store 1 at ``flag_ptr[z M + row]``) the tile's rows where some ``ok`` is 0."""
-    row_ok = gl.min(ok, axis=1)
+def _flag_tile_rows(out, flag_ptr, M, z, off_m, BM: gl.constexpr, mma: gl.constexpr):
+    """Range check: flag (store 1 at ``flag_ptr[z M + row]``) the tile's rows where some result ``out`` (before
+    the bias) is not finite."""
+    row_ok = gl.min((gl.abs(out) < float("inf")).to(gl.int32), axis=1)
     offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
     gl.store(flag_ptr + z.to(gl.int64) * M + offs_m, (row_ok * 0 + 1).to(gl.int8),
              mask=(offs_m < M) & (row_ok == 0))
@@ -186,17 +185,20 @@ def _flag_tile_rows(ok, flag_ptr, M, z, off_m, BM: gl.constexpr, mma: gl.constex
 
 @gluon.jit
 def _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n,
-                HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, mma: gl.constexpr, ok,
+                HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, mma: gl.constexpr,
                 CHECK: gl.constexpr):
-    """Epilogue: + bias, masked store of the (BM, BN) tile of C; with CHECK the elements whose ``ok`` is 0 are
-    stored as the range fix-up's mark."""
+    """Epilogue: + bias, masked store of the (BM, BN) tile of C; with CHECK the elements whose result (before
+    the bias) is not finite are stored as the range fix-up's mark."""
     offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
     offs_n = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
     if HAS_BIAS:
         bias = gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
-        acc += gl.expand_dims(bias, 0)
+        out = acc + gl.expand_dims(bias, 0)
+    else:
+        out = acc
     if CHECK:
-        acc = mark_unfinished(acc, ok)
+        out = mark_unfinished(out, (gl.abs(acc) < float("inf")).to(gl.int32))
+    acc = out
     c_ptrs = (c_ptr + z.to(gl.int64) * stride_cz + gl.expand_dims(offs_m.to(gl.int64) * stride_cm, 1)
               + gl.expand_dims(offs_n.to(gl.int64) * stride_cn, 0))
     mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0)
@@ -292,10 +294,10 @@ def _emu_mm_wgmma_kernel(
         _issue_loads(kt + STAGES - 1, n_k, row0, off_n, a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
                      a0s, a1s, a2s, b0s, b1s, b2s, ready, NP, BK, STAGES, SPLIT_A)
 
-    acc, ok = _combine_levels(acc, c1, c2, NP, SHIFT, RANGE_CHECK)
+    acc = _combine_levels(acc, c1, c2, NP, SHIFT, RANGE_CHECK)
     for i in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(i))
     if RANGE_CHECK:
-        _flag_tile_rows(ok, flag_ptr, M, z, off_m, BM, mma)
+        _flag_tile_rows(acc, flag_ptr, M, z, off_m, BM, mma)
     _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n, HAS_BIAS, BM, BN, mma,
-                ok, RANGE_CHECK)
+                RANGE_CHECK)

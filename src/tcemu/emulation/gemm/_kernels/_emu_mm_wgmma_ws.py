@@ -38,8 +38,8 @@ MMAs of tile kt - 1 are done, and TF32x3 ran 1.11-1.20x slower).
 Deadlock-free for STAGES >= 2, P_STAGES >= 2, A_STAGES >= 1: each wait is for a release by a partition that
 is at an earlier K-tile.
 
-Range check (RANGE_CHECK): the consumer's epilogue flags the rows with a non-finite result or running level and
-marks those elements, as ``_emu_mm_wgmma_kernel`` does, for the range fix-up.
+Range check (RANGE_CHECK): the consumer's epilogue flags the rows with a non-finite result (a non-finite running
+level makes it so) and marks those elements, as ``_emu_mm_wgmma_kernel`` does, for the range fix-up.
 
 Tile loop: each program loops over tiles of C (``program_id(0)``, then every ``num_programs(0)``-th), the
 three partitions in the same order, with the ring positions counted over all of the program's K-tiles. With
@@ -232,15 +232,15 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
             acc += t  # outside the Tensor Core, round to nearest; overlaps the correction MMAs
             it += 1
 
-        acc, ok = _combine_levels(acc, c1, c2, NP, SHIFT, RANGE_CHECK)  # waits for every MMA of the tile
+        acc = _combine_levels(acc, c1, c2, NP, SHIFT, RANGE_CHECK)  # waits for every MMA of the tile
         # the tile's last K-tile is done: release its slots, so that the loader and the splitter run on into
         # the next tile while this one's epilogue stores C
         mbarrier.arrive(b_empty.index((it + STAGES - 1) % STAGES))
         mbarrier.arrive(a_empty.index((it + P_STAGES - 1) % P_STAGES))
         if RANGE_CHECK:
-            _flag_tile_rows(ok, flag_ptr, M, z, off_m + ROW0, ROWS, mma)
+            _flag_tile_rows(acc, flag_ptr, M, z, off_m + ROW0, ROWS, mma)
         _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m + ROW0, off_n, HAS_BIAS,
-                    ROWS, BN, mma, ok, RANGE_CHECK)
+                    ROWS, BN, mma, RANGE_CHECK)
 
 
 @gluon.jit
