@@ -52,4 +52,28 @@ def test_cpu_compiled_run(tmp_path):
         assert not r.get("note"), r["note"]
         assert r["mode"] == "compile" and r["step_ms"] and r["speedup_vs_fp32"]
     assert float(got["fp32"]["speedup_vs_fp32"]) == 1.0
-    assert float(got["tf32x3"]["force_max_err"]) < 1e-4
+    assert float(got["tf32x3"]["force_max_err"]) < 1e-4 and float(got["fp32"]["force_max_err"]) < 1e-4
+
+
+def test_the_compile_ready_mace_gives_eager_forces_under_dynamo():
+    """build_mace(for_compile=True) under Dynamo (its graphs run eagerly: backend="eager", seconds) gives the eager
+    model's energy and forces; with autograd.grad traced into the graph, as mace-torch's prepare does by
+    default, the forces came out zero."""
+    import copy
+
+    import torch
+
+    from tcemu.mlip import calculators, systems
+
+    spec = importlib.util.spec_from_file_location("equivariant_step", SCRIPT)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    shape = (4, 1, 1, 2, (1, 8), 5.0, 0)
+    eager, ready = calculators.build_mace(*shape), calculators.build_mace(*shape, for_compile=True)
+    batch = bench.prepare_batch(systems.water_box(), 5.0, (1, 8), torch.device("cpu"), torch.float32)
+    e0, f0 = bench.step(eager, batch)
+    torch._dynamo.reset()
+    e1, f1 = bench.step(torch.compile(copy.deepcopy(ready), backend="eager"), batch, training=True)
+    assert float(f0.abs().max()) > 1e-3  # forces to compare
+    torch.testing.assert_close(e1, e0, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(f1, f0, rtol=1e-5, atol=1e-6)

@@ -259,9 +259,11 @@ def build_mace(channels: int = 16, max_ell: int = 2, num_interactions: int = 2, 
     per argument set (TorchScript takes seconds); each call returns a copy.
 
     ``for_compile``: built the way mace-torch prepares a model for ``torch.compile``
-    (``mace.tools.compile.prepare``: e3nn's code generation off, its registered blocks traced by ``torch.fx``, and
-    Dynamo set to trace ``autograd.grad``); the same weights for the same seed. mace-torch's calculator then calls
-    it with ``training=True`` (the forces' graph kept), which compiling needs."""
+    (``mace.tools.compile.prepare``: e3nn's code generation off, its registered blocks traced by ``torch.fx``),
+    with ``autograd.grad`` kept out of Dynamo's graphs (``allow_autograd=False``: with it traced into the graph, as
+    ``prepare`` does by default, the compiled model's forces came out zero with torch 2.11 and 2.13); the same
+    weights for the same seed. mace-torch's calculator calls a compiled model with ``training=True`` (the forces'
+    graph kept)."""
     return copy.deepcopy(_mace_base(channels, max_ell, num_interactions, correlation, tuple(elements), r_max, seed,
                                     for_compile))
 
@@ -273,7 +275,7 @@ def _mace_base(channels: int, max_ell: int, num_interactions: int, correlation: 
     from mace.tools.compile import prepare
 
     build = functools.partial(_new_mace, channels, max_ell, num_interactions, correlation, elements, r_max, seed)
-    return (prepare(build) if for_compile else build)()
+    return (prepare(build, allow_autograd=False) if for_compile else build)()
 
 
 def _new_mace(channels: int, max_ell: int, num_interactions: int, correlation: int, elements: tuple[int, ...],
