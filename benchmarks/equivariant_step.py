@@ -23,7 +23,9 @@ Per configuration (method x mode):
 * ``peak_mem_gb``.
 
 Modes: ``eager`` and ``compile`` (``torch.compile`` of the model as mace-torch prepares it for compiling,
-``build_mace(for_compile=True)``, called with ``training=True`` as mace-torch's calculator calls a compiled model;
+``build_mace(for_compile=True)``: ``autograd.grad`` outside Dynamo's graphs, so the forces are one backward of
+the compiled graph, called with ``training=False``: a kept forces' graph (``training=True``) fails with Inductor's
+donated buffers;
 speedups against FP32 in the same mode; a configuration that fails, or is skipped for
 the time budget, records why in a ``note`` row). Output: one result file (``tcemu._results``: long rows with
 their provenance: gpu, driver, torch, triton, git commit, date), benchmark ``equivariant_step``, impl ``tcemu``
@@ -45,7 +47,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import functools
 import math
 import os
 import statistics
@@ -85,8 +86,7 @@ def prepare_batch(atoms, r_max: float, elements: tuple[int, ...], device: torch.
 
 
 def step(model, batch: dict, training: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """One energy+forces evaluation: (energy, forces). ``training=True`` keeps the forces' graph, as mace-torch's
-    calculator calls a compiled model."""
+    """One energy+forces evaluation: (energy, forces). ``training=True`` keeps the forces' graph."""
     data = dict(batch)
     data["positions"] = batch["positions"].detach().clone().requires_grad_(True)
     out = model(data, compute_force=True, training=training)
@@ -182,7 +182,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 continue
             try:
                 model = build_config(bases, method, mode)
-                run_step = functools.partial(step, training=mode == "compile")
+                run_step = step
                 if mode == "eager":
                     with tcemu.coverage(model) as cov:
                         step(model, batch)

@@ -262,8 +262,8 @@ def build_mace(channels: int = 16, max_ell: int = 2, num_interactions: int = 2, 
     (``mace.tools.compile.prepare``: e3nn's code generation off, its registered blocks traced by ``torch.fx``),
     with ``autograd.grad`` kept out of Dynamo's graphs (``allow_autograd=False``: with it traced into the graph, as
     ``prepare`` does by default, the compiled model's forces came out zero with torch 2.11 and 2.13); the same
-    weights for the same seed. mace-torch's calculator calls a compiled model with ``training=True`` (the forces'
-    graph kept)."""
+    weights for the same seed. Call it with ``training=False``: with the forces' graph kept (``training=True``),
+    Inductor's compiled backward refuses the second differentiation (donated buffers)."""
     return copy.deepcopy(_mace_base(channels, max_ell, num_interactions, correlation, tuple(elements), r_max, seed,
                                     for_compile))
 
