@@ -108,7 +108,7 @@ class _Coupling:
                              f"symbols for {len(self.symbols_by_type)}")
         self._symbols = [self.symbols_by_type[t - 1] for t in types]
         try:
-            self._mpi = self.lmp.get_mpi_comm()  # None without mpi4py (then one rank is assumed to fail alone)
+            self._mpi = self.lmp.get_mpi_comm()  # None without mpi4py: a failure is then known to its own rank only
         except Exception:  # noqa: BLE001 - a LAMMPS build without MPI support
             self._mpi = None
 
