@@ -27,16 +27,19 @@ from __future__ import annotations
 
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["DomainForces", "ReplicatedForces", "attach", "box", "energy_reach_A", "import_lammps",
+__all__ = ["DOMAIN_GHOSTS_PER_ATOM_WARNING", "DomainForces", "ReplicatedForces", "attach", "box", "energy_reach_A", "import_lammps",
            "lammps_from_atoms"]
 
 _T = TypeVar("_T")
+#: with decomposition="domain", a warning when some rank computes more than this many ghosts per atom it owns
+DOMAIN_GHOSTS_PER_ATOM_WARNING = 4.0
 
 #: LAMMPS's virial order (xx, yy, zz, xy, xz, yz) as indices into ASE's Voigt stress (xx, yy, zz, yz, xz, xy)
 _LAMMPS_FROM_ASE_VOIGT = (0, 1, 2, 5, 4, 3)
@@ -214,6 +217,20 @@ class DomainForces(_Coupling):
         self._numbers = np.array([atomic_numbers[s] for s in self.symbols_by_type], dtype=np.int32)
         self._neighbors = neighbor_lists_for_model("angstrom", model, skin=0.0)
         self._energy_key = getattr(self.calc, "_energy_key", None) or "energy"
+        self._ghosts_reported = False
+
+    def _report_ghosts(self, nlocal: int, nghost: int) -> None:
+        """At the first evaluation (collective): warn where some rank's ghosts outnumber its own atoms by more
+        than :data:`DOMAIN_GHOSTS_PER_ATOM_WARNING`, since the model computes them all."""
+        counts = self._comm.allgather((nlocal, nghost))
+        ratio = max(g / max(n, 1) for n, g in counts)
+        if ratio > DOMAIN_GHOSTS_PER_ATOM_WARNING and self._comm.Get_rank() == 0:
+            owned, ghosts = max(counts, key=lambda c: c[1] / max(c[0], 1))
+            warnings.warn(
+                f"tcemu.lammps: decomposition='domain' gives a rank {ghosts} ghosts beside its {owned} atoms (the "
+                f"model's energy reaches {self.interaction_range:.1f} A, plus the skin): the model computes "
+                f"{ratio + 1:.0f} times that rank's own atoms, and its memory grows alike; decomposition="
+                f"'replicated' computes the {len(self._symbols)} atoms once per rank", stacklevel=2)
 
     @property
     def interaction_range(self) -> float:
@@ -253,6 +270,9 @@ class DomainForces(_Coupling):
         from mpi4py import MPI
 
         nall = nlocal + self.lmp.extract_setting("nghost")
+        if not self._ghosts_reported:
+            self._ghosts_reported = True
+            self._report_ghosts(nlocal, nall - nlocal)
         x = np.array(self.lmp.numpy.extract_atom("x", nelem=nall, dim=3), dtype=np.float64)
         tag = np.array(self.lmp.numpy.extract_atom("id", nelem=nall), dtype=np.int64).reshape(-1)
         types = np.array(self.lmp.numpy.extract_atom("type", nelem=nall), dtype=np.int64).reshape(-1)

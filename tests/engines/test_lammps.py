@@ -186,3 +186,19 @@ def test_a_failing_evaluation_stops_the_run_with_its_message():
     assert type(calc).calls == 3  # not called again after the failure
     assert lmp.extract_global("ntimestep") == 2  # the run stopped at the failing step (setup, 1, 2), not after 20
     lmp.close()
+
+
+def test_domain_decomposition_warns_when_ghosts_outnumber_the_atoms():
+    """One rank of the 192-atom box with PET tiny's 10 A reach: about 2,900 ghosts beside 192 atoms, which the
+    model computes too; the first evaluation says so (with the counts and the replicated alternative)."""
+    pytest.importorskip("lammps", reason="LAMMPS's Python module is not installed (benchmarks/lammps/install_lammps.sh)")
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (benchmarks/lammps/install_lammps.sh)")
+    from mpi4py import MPI
+
+    lmp = tcemu.lammps.lammps_from_atoms(systems.water_box(), comm=MPI.COMM_WORLD)
+    forces = tcemu.lammps.attach(lmp, _calc(), decomposition="domain", skin_A=0.5)
+    with pytest.warns(UserWarning, match=r"gives a rank \d+ ghosts beside its 192 atoms .*'replicated'"):
+        lmp.command("run 0")
+    assert forces.evaluations == 1 and forces.failure is None
+    assert lmp.extract_setting("nghost") > tcemu.lammps.DOMAIN_GHOSTS_PER_ATOM_WARNING * 192
+    lmp.close()
