@@ -92,23 +92,17 @@ def _fz(c):
 
 
 @triton.jit
-def _down(c, DOWN: tl.constexpr):
-    """c * 2^-s, with Inf/NaN set to 0."""
-    return _fz(c * DOWN)
-
-
-@triton.jit
-def _down_level(c, DOWN: tl.constexpr, CHECK: tl.constexpr):
-    """A level tile scaled by 2^-s: Inf/NaN set to 0 (``_down``), or with CHECK carried on into the result,
-    where the range check finds them (module docstring)."""
+def _scale_tile_level(c, DOWN: tl.constexpr, CHECK: tl.constexpr):
+    """A level tile scaled by 2^-s: Inf/NaN set to 0, or with CHECK carried on into the result, where the range
+    check finds them (module docstring)."""
     if CHECK:
         return c * DOWN
     else:
-        return _down(c, DOWN)
+        return _fz(c * DOWN)
 
 
 @triton.jit
-def _level_down(c, SCALE: tl.constexpr, CHECK: tl.constexpr):
+def _scale_running_level(c, SCALE: tl.constexpr, CHECK: tl.constexpr):
     """A running level times SCALE (a power of two) as it joins the result: Inf/NaN set to 0, or with CHECK
     carried on. A select stays between the multiply and the add either way, so ptxas contracts neither into an
     FFMA: a finite level gives the same bits with and without the check. Also called by the Gluon kernels."""
@@ -226,7 +220,6 @@ def _emu_mm_tile(
     RUN2: tl.constexpr = (MODE == 1 or MODE == 4) and NP == 3  # level 2 on a running accumulator
     tl.static_assert(METHOD != 3 or MODE == 0, "bf16x9 has the tile mode only")
     tl.static_assert(MODE == 0 or MODE == 1 or MODE == 4, "MODE is 0, 1 or 4")
-    CHECK: tl.constexpr = RANGE_CHECK
 
     # ---- tile of C owned by this program (grouped order for L2 reuse of B) ----
     pid_m, pid_n = grouped_tile(pid, M, N, BM, BN, GROUP_M)
@@ -299,28 +292,28 @@ def _emu_mm_tile(
             t = _mma0_keep(a0, b0, F)                                      # L0 tile from zero, issued first
 
         if METHOD == 3:  # bf16x9, tile mode: L4, L3, L2, L1 from zero, each scaled into the next
-            t = _down_level(_mma0(a2, b2, F), DOWN, CHECK)                        # L4
-            t = _down_level(_mma(a1, b2, _mma(a2, b1, t, F), F), DOWN, CHECK)    # L3
+            t = _scale_tile_level(_mma0(a2, b2, F), DOWN, RANGE_CHECK)                        # L4
+            t = _scale_tile_level(_mma(a1, b2, _mma(a2, b1, t, F), F), DOWN, RANGE_CHECK)    # L3
             t = _mma(a2, b0, _mma(a1, b1, t, F), F)                                         # L2
-            t = _down_level(_mma(a0, b2, t, F), DOWN, CHECK)
-            t = _down_level(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN, CHECK)    # L1
+            t = _scale_tile_level(_mma(a0, b2, t, F), DOWN, RANGE_CHECK)
+            t = _scale_tile_level(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN, RANGE_CHECK)    # L1
             t = _mma(a0, b0, t, F)                                                          # L0 last
         else:
             if NP == 3:
                 if RUN2:
                     c2 = _mma(a0, b2, _mma(a2, b0, _mma(a1, b1, c2, F), F), F)   # L2, running
                 else:
-                    t = _down_level(_mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, F), F), F), DOWN,
-                                       CHECK)                                   # L2 tile
+                    t = _scale_tile_level(_mma(a0, b2, _mma(a2, b0, _mma0(a1, b1, F), F), F), DOWN,
+                                          RANGE_CHECK)                                 # L2 tile
             if RUN1:
                 c1 = _mma(a0, b1, _mma(a1, b0, c1, F), F)                 # L1, running
                 if not L0_FIRST:
                     t = _mma0_keep(a0, b0, F)                              # L0 tile from zero
             else:
                 if NP == 3 and not RUN2:
-                    t = _down_level(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN, CHECK)  # L1 onto L2
+                    t = _scale_tile_level(_mma(a0, b1, _mma(a1, b0, t, F), F), DOWN, RANGE_CHECK)  # L1 onto L2
                 else:
-                    t = _down_level(_mma(a0, b1, _mma0(a1, b0, F), F), DOWN, CHECK)    # L1 tile
+                    t = _scale_tile_level(_mma(a0, b1, _mma0(a1, b0, F), F), DOWN, RANGE_CHECK)    # L1 tile
                 t = _mma(a0, b0, t, F)                                     # L0 last
         acc += t  # outside the Tensor Core, round to nearest
 
@@ -334,12 +327,12 @@ def _emu_mm_tile(
     # ---- combine the running levels (smallest first), as the reference ----
     if RUN1:
         if RUN2:
-            corr = (c1 if CHECK else _fz(c1)) + _level_down(c2, DOWN, CHECK)
+            corr = (c1 if RANGE_CHECK else _fz(c1)) + _scale_running_level(c2, DOWN, RANGE_CHECK)
             acc += corr * DOWN  # an FADD result times 2^-s plus acc: one FFMA
         else:
-            acc += _level_down(c1, DOWN, CHECK)
+            acc += _scale_running_level(c1, DOWN, RANGE_CHECK)
     elif RUN2:
-        acc += _level_down(c2, DOWN * DOWN, CHECK)
+        acc += _scale_running_level(c2, DOWN * DOWN, RANGE_CHECK)
 
     # ---- range check: flag the rows with a non-finite result (a non-finite level made it so) ----
     if RANGE_CHECK:

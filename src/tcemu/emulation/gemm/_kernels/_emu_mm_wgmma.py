@@ -34,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._emu_mm import _fz, _level_down, grouped_tile, mark_unfinished
+from ._emu_mm import _fz, _scale_running_level, grouped_tile, mark_unfinished
 from ._split import split3
 
 # Names that changed after Triton 3.6 (3.6's first): TMA load into shared memory, CTA-wide barrier
@@ -158,19 +158,19 @@ def _k_tile_mmas(a0, a1, a2, b0, b1, b2, t, c1, c2, NP: gl.constexpr):
 def _combine_levels(acc, c1, c2, NP: gl.constexpr, SHIFT: gl.constexpr, CHECK: gl.constexpr):
     """acc + the running correction levels, combined smallest first as the reference does. Non-finite levels
     are set to 0, or with CHECK carried on into the result, where the range check finds them: Inf and NaN stay
-    non-finite through the scaling and the adds (``_emu_mm.py``, "Range check"); ``_level_down`` keeps the
-    multiply and the add apart as ``_fz`` does, so a finite result has the same bits either way."""
+    non-finite through the scaling and the adds (``_emu_mm.py``, "Range check"); ``_scale_running_level``
+    keeps the multiply and the add apart as ``_fz`` does, so a finite result has the same bits either way."""
     DOWN: gl.constexpr = 2.0 ** (-SHIFT)
     if NP == 3:
         c1, c2 = warpgroup_mma_wait(num_outstanding=0, deps=(c1, c2))
         if CHECK:
-            corr = c1 + _level_down(c2, DOWN, CHECK)
+            corr = c1 + _scale_running_level(c2, DOWN, CHECK)
         else:
             corr = _fz(c1) + _fz(c2) * DOWN
         return acc + corr * DOWN
     else:
         c1 = warpgroup_mma_wait(num_outstanding=0, deps=(c1,))
-        return acc + _level_down(c1, DOWN, CHECK)
+        return acc + _scale_running_level(c1, DOWN, CHECK)
 
 
 @gluon.jit
