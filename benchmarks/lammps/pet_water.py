@@ -45,7 +45,8 @@ def _write_results(args, system: str, n_atoms: int, ranks: int, seconds_per_step
                    drift: float, owned: list[int], ghosts: list[int]) -> None:
     from tcemu._results import Provenance, case, measurement, write_results
 
-    units = {"seconds_per_step": "s", "energy_step0": "eV", "energy_final": "eV", "drift_meV_per_atom_ps": "meV/atom/ps",
+    units = {"seconds_per_step": "s", "energy_step0": "eV", "energy_final": "eV",
+             "drift_meV_per_atom_ps": "meV/atom/ps",
              "atoms_per_rank_max": "atoms", "ghosts_per_rank_max": "atoms"}
     values = {"seconds_per_step": seconds_per_step, "energy_step0": e0, "energy_final": e1,
               "drift_meV_per_atom_ps": drift, "atoms_per_rank_max": max(owned),

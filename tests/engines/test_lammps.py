@@ -174,7 +174,8 @@ def _failing_on_call(n):
 def test_a_failing_evaluation_stops_the_run_with_its_message():
     """A force evaluation that raises inside LAMMPS's callback (which LAMMPS would otherwise survive, running on
     with forces the model did not compute) stops the run at that step, and the ``run`` command raises it."""
-    pytest.importorskip("lammps", reason="LAMMPS's Python module is not installed (benchmarks/lammps/install_lammps.sh)")
+    pytest.importorskip("lammps", reason="LAMMPS's Python module is not installed "
+                        "(benchmarks/lammps/install_lammps.sh)")
     atoms = systems.water_box()
     calc = _failing_on_call(3)
     lmp = tcemu.lammps.lammps_from_atoms(atoms)
@@ -191,7 +192,8 @@ def test_a_failing_evaluation_stops_the_run_with_its_message():
 def test_domain_decomposition_warns_when_ghosts_outnumber_the_atoms():
     """One rank of the 192-atom box with PET tiny's 10 A reach: about 2,900 ghosts beside 192 atoms, which the
     model computes too; the first evaluation says so (with the counts and the replicated alternative)."""
-    pytest.importorskip("lammps", reason="LAMMPS's Python module is not installed (benchmarks/lammps/install_lammps.sh)")
+    pytest.importorskip("lammps", reason="LAMMPS's Python module is not installed "
+                        "(benchmarks/lammps/install_lammps.sh)")
     pytest.importorskip("mpi4py", reason="mpi4py is not installed (benchmarks/lammps/install_lammps.sh)")
     from mpi4py import MPI
 
