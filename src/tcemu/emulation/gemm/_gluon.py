@@ -60,6 +60,19 @@ def _wgmma_ws_module():
     return _emu_mm_wgmma_ws
 
 
+@functools.cache
+def _wgmma_rega_module():
+    """The register-A Gluon kernel's module, or None where this Triton has no Gluon for Hopper."""
+    if _wgmma_module() is None:
+        return None
+    try:
+        from ._kernels import _emu_mm_wgmma_rega  # noqa: PLC0415
+    except Exception as exc:  # noqa: BLE001 - an older/newer Triton without this Gluon API
+        log.info("tcemu: the register-A Gluon kernel is unavailable (%s)", exc)
+        return None
+    return _emu_mm_wgmma_rega
+
+
 def _wgmma_eligible(spec: MethodSpec, device: torch.device, bt3: tuple[Tensor, ...], K: int) -> bool:
     """Whether the Gluon wgmma kernel can run this product (else the Triton kernel runs it, same bits)."""
     if device.type != "cuda" or interpreting() or spec.name == "bf16x9":
@@ -306,3 +319,37 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
                       SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, RANGE_CHECK=range_check,
                       num_warps=cfg.num_warps)
     return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_ws_kernel, descriptors, constexprs, arch)
+
+
+def _launch_wgmma_rega(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[Tensor, ...],
+                       bias: Tensor | None, out3: Tensor, M: int, N: int, K: int, *,
+                       flags: Tensor | None = None, range_check: bool | None = None) -> None:
+    """Launch the register-A Gluon kernel (``_kernels/_emu_mm_wgmma_rega.py``) on FP32 ``a3`` (Z, M, K), rows
+    readable by TMA (:func:`_tma_rows`), and B's pieces (N, K), contiguous; ``flags`` and ``range_check`` as
+    :func:`_flags_arg`. Same bits as the ``g`` kernel of the same tile."""
+    bf16 = spec.piece_format == "bf16"
+    Z = out3.shape[0]
+    ad = _fp32_rows_descriptor(a3, Z * M, K, cfg.bm, cfg.bk)
+    bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
+    grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
+    flags, check = _flags_arg(flags, out3, range_check)
+    _wgmma_rega_module()._emu_mm_wgmma_rega_kernel[grid](
+        ad, *bd, bias if bias is not None else out3, out3, flags, M, N, K, *out3.stride(),
+        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages, RANGE_CHECK=check,
+        num_warps=cfg.num_warps,
+    )
+
+
+def wgmma_rega_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
+                       arch: int = 90, range_check: bool = True):
+    """Compile (without a GPU) the register-A Gluon kernel for ``sm_<arch>``, as :func:`wgmma_compile`."""
+    spec = get_method(method)
+    cfg = KernelConfig.parse(config) if isinstance(config, str) else config
+    bf16 = spec.piece_format == "bf16"
+    b_ty = _desc_type("bf16" if bf16 else "fp32", cfg.bn, cfg.bk)
+    descriptors = [("a_desc", _desc_type("fp32", cfg.bm, cfg.bk))] + [(f"b{i}_desc", b_ty) for i in range(3)]
+    constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
+                      BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages,
+                      RANGE_CHECK=range_check, num_warps=cfg.num_warps)
+    return _gluon_compile(_wgmma_rega_module()._emu_mm_wgmma_rega_kernel, descriptors, constexprs, arch)

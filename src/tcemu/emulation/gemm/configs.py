@@ -58,6 +58,10 @@ class KernelConfig:
             split beforehand; a loader warp brings A's and B's pieces by TMA into one ring, and the MMA warps run
             on them (same bits as ``pg``); with ``persistent`` the loader runs on into the next tile while the MMA
             warps combine and store this one.
+        register_a: with ``wgmma`` (suffix ``gr``): the register-A Gluon kernel of
+            ``_kernels/_emu_mm_wgmma_rega.py`` (same bits as ``g``): A's FP32 tiles by TMA, split in the
+            ``wgmma`` A-operand registers and fed to the MMAs from there (no piece of A in memory). Where A's rows
+            do not suit TMA, A is split beforehand and the ``pg`` kernel runs.
     """
 
     bm: int
@@ -73,8 +77,12 @@ class KernelConfig:
     persistent: bool = False
     wgmma: bool = False
     warp_specialized: bool = False
+    register_a: bool = False
 
     def __post_init__(self) -> None:
+        if self.register_a and not (self.wgmma and not self.warp_specialized and not self.presplit):
+            raise ValueError(f"kernel config {self}: 'r' (register-A) is a variant of the Gluon wgmma kernel on FP32 "
+                             "A and needs 'g' without 'p' or 'w' (e.g. 128x64x32w8s4m1gr)")
         if self.warp_specialized and not self.wgmma:
             raise ValueError(f"kernel config {self}: 'w' (warp-specialised) is a variant of the Gluon wgmma kernel "
                              "and needs 'g' (e.g. 128x128x32w8s3m1gw)")
@@ -83,22 +91,22 @@ class KernelConfig:
         return (f"{self.bm}x{self.bn}x{self.bk}w{self.num_warps}s{self.num_stages}m{self.mode}"
                 + ("f" if self.fast_split else "") + ("p" if self.presplit else "")
                 + ("o" if self.l0_first else "") + ("t" if self.persistent else "") + ("g" if self.wgmma else "")
-                + ("w" if self.warp_specialized else ""))
+                + ("w" if self.warp_specialized else "") + ("r" if self.register_a else ""))
 
     @classmethod
     def parse(cls, text: str) -> KernelConfig:
         """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffixes ``f`` fast (diagnostic) split,
         ``p`` A split beforehand, ``o`` L0 issued first, ``t`` persistent tile loop, ``g`` Gluon wgmma kernel,
-        ``w`` (after ``g``) its warp-specialised variant. Raises ValueError otherwise."""
+        ``w`` (after ``g``) its warp-specialised variant, ``r`` (after ``g``) its register-A variant. Raises ValueError otherwise."""
         import re  # noqa: PLC0415
 
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)(t?)(g?)(w?)", text.strip())
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)(t?)(g?)(w?)(r?)", text.strip())
         if not m:
             raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0 "
-                             "(suffixes f, p, o, t, g, w)")
+                             "(suffixes f, p, o, t, g, w, r)")
         g = m.groups()
         return cls(*map(int, g[:6]), fast_split=g[6] == "f", presplit=g[7] == "p", l0_first=g[8] == "o",
-                   persistent=g[9] == "t", wgmma=g[10] == "g", warp_specialized=g[11] == "w")
+                   persistent=g[9] == "t", wgmma=g[10] == "g", warp_specialized=g[11] == "w", register_a=g[12] == "r")
 
 
 _C = KernelConfig.parse

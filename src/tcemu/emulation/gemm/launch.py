@@ -32,6 +32,7 @@ from ._gluon import (  # noqa: F401 - re-exported: tests and benchmarks reach th
     _WS_SPLIT_WARPS,
     _launch_wgmma,
     _launch_wgmma_pieces_ws,
+    _launch_wgmma_rega,
     _launch_wgmma_ws,
     _num_sms,
     _tma_rows,
@@ -257,7 +258,9 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
                     ap = _split_t(a3.reshape(Z * M, K).mT, spec)
                 try:
                     bp = tuple(q[0] for q in bt3)
-                    if split_a and cfg.warp_specialized:  # split by the kernel's own splitter warps
+                    if split_a and cfg.register_a:  # split in the MMA warps' A-operand registers
+                        _launch_wgmma_rega(spec, cfg, a3, bp, bias, out3, M, N, K, flags=flags, range_check=check)
+                    elif split_a and cfg.warp_specialized:  # split by the kernel's own splitter warps
                         _launch_wgmma_ws(spec, cfg, a3, bp, bias, out3, M, N, K, flags=flags, range_check=check)
                     elif cfg.warp_specialized and cfg.presplit:  # A's pieces by a loader warp
                         _launch_wgmma_pieces_ws(spec, cfg, ap, bp, bias, out3, M, N, K, flags=flags,
@@ -270,7 +273,8 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
                     _WGMMA_FAILED.add(key)
                     log.warning("tcemu: the Gluon wgmma kernel failed for %s %s (%s: %s); running the Triton "
                                 "kernel instead (same bits)", spec.name, cfg, type(exc).__name__, str(exc)[:200])
-            cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
+            cfg = replace(cfg, wgmma=False, warp_specialized=False, register_a=False, mode=1,
+                          persistent=False)
         tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
         grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
         if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
@@ -329,7 +333,8 @@ def emu_mm_compile(
     spec = get_method(method)
     cfg = replace(config or pick_config(spec, M, N, K))
     if cfg.wgmma:  # the Gluon kernel compiles at its first launch; this is the Triton kernel it falls back to
-        cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
+        cfg = replace(cfg, wgmma=False, warp_specialized=False, register_a=False, mode=1,
+                      persistent=False)
     sa = (K, 1) if cfg.presplit or a_strides is None else a_strides
     f32, pd = torch.float32, piece_dtype(spec)
     at = pd if cfg.presplit else f32

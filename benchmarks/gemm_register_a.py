@@ -1,0 +1,159 @@
+"""The register-A Gluon kernel ("gr", ``_kernels/_emu_mm_wgmma_rega.py``) against the library's default kernels,
+cuBLAS SGEMM and cuBLAS TF32, on PET-S's edge-layer shapes, the node layer and 8192^3 (issue 26).
+
+Per shape (M, K, N of y = x @ W^T, W's pieces split beforehand as a frozen layer's are) and method (TF32x3,
+BF16x6, BF16x3), these implementations (``impl``), timed side by side in one run, interleaved round by round
+(order rotated), CUDA events around each call, medians and 20th/80th percentiles over all calls:
+
+* ``sgemm`` (cuBLAS, TF32 off) and ``cublas_tf32`` (cuBLAS with TF32: the one-pass bound of any emulation);
+* ``default``: ``emu_mm`` with the configuration the library picks (``pick_config``);
+* ``gr:<config>``: ``emu_mm`` with a register-A configuration (range check and fix-up on, as the library runs).
+
+Each ``gr`` configuration is compared bit for bit with the ``g`` kernel of the same tile (``same_bits_as_g``)
+and with ``default`` (``same_bits_as_default``: equal only where the default has the same K-tile). Output:
+``<out>/register_a.csv`` (``tcemu._results`` long rows with the provenance), metrics ``median_ms``, ``p20_ms``,
+``p80_ms``, ``tflops``, ``x_sgemm`` (SGEMM's median over this one's), and the bit comparisons. ``<out>``:
+``--out``, else ``$OUT``, else ``benchmarks/results/h200/gemm_variants``.
+
+Usage: ``PYTHONPATH=src python benchmarks/gemm_register_a.py [--out DIR] [--budget-s S] [--methods ...]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from dataclasses import replace
+
+import torch
+
+import tcemu
+from tcemu._results import Provenance, case, measurement, write_results
+from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
+from tcemu.emulation.gemm.configs import pick_config
+from tcemu.emulation.methods import get_method
+
+#: M, K, N: PET-S's edge layers at 17,280 atoms, its node layer, and the square reference
+SHAPES = [(604800, 256, 1024), (604800, 1024, 256), (604800, 512, 256), (604800, 768, 256), (604800, 256, 256),
+          (17280, 1024, 4096), (8192, 8192, 8192)]
+#: register-A tiles per method that compile without spills (tests/emulation/gemm/test_register_a_kernel.py)
+CANDIDATES = {"tf32x3": ["128x64x32w8s4m1gr", "128x128x16w8s4m1gr", "64x128x16w4s4m1gr", "128x64x64w8s3m1gr"],
+              "bf16x6": ["128x64x32w8s4m1gr"],
+              "bf16x3": ["128x128x32w8s4m1gr", "128x64x64w8s4m1gr"]}
+UNITS = dict(median_ms="ms", p20_ms="ms", p80_ms="ms", tflops="TFLOP/s", x_sgemm="x", same_bits_as_g="bool",
+             same_bits_as_default="bool")
+
+
+def timed(fn, calls: int) -> list[float]:
+    out = []
+    for _ in range(calls):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        out.append(start.elapsed_time(end))
+    return out
+
+
+def percentile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
+    nan = torch.isnan(x)
+    return bool(torch.equal(nan, torch.isnan(y)) and torch.equal(x[~nan].view(torch.int32), y[~nan].view(torch.int32)))
+
+
+def measure(method: str, M: int, K: int, N: int, rounds: int, calls: int, gen: torch.Generator):
+    x = torch.randn(M, K, device="cuda", generator=gen)
+    w = torch.randn(N, K, device="cuda", generator=gen) / K**0.5
+    pieces = split_t(w.T, method)
+    spec = get_method(method)
+    default = pick_config(spec, M, N, K)
+    impls = {"sgemm": lambda: torch.mm(x, w.T), "cublas_tf32": None,
+             f"default:{default}": lambda: emu_mm(x, pieces, method, b=w)}
+    for text in CANDIDATES[method]:
+        cfg = KernelConfig.parse(text)
+        impls[f"gr:{text}"] = (lambda c: lambda: emu_mm(x, pieces, method, config=c, b=w))(cfg)
+
+    def tf32():
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        try:
+            return torch.mm(x, w.T)
+        finally:
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+
+    impls["cublas_tf32"] = tf32
+    ref = impls[f"default:{default}"]()
+    bits = {}
+    for name, fn in list(impls.items()):
+        if name.startswith("gr:"):
+            cfg = KernelConfig.parse(name[3:])
+            try:
+                got = fn()
+            except Exception as exc:  # noqa: BLE001 - record and go on
+                print(f"{method} {name}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
+                del impls[name]
+                continue
+            g = emu_mm(x, pieces, method, config=replace(cfg, register_a=False), b=w)
+            bits[name] = (same_bits(got, g), same_bits(got, ref))
+            del got, g
+    for fn in impls.values():  # compile and warm up
+        fn()
+        fn()
+    torch.cuda.synchronize()
+    times = {k: [] for k in impls}
+    keys = list(impls)
+    for r in range(rounds):
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            times[k] += timed(impls[k], calls)
+    return times, bits
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results/h200/gemm_variants")
+    parser.add_argument("--methods", default="tf32x3,bf16x6,bf16x3")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--calls", type=int, default=4)
+    parser.add_argument("--budget-s", type=float, default=240.0)
+    args = parser.parse_args()
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    from tcemu.emulation.gemm.launch import _WGMMA_FAILED
+
+    with tcemu.config(small_shape_fallback=False):
+        prov = Provenance.current()
+        print(prov, flush=True)
+        path = os.path.join(args.out, "register_a.csv")
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        rows, t0 = [], time.time()
+        for M, K, N in SHAPES:
+            for method in args.methods.split(","):
+                if time.time() - t0 > args.budget_s:
+                    print(f"budget spent: {method} {M}x{K}x{N} not measured", flush=True)
+                    continue
+                times, bits = measure(method, M, K, N, args.rounds, args.calls, gen)
+                sg = statistics.median(times["sgemm"])
+                line = []
+                for name, ts in times.items():
+                    med = statistics.median(ts)
+                    values = dict(median_ms=med, p20_ms=percentile(ts, 0.2), p80_ms=percentile(ts, 0.8),
+                                  tflops=2.0 * M * N * K / med / 1e9, x_sgemm=sg / med)
+                    if name in bits:
+                        values.update(same_bits_as_g=bits[name][0], same_bits_as_default=bits[name][1])
+                    impl_method = method if name not in ("sgemm", "cublas_tf32") else "fp32"
+                    rows += measurement("gemm_register_a", name, impl_method, case(M=M, K=K, N=N), values, UNITS)
+                    line.append(f"{name} {sg / med:.2f}x" + (f" bits g={bits[name][0]:d} def={bits[name][1]:d}"
+                                                            if name in bits else ""))
+                print(f"{method} {M}x{K}x{N}: " + ", ".join(line) + f"  [{time.time() - t0:.0f} s]", flush=True)
+                write_results(path, rows, prov)
+                torch.cuda.empty_cache()
+        print("Gluon failures:", _WGMMA_FAILED, flush=True)
+        print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
