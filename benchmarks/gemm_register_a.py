@@ -9,7 +9,8 @@ BF16x6, BF16x3), these implementations (``impl``), timed side by side in one run
 * ``default``: ``emu_mm`` with the configuration the library picks (``pick_config``);
 * ``gr:<config>``: ``emu_mm`` with a register-A configuration (range check and fix-up on, as the library runs).
 
-Each ``gr`` configuration is compared bit for bit with the ``g`` kernel of the same tile (``same_bits_as_g``)
+Each ``gr`` configuration is compared bit for bit with the Triton kernel of the same tile (``same_bits_as_g``: the
+bits every Gluon kernel of that tile gives)
 and with ``default`` (``same_bits_as_default``: equal only where the default has the same K-tile). Output:
 ``<out>/register_a.csv`` (``tcemu._results`` long rows with the provenance), metrics ``median_ms``, ``p20_ms``,
 ``p80_ms``, ``tflops``, ``x_sgemm`` (SGEMM's median over this one's), and the bit comparisons. ``<out>``:
@@ -98,7 +99,7 @@ def measure(method: str, M: int, K: int, N: int, rounds: int, calls: int, gen: t
                 print(f"{method} {name}: {type(exc).__name__}: {str(exc)[:300]}", flush=True)
                 del impls[name]
                 continue
-            g = emu_mm(x, pieces, method, config=replace(cfg, register_a=False), b=w)
+            g = emu_mm(x, pieces, method, config=replace(cfg, register_a=False, wgmma=False), b=w)
             bits[name] = (same_bits(got, g), same_bits(got, ref))
             del got, g
     for fn in impls.values():  # compile and warm up

@@ -41,6 +41,7 @@ error as a ``s_per_step_note`` row (unit ``text``); ``--budget-s`` skips what wo
 from __future__ import annotations
 
 import argparse
+import collections
 import contextlib
 import copy
 import math
@@ -76,6 +77,7 @@ def graphs_compiled() -> int:
 
 
 _TRITON_VARIANTS = [0]  # Triton (and Gluon) kernel variants first launched in this process, once counted
+_TRITON_VARIANT_NAMES: list[str] = []  # their kernels' names, in launch order
 
 
 def count_triton_variants() -> bool:
@@ -92,6 +94,7 @@ def count_triton_variants() -> bool:
 
     def hook(*args, **kwargs):
         _TRITON_VARIANTS[0] += 1
+        _TRITON_VARIANT_NAMES.append(getattr(kwargs.get("fn"), "name", "?"))
         return previous(*args, **kwargs) if previous else None
 
     hook.counts_triton_variants = True
@@ -317,8 +320,10 @@ def finish(rows, wall: float, args, g0: tuple[int, int], log: list[tuple[int, fl
     rows("graphs_compiled_timed", graphs - g0[0], "graphs")
     rows("graphs_compiled_total", graphs, "graphs", note="this process, so far")
     if args.count_triton:
+        names = collections.Counter(_TRITON_VARIANT_NAMES[g0[1]:variants])
         rows("triton_variants_timed", variants - g0[1], "kernels",
-             note="Triton kernel variants first launched during the timed steps (compiled or from its cache)")
+             note="Triton kernel variants first launched during the timed steps (compiled or from its cache)"
+             + "".join(f"; {name} x{n}" for name, n in sorted(names.items())))
     drift, fluct = drift_and_fluct([s for s, _, _ in log], [p + k for _, p, k in log], n_atoms, args.dt)
     rows("drift_meV_per_atom_ps", drift, "meV/atom/ps", note=f"linear fit of {len(log)} logged total energies")
     rows("fluct_meV_per_atom", fluct, "meV/atom")

@@ -41,8 +41,8 @@ def _gluon_available() -> bool:
 @pytest.mark.parametrize("method", list(REGA_CONFIGS))
 def test_register_a_kernel_same_bits_gpu(method):
     """Batched, ragged tiles, an even and an odd number of K-tiles, bias, Inf/NaN in A and B: the bits of the
-    "g" kernel of the same tile (A split by the kernel's warps into shared memory); K-major A (not readable by
-    TMA) runs the "pg" kernel."""
+    Triton kernel of the same tile (which every Gluon kernel gives; the "g" kernel of some of these tiles does
+    not fit shared memory); K-major A (not readable by TMA) runs the "pg" kernel."""
     from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
     gen = torch.Generator().manual_seed(31)
@@ -58,7 +58,7 @@ def test_register_a_kernel_same_bits_gpu(method):
         pieces = split_t(b, method)
         for text in REGA_CONFIGS[method]:
             cfg = KernelConfig.parse(text)
-            want = emu_mm(a, pieces, method, bias, config=replace(cfg, register_a=False))
+            want = emu_mm(a, pieces, method, bias, config=replace(cfg, register_a=False, wgmma=False))
             got = emu_mm(a, pieces, method, bias, config=cfg)
             nan = torch.isnan(want)
             assert nan.any() and torch.isinf(want).any()
@@ -71,7 +71,8 @@ def test_register_a_kernel_same_bits_gpu(method):
     cfg = KernelConfig.parse(REGA_CONFIGS[method][0])
     assert torch.equal(emu_mm(a, pieces, method, config=cfg), emu_mm(a, pieces, method, config=replace(
         cfg, register_a=False, presplit=True)))
-    assert not _WGMMA_FAILED, f"the Gluon kernel failed and the Triton kernel ran instead: {_WGMMA_FAILED}"
+    failed = {key for key in _WGMMA_FAILED if key[1].endswith("gr")}
+    assert not failed, f"the register-A kernel failed and the Triton kernel ran instead: {failed}"
 
 
 @pytest.mark.skipif(INTERPRET or not _gluon_available(), reason="needs Triton's Gluon (and no TRITON_INTERPRET)")

@@ -77,7 +77,7 @@ def _store_tile(ptr, s0, s1, rows, cols, n_rows, n_cols, x, WIDE: tl.constexpr =
     tl.store(ptr + _offsets(rows, cols, s0, s1, WIDE), x, mask=mask)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("L",))
 def _attn_fwd_kernel(
     q_ptr, k_ptr, v_ptr, m_ptr, o_ptr, lse_ptr,
     L, D, scale,
@@ -118,7 +118,7 @@ def _attn_fwd_kernel(
         tl.store(lse_ptr + b * slb + h * slh + rows, m + tl.log(den), mask=rows < L)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("L",))
 def _attn_bwd_ds_kernel(
     q_ptr, k_ptr, v_ptr, m_ptr, o_ptr, lse_ptr, do_ptr, dv_ptr, dm_ptr, ds_ptr,
     H, L, D, scale,
@@ -168,7 +168,7 @@ def _attn_bwd_ds_kernel(
     _store_tile(ds_ptr + bh * L * LP, LP, 1, rows, rows, L, LP, ds, WIDE)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("L",))
 def _attn_bwd_dqdk_kernel(
     q_ptr, k_ptr, ds_ptr, dq_ptr, dk_ptr, dm_ptr,
     H, L, D, scale,

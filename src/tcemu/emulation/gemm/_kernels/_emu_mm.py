@@ -47,6 +47,11 @@ import triton.language as tl
 
 from ._split import split3, split3_fast, widen_bf16
 
+#: Arguments not specialised by Triton: the row count M of A and C changes with the data (an MD step's edge
+#: count changes every step), and Triton would otherwise compile one variant per M's divisibility by 16, some in
+#: the middle of a run (``benchmarks/md_run.py``, ``triton_variants_timed``). M only bounds masks and stores.
+ROW_COUNTS = ("M",)
+
 # DOT_FMT: 0 TF32 pieces in fp32 registers, 1 BF16 pieces. 2 = BF16 pieces under TRITON_INTERPRET=1, whose
 # NumPy dot multiplies bf16 as raw uint16 (Triton 3.9): there the exact pieces are widened to fp32 first (by
 # their bits: the interpreter's own conversion flushes subnormals).
@@ -150,7 +155,7 @@ def grouped_tile(pid, M, N, BM: tl.constexpr, BN: tl.constexpr, GROUP_M: tl.cons
     return first_m + ((pid % width) % group_size), (pid % width) // group_size
 
 
-@triton.jit
+@triton.jit(do_not_specialize=ROW_COUNTS)
 def _emu_mm_kernel(
     # pointers (a1_ptr, a2_ptr: A's pieces 1 and 2 when A_PRESPLIT, then a_ptr holds piece 0); flag_ptr: one
     # int8 per row of C (Z*M), zeroed, for the range check

@@ -34,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._emu_mm import _fz, _scale_running_level, grouped_tile, mark_unfinished
+from ._emu_mm import ROW_COUNTS, _fz, _scale_running_level, grouped_tile, mark_unfinished
 from ._split import split3
 
 # Names that changed after Triton 3.6 (3.6's first): TMA load into shared memory, CTA-wide barrier
@@ -205,7 +205,7 @@ def _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, 
     gl.store(c_ptrs, acc, mask=mask)
 
 
-@gluon.jit
+@gluon.jit(do_not_specialize=ROW_COUNTS)
 def _emu_mm_wgmma_kernel(
     # TMA descriptors: A's pieces (Z*M, K) with (BM, BK) blocks, B's pieces (N, K) with (BN, BK) blocks;
     # with NP == 2 the third of each is a placeholder (any of the others)

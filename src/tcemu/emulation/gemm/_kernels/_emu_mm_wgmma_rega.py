@@ -26,7 +26,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     warpgroup_mma_wait,
 )
 
-from ._emu_mm import grouped_tile
+from ._emu_mm import ROW_COUNTS, grouped_tile
 from ._emu_mm_wgmma import _accumulators, _combine_levels, _flag_tile_rows, _mma_layout, _store_tile
 from ._split import split3
 
@@ -90,7 +90,7 @@ def _k_tile(kt, n_k, row0, off_n, a_desc, b0_desc, b1_desc, b2_desc, a_s, b0s, b
     return t, c1, c2, acc, p0, p1, p2
 
 
-@gluon.jit
+@gluon.jit(do_not_specialize=ROW_COUNTS)
 def _emu_mm_wgmma_rega_kernel(
     # A: FP32 (Z*M, K) with (BM, BK) blocks; B's pieces (N, K) with (BN, BK) blocks (the third a placeholder
     # with NP == 2)

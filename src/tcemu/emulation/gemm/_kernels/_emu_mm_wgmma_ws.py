@@ -55,7 +55,7 @@ from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
 
-from ._emu_mm import grouped_tile
+from ._emu_mm import ROW_COUNTS, grouped_tile
 from ._emu_mm_wgmma import (
     _accumulators,
     _combine_levels,
@@ -243,7 +243,7 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
                     ROWS, BN, mma, RANGE_CHECK)
 
 
-@gluon.jit
+@gluon.jit(do_not_specialize=ROW_COUNTS)
 def _emu_mm_wgmma_ws_kernel(
     # TMA descriptors: FP32 A (Z*M, K) with (BM, BK) blocks; B's pieces (N, K) with (BN, BK) blocks (with
     # NP == 2, b2_desc is a placeholder: any of the others)
@@ -352,7 +352,7 @@ def _ws_piece_loader(a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc, a0s, 
             it += 1
 
 
-@gluon.jit
+@gluon.jit(do_not_specialize=ROW_COUNTS)
 def _emu_mm_wgmma_pieces_ws_kernel(
     # TMA descriptors: A's pieces (Z*M, K) with (BM, BK) blocks, B's pieces (N, K) with (BN, BK) blocks (with
     # NP == 2 the third of each is a placeholder)

@@ -153,7 +153,7 @@ def _fix_tile(a_ptr, b_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, rows, row_flags, sa
     tl.store(c_ptrs, out, mask=inside & marked)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("M", "T"))
 def _range_fixup_kernel(
     a_ptr, b_ptr, b1_ptr, b2_ptr, bias_ptr, c_ptr, flag_ptr,
     M, N, K, T,

@@ -104,7 +104,7 @@ def split3_fast(x, FMT: tl.constexpr, NP: tl.constexpr, SHIFT: tl.constexpr):
     return p0, p1, p2
 
 
-@triton.jit
+@triton.jit(do_not_specialize=("R", "C"))
 def _split_t_kernel(
     # b: (R, C) FP32, any strides; pieces: (C, R) contiguous ("transposed"), dtype fp32 (TF32) or bf16
     b_ptr, p0_ptr, p1_ptr, p2_ptr,
