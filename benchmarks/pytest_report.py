@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import xml.etree.ElementTree as ET
 
 from tcemu._results import Provenance, case, measurement, write_results
@@ -41,6 +42,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("junit_xml")
     parser.add_argument("--out", required=True, help="the result CSV")
     parser.add_argument("--benchmark", default="pytest -m gpu", help="the run's name in the file")
+    parser.add_argument("--provenance", action="append", default=[], metavar="FIELD=VALUE",
+                        help="where the XML was written on another machine: its gpu, driver, torch, triton, commit "
+                             "or date (repeat), instead of this machine's")
     args = parser.parse_args(argv)
     per_module, notable = outcomes(args.junit_xml)
     rows = []
@@ -48,7 +52,11 @@ def main(argv: list[str] | None = None) -> None:
         counts = {k: per_module[module][k] for k in ("passed", "failed", "skipped")}
         rows += measurement(args.benchmark, "tcemu", "", case(module=module), counts,
                             {k: "count" for k in counts})
-    write_results(args.out, rows, Provenance.current())
+    given = dict(item.split("=", 1) for item in args.provenance)
+    unknown = set(given) - set(Provenance.__dataclass_fields__)
+    if unknown:
+        parser.error(f"--provenance: unknown fields {sorted(unknown)}; use {list(Provenance.__dataclass_fields__)}")
+    write_results(args.out, rows, dataclasses.replace(Provenance.current(), **given))
     total = sum(per_module.values(), collections.Counter())
     print(f"{total['passed']} passed, {total['failed']} failed, {total['skipped']} skipped")
     for outcome, test, message in notable:
