@@ -14,7 +14,8 @@ bits every Gluon kernel of that tile gives)
 and with ``default`` (``same_bits_as_default``: equal only where the default has the same K-tile). Output:
 ``<out>/register_a.csv`` (``tcemu._results`` long rows with the provenance), metrics ``median_ms``, ``p20_ms``,
 ``p80_ms``, ``tflops``, ``x_sgemm`` (SGEMM's median over this one's), and the bit comparisons. ``<out>``:
-``--out``, else ``$OUT``, else ``benchmarks/results/h200/gemm_variants``.
+``--out``, else ``$OUT``, else ``benchmarks/results/h200/gemm_variants``; a figure beside it (``register_a.png``: x SGEMM
+per shape, the default and the best register-A tile per method; ``--plot-only CSV`` draws it from a stored file).
 
 Usage: ``PYTHONPATH=src python benchmarks/gemm_register_a.py [--out DIR] [--budget-s S] [--methods ...]``
 """
@@ -114,6 +115,41 @@ def measure(method: str, M: int, K: int, N: int, rounds: int, calls: int, gen: t
     return times, bits
 
 
+def plot(csv_path: str) -> str:
+    """x SGEMM per shape: the library's default and the best register-A tile, per method; returns the PNG's path."""
+    import collections
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    best: dict = collections.defaultdict(dict)
+    for r in csv.DictReader(open(csv_path)):
+        if r["metric"] != "x_sgemm" or r["method"] == "fp32":
+            continue
+        kind = "default" if r["impl"].startswith("default:") else "register-A (best tile)"
+        key = (r["method"], kind)
+        best[key][r["case"]] = max(best[key].get(r["case"], 0.0), float(r["value"]))
+    cases = list(dict.fromkeys(c for v in best.values() for c in v))
+    fig, ax = plt.subplots(figsize=(13, 5))
+    keys = sorted(best)
+    width = 0.8 / len(keys)
+    for i, key in enumerate(keys):
+        xs = [j + (i - len(keys) / 2 + 0.5) * width for j in range(len(cases))]
+        ax.bar(xs, [best[key].get(c, 0.0) for c in cases], width, label=f"{key[0]} {key[1]}")
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(range(len(cases)), [c.replace(";", "\n") for c in cases], fontsize=8)
+    ax.set_ylabel("x cuBLAS SGEMM")
+    ax.set_title("Register-A Gluon kernel against the default kernels (H200)")
+    ax.legend(fontsize=8, ncol=3)
+    out = csv_path.removesuffix(".csv") + ".png"
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results/h200/gemm_variants")
@@ -121,7 +157,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--calls", type=int, default=4)
     parser.add_argument("--budget-s", type=float, default=240.0)
+    parser.add_argument("--plot-only", default="", help="draw the figure from this CSV and exit")
     args = parser.parse_args()
+    if args.plot_only:
+        print("wrote", plot(args.plot_only))
+        return
     torch.backends.cuda.matmul.fp32_precision = "ieee"
     from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
@@ -153,7 +193,7 @@ def main() -> None:
                 write_results(path, rows, prov)
                 torch.cuda.empty_cache()
         print("Gluon failures:", _WGMMA_FAILED, flush=True)
-        print("wrote", path)
+        print("wrote", path, plot(path))
 
 
 if __name__ == "__main__":
