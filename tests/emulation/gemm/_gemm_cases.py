@@ -81,3 +81,24 @@ def _special_matrix(r: int, c: int, gen: torch.Generator) -> torch.Tensor:
     return x
 
 
+
+
+def special_value_products(gen: torch.Generator, shapes):
+    """Per (Z, M, K, N): ((Z, M, K, N), a (Z, M, K), b (K, N), bias (N,)) on DEVICE, N(0, 1) with Inf, NaN and
+    -Inf in A (the last batch entry, the first, the last K column) and an Inf in B: the Gluon kernels' cases."""
+    for Z, M, K, N in shapes:
+        a = torch.randn(Z, M, K, generator=gen)
+        a[Z - 1, 7, 9] = float("inf")
+        a[0, 5, 2] = float("nan")
+        a[0, 9, K - 1] = float("-inf")
+        b = torch.randn(K, N, generator=gen)
+        b[K // 2, 6] = float("inf")
+        yield (Z, M, K, N), a.to(DEVICE), b.to(DEVICE), torch.randn(N, generator=gen).to(DEVICE)
+
+
+def assert_same_bits_and_specials(got: torch.Tensor, want: torch.Tensor, label: str) -> None:
+    """``got`` has ``want``'s NaN positions and bits elsewhere, and ``want`` holds both NaN and Inf."""
+    nan = torch.isnan(want)
+    assert nan.any() and torch.isinf(want).any()
+    assert torch.equal(torch.isnan(got), nan), label
+    assert torch.equal(got[~nan], want[~nan]), label

@@ -10,12 +10,18 @@ import subprocess
 import tempfile
 
 
-def disassemble(cubin: bytes) -> list[str] | None:
-    """The instructions of a cubin (comments and addresses removed), or None without Triton's nvdisasm."""
+def triton_tool(name: str) -> str | None:
+    """The path of a CUDA binary tool Triton ships (``nvdisasm``, ``cuobjdump``), or None where it is not there."""
     import triton
 
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "nvdisasm")
-    if not os.path.exists(tool):
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", name)
+    return tool if os.path.exists(tool) else None
+
+
+def disassemble(cubin: bytes) -> list[str] | None:
+    """The instructions of a cubin (comments and addresses removed), or None without Triton's nvdisasm."""
+    tool = triton_tool("nvdisasm")
+    if tool is None:
         return None
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)

@@ -4,7 +4,6 @@ partitions in offline sm_90 compiles, and the fallback to the Triton kernel."""
 from __future__ import annotations
 
 import importlib
-import os
 from dataclasses import replace
 
 import pytest
@@ -18,9 +17,13 @@ from _gemm_cases import (  # noqa: E402 - the shared markers, device, tolerances
     INTERPRET,
     _bits,
     assert_close_to_fp64,
+    assert_same_bits_and_specials,
     gpu,
     interpret,
+    special_value_products,
 )
+
+from _sass import triton_tool  # noqa: E402
 
 from tcemu.emulation.gemm import (  # noqa: E402
     KernelConfig,
@@ -101,24 +104,14 @@ def test_wgmma_ws_kernel_same_bits_gpu(method):
     from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
     gen = torch.Generator().manual_seed(26)
-    for Z, M, K, N in ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1000, 129), (1, 20000, 72, 260)):
-        a = torch.randn(Z, M, K, generator=gen)
-        a[Z - 1, 7, 9] = float("inf")
-        a[0, 5, 2] = float("nan")
-        a[0, 9, K - 1] = float("-inf")
-        b = torch.randn(K, N, generator=gen)
-        b[K // 2, 6] = float("inf")
-        a, b = a.to(DEVICE), b.to(DEVICE)
-        bias = torch.randn(N, generator=gen).to(DEVICE)
+    shapes = ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1000, 129), (1, 20000, 72, 260))
+    for (Z, M, K, N), a, b, bias in special_value_products(gen, shapes):
         pieces = split_t(b, method)
         for text in WGMMA_WS_CONFIGS[method]:
             cfg = KernelConfig.parse(text)
             want = emu_mm(a, pieces, method, bias, config=replace(cfg, warp_specialized=False, presplit=True))
             got = emu_mm(a, pieces, method, bias, config=cfg)
-            nan = torch.isnan(want)
-            assert nan.any() and torch.isinf(want).any()
-            assert torch.equal(torch.isnan(got), nan), f"{text} {(Z, M, K, N)}"
-            assert torch.equal(got[~nan], want[~nan]), f"{text} {(Z, M, K, N)}"
+            assert_same_bits_and_specials(got, want, f"{text} {(Z, M, K, N)}")
             assert_close_to_fp64(got[Z - 1, 100:, 7:], a[Z - 1, 100:], b[:, 7:], method, bias[7:])
     a = torch.randn(336, 2900, generator=gen).to(DEVICE).T  # K-major: A split beforehand, then "pg"
     b = torch.randn(336, 1100, generator=gen).to(DEVICE)
@@ -247,8 +240,8 @@ def _resource_usage(cubin: bytes) -> dict[str, int] | None:
     import subprocess
     import tempfile
 
-    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
-    if not os.path.exists(tool):
+    tool = triton_tool("cuobjdump")
+    if tool is None:
         return None
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)

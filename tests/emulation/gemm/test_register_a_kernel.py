@@ -12,7 +12,16 @@ import torch
 
 triton = pytest.importorskip("triton", reason="needs the 'triton' extra")
 
-from _gemm_cases import DEVICE, HAS_CUDA, INTERPRET, assert_close_to_fp64, gpu, interpret  # noqa: E402
+from _gemm_cases import (  # noqa: E402
+    DEVICE,
+    HAS_CUDA,
+    INTERPRET,
+    assert_close_to_fp64,
+    assert_same_bits_and_specials,
+    gpu,
+    interpret,
+    special_value_products,
+)
 from _sass import disassemble, loops, register_a_hazards  # noqa: E402
 
 from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t  # noqa: E402
@@ -46,24 +55,14 @@ def test_register_a_kernel_same_bits_gpu(method):
     from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
     gen = torch.Generator().manual_seed(31)
-    for Z, M, K, N in ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1024, 129), (1, 20000, 64, 260)):
-        a = torch.randn(Z, M, K, generator=gen)
-        a[Z - 1, 7, 9] = float("inf")
-        a[0, 5, 2] = float("nan")
-        a[0, 9, K - 1] = float("-inf")
-        b = torch.randn(K, N, generator=gen)
-        b[K // 2, 6] = float("inf")
-        a, b = a.to(DEVICE), b.to(DEVICE)
-        bias = torch.randn(N, generator=gen).to(DEVICE)
+    shapes = ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1024, 129), (1, 20000, 64, 260))
+    for (Z, M, K, N), a, b, bias in special_value_products(gen, shapes):
         pieces = split_t(b, method)
         for text in REGA_CONFIGS[method]:
             cfg = KernelConfig.parse(text)
             want = emu_mm(a, pieces, method, bias, config=replace(cfg, register_a=False, wgmma=False))
             got = emu_mm(a, pieces, method, bias, config=cfg)
-            nan = torch.isnan(want)
-            assert nan.any() and torch.isinf(want).any()
-            assert torch.equal(torch.isnan(got), nan), f"{text} {(Z, M, K, N)}"
-            assert torch.equal(got[~nan], want[~nan]), f"{text} {(Z, M, K, N)}"
+            assert_same_bits_and_specials(got, want, f"{text} {(Z, M, K, N)}")
             assert_close_to_fp64(got[Z - 1, 100:, 7:], a[Z - 1, 100:], b[:, 7:], method, bias[7:])
     a = torch.randn(336, 2900, generator=gen).to(DEVICE).T
     b = torch.randn(336, 1100, generator=gen).to(DEVICE)

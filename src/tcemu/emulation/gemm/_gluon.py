@@ -5,6 +5,7 @@ cannot run or fails, the same configuration runs the Triton kernel (same bits)."
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 
 import torch
@@ -36,41 +37,32 @@ def _flags_arg(flags: Tensor | None, out3: Tensor, range_check: bool | None) -> 
     return flags, bool(check)
 
 
+def _gluon_kernels(module: str, what: str):
+    """The Gluon kernels' module ``_kernels.<module>``, or None where this Triton lacks the Gluon API it uses
+    (logged once: ``what`` is unavailable)."""
+    try:
+        return importlib.import_module(f"._kernels.{module}", __package__)
+    except Exception as exc:  # noqa: BLE001 - an older/newer Triton without this Gluon API
+        log.info("tcemu: the %s is unavailable (%s)", what, exc)
+        return None
+
+
 @functools.cache
 def _wgmma_module():
     """The Gluon kernel's module, or None where this Triton has no Gluon for Hopper."""
-    try:
-        from ._kernels import _emu_mm_wgmma  # noqa: PLC0415
-    except Exception as exc:  # noqa: BLE001 - an older/newer Triton without this Gluon API
-        log.info("tcemu: the Gluon wgmma kernel is unavailable (%s)", exc)
-        return None
-    return _emu_mm_wgmma
+    return _gluon_kernels("_emu_mm_wgmma", "Gluon wgmma kernel")
 
 
 @functools.cache
 def _wgmma_ws_module():
     """The warp-specialised Gluon kernel's module, or None where this Triton has no Gluon for Hopper."""
-    if _wgmma_module() is None:
-        return None
-    try:
-        from ._kernels import _emu_mm_wgmma_ws  # noqa: PLC0415
-    except Exception as exc:  # noqa: BLE001 - an older/newer Triton without this Gluon API
-        log.info("tcemu: the warp-specialised Gluon wgmma kernel is unavailable (%s)", exc)
-        return None
-    return _emu_mm_wgmma_ws
+    return _gluon_kernels("_emu_mm_wgmma_ws", "warp-specialised Gluon wgmma kernel") if _wgmma_module() else None
 
 
 @functools.cache
 def _wgmma_rega_module():
     """The register-A Gluon kernel's module, or None where this Triton has no Gluon for Hopper."""
-    if _wgmma_module() is None:
-        return None
-    try:
-        from ._kernels import _emu_mm_wgmma_rega  # noqa: PLC0415
-    except Exception as exc:  # noqa: BLE001 - an older/newer Triton without this Gluon API
-        log.info("tcemu: the register-A Gluon kernel is unavailable (%s)", exc)
-        return None
-    return _emu_mm_wgmma_rega
+    return _gluon_kernels("_emu_mm_wgmma_rega", "register-A Gluon kernel") if _wgmma_module() else None
 
 
 def _wgmma_eligible(spec: MethodSpec, device: torch.device, bt3: tuple[Tensor, ...], K: int) -> bool:
@@ -272,6 +264,13 @@ def _piece_desc_args(spec: MethodSpec, cfg: KernelConfig, fp32_a: bool = False) 
     return [(f"a{i}_desc", a_ty) for i in range(3)] + [(f"b{i}_desc", b_ty) for i in range(3)]
 
 
+def _fp32_a_desc_args(spec: MethodSpec, cfg: KernelConfig) -> list[tuple[str, str]]:
+    """(name, type) of the descriptors of the kernels on FP32 A (``gw``, ``gr``): A's FP32 tiles and B's three
+    pieces."""
+    b_ty = _desc_type("bf16" if spec.piece_format == "bf16" else "fp32", cfg.bn, cfg.bk)
+    return [("a_desc", _desc_type("fp32", cfg.bm, cfg.bk))] + [(f"b{i}_desc", b_ty) for i in range(3)]
+
+
 def wgmma_pieces_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
                             arch: int = 90, range_check: bool = True):
     """Compile (without a GPU) the ``pgw`` kernel for ``sm_<arch>``, as :func:`wgmma_ws_compile`."""
@@ -311,14 +310,13 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
     bf16 = spec.piece_format == "bf16"
     st, a_st, p_st = stages or _ws_stages(spec, cfg)
-    b_ty = _desc_type("bf16" if bf16 else "fp32", cfg.bn, cfg.bk)
-    descriptors = [("a_desc", _desc_type("fp32", cfg.bm, cfg.bk))] + [(f"b{i}_desc", b_ty) for i in range(3)]
     constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
                       SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
                       SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, RANGE_CHECK=range_check,
                       num_warps=cfg.num_warps)
-    return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_ws_kernel, descriptors, constexprs, arch)
+    return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_ws_kernel, _fp32_a_desc_args(spec, cfg), constexprs,
+                          arch)
 
 
 def _launch_wgmma_rega(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[Tensor, ...],
@@ -346,10 +344,8 @@ def wgmma_rega_compile(method: str | MethodSpec, config: KernelConfig | str, *, 
     """Compile (without a GPU) the register-A Gluon kernel for ``sm_<arch>``, as :func:`wgmma_compile`."""
     spec = get_method(method)
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
-    bf16 = spec.piece_format == "bf16"
-    b_ty = _desc_type("bf16" if bf16 else "fp32", cfg.bn, cfg.bk)
-    descriptors = [("a_desc", _desc_type("fp32", cfg.bm, cfg.bk))] + [(f"b{i}_desc", b_ty) for i in range(3)]
-    constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
+    constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=spec.piece_format != "bf16",
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages,
                       RANGE_CHECK=range_check, num_warps=cfg.num_warps)
-    return _gluon_compile(_wgmma_rega_module()._emu_mm_wgmma_rega_kernel, descriptors, constexprs, arch)
+    return _gluon_compile(_wgmma_rega_module()._emu_mm_wgmma_rega_kernel, _fp32_a_desc_args(spec, cfg), constexprs,
+                          arch)

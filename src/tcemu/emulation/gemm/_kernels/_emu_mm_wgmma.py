@@ -138,11 +138,10 @@ def _accumulators(BM: gl.constexpr, BN: gl.constexpr, NP: gl.constexpr, mma: gl.
 
 
 @gluon.jit
-def _k_tile_mmas(a0, a1, a2, b0, b1, b2, t, c1, c2, NP: gl.constexpr):
-    """One K-tile's MMAs on (BM, BK) A pieces and (BK, BN) B pieces in shared memory: the L0 tile first, from
-    zero, then the correction levels on their running accumulators; then the wait for the L0 tile only
-    (``wgmma.wait_group`` with the correction MMAs still outstanding). Returns (t, c1, c2)."""
-    LATER: gl.constexpr = 5 if NP == 3 else 2  # MMAs issued after the L0 tile
+def _issue_k_tile_mmas(a0, a1, a2, b0, b1, b2, t, c1, c2, NP: gl.constexpr):
+    """One K-tile's MMAs on (BM, BK) A pieces (shared memory or registers) and (BK, BN) B pieces in shared memory:
+    the L0 tile first, from zero, then the correction levels on their running accumulators. Returns
+    (the L0 tile's token, c1, c2); the caller waits."""
     t_tok = _mma0(a0, b0, t)   # L0 tile, from zero
     if NP == 3:
         c2 = _mma(a1, b1, c2)                  # L2, running
@@ -150,6 +149,15 @@ def _k_tile_mmas(a0, a1, a2, b0, b1, b2, t, c1, c2, NP: gl.constexpr):
         c2 = _mma(a0, b2, c2)
     c1 = _mma(a1, b0, c1)                      # L1, running
     c1 = _mma(a0, b1, c1)
+    return t_tok, c1, c2
+
+
+@gluon.jit
+def _k_tile_mmas(a0, a1, a2, b0, b1, b2, t, c1, c2, NP: gl.constexpr):
+    """:func:`_issue_k_tile_mmas`, then the wait for the L0 tile only (``wgmma.wait_group`` with the correction
+    MMAs still outstanding). Returns (t, c1, c2)."""
+    LATER: gl.constexpr = 5 if NP == 3 else 2  # MMAs issued after the L0 tile
+    t_tok, c1, c2 = _issue_k_tile_mmas(a0, a1, a2, b0, b1, b2, t, c1, c2, NP)
     t = warpgroup_mma_wait(num_outstanding=LATER, deps=(t_tok,))
     return t, c1, c2
 

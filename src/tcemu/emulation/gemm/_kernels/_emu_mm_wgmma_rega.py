@@ -19,19 +19,20 @@ from __future__ import annotations
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import (
-    mbarrier,
-    tma,
-    warpgroup_mma,
-    warpgroup_mma_wait,
-)
+from triton.experimental.gluon.language.nvidia.hopper import mbarrier, warpgroup_mma_wait
 
 from ._emu_mm import ROW_COUNTS, grouped_tile
-from ._emu_mm_wgmma import _accumulators, _combine_levels, _flag_tile_rows, _mma_layout, _store_tile
+from ._emu_mm_wgmma import (
+    _accumulators,
+    _combine_levels,
+    _cta_barrier,
+    _flag_tile_rows,
+    _issue_k_tile_mmas,
+    _issue_loads,
+    _mma_layout,
+    _store_tile,
+)
 from ._split import split3
-
-_tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
-_cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
 
 @gluon.constexpr_function
@@ -39,22 +40,6 @@ def _a_operand_layout(mma, dtype):
     """Registers of A's pieces: the ``wgmma`` A operand of accumulator layout ``mma`` (32-bit elements one per
     register, 16-bit ones two)."""
     return gl.DotOperandLayout(operand_index=0, parent=mma, k_width=32 // dtype.primitive_bitwidth)
-
-
-@gluon.jit
-def _issue_loads(i, n_k, row0, off_n, a_desc, b0_desc, b1_desc, b2_desc, a_s, b0s, b1s, b2s, ready,
-                 NP: gl.constexpr, BK: gl.constexpr, STAGES: gl.constexpr):
-    """TMA loads of K-tile ``i`` (A's FP32 tile, B's pieces) into ring slot i % STAGES; none past the last."""
-    pred = i < n_k
-    s = i % STAGES
-    bar = ready.index(s)
-    k = i * BK
-    mbarrier.expect(bar, a_desc.block_type.nbytes + NP * b0_desc.block_type.nbytes, pred=pred)
-    _tma_load(a_desc, [row0, k], bar, a_s.index(s), pred)
-    _tma_load(b0_desc, [off_n, k], bar, b0s.index(s), pred)
-    _tma_load(b1_desc, [off_n, k], bar, b1s.index(s), pred)
-    if NP == 3:
-        _tma_load(b2_desc, [off_n, k], bar, b2s.index(s), pred)
 
 
 @gluon.jit
@@ -71,22 +56,14 @@ def _k_tile(kt, n_k, row0, off_n, a_desc, b0_desc, b1_desc, b2_desc, a_s, b0s, b
     s = kt % STAGES
     mbarrier.wait(ready.index(s), (kt // STAGES) & 1)
     p0, p1, p2 = split3(a_s.index(s).load(aop), 0 if TF32 else 1, NP, SHIFT)
-    b0 = b0s.index(s).permute((1, 0))
-    b1 = b1s.index(s).permute((1, 0))
-    b2 = b2s.index(s).permute((1, 0))
-    t_tok = warpgroup_mma(p0, b0, t, use_acc=False, is_async=True)  # L0 tile, from zero
-    if NP == 3:
-        c2 = warpgroup_mma(p1, b1, c2, is_async=True)  # L2, running
-        c2 = warpgroup_mma(p2, b0, c2, is_async=True)
-        c2 = warpgroup_mma(p0, b2, c2, is_async=True)
-    c1 = warpgroup_mma(p1, b0, c1, is_async=True)  # L1, running
-    c1 = warpgroup_mma(p0, b1, c1, is_async=True)
+    t_tok, c1, c2 = _issue_k_tile_mmas(p0, p1, p2, b0s.index(s).permute((1, 0)), b1s.index(s).permute((1, 0)),
+                                       b2s.index(s).permute((1, 0)), t, c1, c2, NP)
     t, q0, q1, q2 = warpgroup_mma_wait(num_outstanding=LATER, deps=(t_tok, q0, q1, q2))
     acc += t
     # every warp has read its share of slot (kt - 1) % STAGES and K-tile kt-1's MMAs are done
     _cta_barrier()
-    _issue_loads(kt + STAGES - 1, n_k, row0, off_n, a_desc, b0_desc, b1_desc, b2_desc, a_s, b0s, b1s, b2s, ready,
-                 NP, BK, STAGES)
+    _issue_loads(kt + STAGES - 1, n_k, row0, off_n, a_desc, a_desc, a_desc, b0_desc, b1_desc, b2_desc, a_s, a_s,
+                 a_s, b0s, b1s, b2s, ready, NP, BK, STAGES, True)  # the "g" kernel's loads on FP32 A
     return t, c1, c2, acc, p0, p1, p2
 
 
@@ -130,8 +107,8 @@ def _emu_mm_wgmma_rega_kernel(
 
     n_k = gl.cdiv(K, BK)
     for i in gl.static_range(STAGES - 1):
-        _issue_loads(i, n_k, row0, off_n, a_desc, b0_desc, b1_desc, b2_desc, a_s, b0s, b1s, b2s, ready,
-                     NP, BK, STAGES)
+        _issue_loads(i, n_k, row0, off_n, a_desc, a_desc, a_desc, b0_desc, b1_desc, b2_desc, a_s, a_s, a_s,
+                     b0s, b1s, b2s, ready, NP, BK, STAGES, True)
 
     # K-tiles in pairs: the pieces of an even and of an odd K-tile are distinct values, each kept alive up to
     # the next K-tile's wait, so their registers differ and neither is overwritten while MMAs read it
