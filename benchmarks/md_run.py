@@ -17,7 +17,10 @@ new neighbour count. Here each configuration runs a real MD loop on a PET model 
 
 Per configuration (engine, system, method): ``--warmup`` steps (the first compiles), then ``--steps`` timed steps
 with the total energy logged every ``--log-every`` steps, then ``--breakdown-steps`` steps with the time inside
-the neighbour-list call and inside the model call measured (CUDA synchronised around them). Long-format CSV
+the neighbour-list call and inside the model call measured (CUDA synchronised around them). The methods of one
+engine and system run side by side, each its own MD trajectory, and take turns of ``--interleave`` timed steps
+(10 by default): the host's speed drifts by tens of per cent between stretches of one process
+(``docs/md_step.md``), which decides a comparison of host-bound steps run one after the other. Long-format CSV
 (``--out``, default ``$OUT/md_run.csv``): a result file of ``tcemu._results`` (impl: the engine; case: the model,
 system, atoms, compile mode and, for energies, the step), one row per metric: ``s_per_step`` (wall clock over the timed steps),
 ``first_step_s``, ``speedup_vs_fp32`` (the same engine and system), ``drift_meV_per_atom_ps`` (linear fit of the
@@ -42,13 +45,11 @@ from __future__ import annotations
 
 import argparse
 import collections
-import contextlib
 import copy
 import math
 import os
 import statistics
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -57,53 +58,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
-ENGINES = ("ase", "torchsim")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _md_engines import RUNS, MDRun, count_triton_variants, graphs_compiled, take_turns  # noqa: E402
+
+ENGINES = tuple(RUNS)
 #: the issue's systems: the 17,280-atom water box (90 copies of the 192-atom box) and the 192-atom box
 DEFAULT_SYSTEMS = "water_17280,water_192"  # the goal first, so a time budget skips the small runs
 #: systems larger than this take ``--large-steps`` timed steps
 LARGE_ATOMS = 5000
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def graphs_compiled() -> int:
-    """Dynamo graphs compiled so far in this process."""
-    from torch._dynamo.utils import counters
-
-    return int(counters["stats"]["unique_graphs"])
-
-
-_TRITON_VARIANTS = [0]  # Triton (and Gluon) kernel variants first launched in this process, once counted
-_TRITON_VARIANT_NAMES: list[str] = []  # their kernels' names, in launch order
-
-
-def count_triton_variants() -> bool:
-    """Count every Triton kernel variant compiled or loaded from Triton's cache on its first launch in this
-    process (``triton.knobs.runtime.jit_post_compile_hook``, chained to a hook already set): a kernel
-    specialised anew, e.g. for a row count's divisibility first seen, shows here. False where Triton lacks it."""
-    try:
-        from triton import knobs
-    except ImportError:
-        return False
-    previous = knobs.runtime.jit_post_compile_hook
-    if getattr(previous, "counts_triton_variants", False):  # installed by an earlier run of this process
-        return True
-
-    def hook(*args, **kwargs):
-        _TRITON_VARIANTS[0] += 1
-        _TRITON_VARIANT_NAMES.append(getattr(kwargs.get("fn"), "name", "?"))
-        return previous(*args, **kwargs) if previous else None
-
-    hook.counts_triton_variants = True
-    knobs.runtime.jit_post_compile_hook = hook
-    return True
-
-
-def compile_counts() -> tuple[int, int]:
-    return graphs_compiled(), _TRITON_VARIANTS[0]  # (Dynamo graphs, Triton kernel variants) so far
 
 
 def split_method(method: str) -> tuple[str, bool]:
@@ -136,26 +98,6 @@ def build_model(base: torch.nn.Module, method: str, compile_mode: str, scope: st
     return pet
 
 
-@contextlib.contextmanager
-def timed(obj, name: str, device: torch.device, into: list[float]):
-    """Replace ``obj.name`` by a wrapper that records its wall time (CUDA synchronised) into ``into``."""
-    inner = getattr(obj, name)
-
-    def wrapper(*args, **kwargs):
-        _sync(device)
-        t0 = time.perf_counter()
-        out = inner(*args, **kwargs)
-        _sync(device)
-        into.append(time.perf_counter() - t0)
-        return out
-
-    setattr(obj, name, wrapper)
-    try:
-        yield
-    finally:
-        setattr(obj, name, inner)
-
-
 def drift_and_fluct(steps: list[int], e_total: list[float], n_atoms: int, dt_fs: float) -> tuple[float, float]:
     """(drift in meV/atom/ps from a linear fit, standard deviation in meV/atom) of the logged total energy."""
     if len(steps) < 2:
@@ -167,54 +109,6 @@ def drift_and_fluct(steps: list[int], e_total: list[float], n_atoms: int, dt_fs:
 
 
 # ------------------------------------------------------------------------------------------------ engines
-
-
-def run_ase(pet, atoms, args, device, rows: Callable[..., None]) -> None:
-    """ASE VelocityVerlet with metatomic's calculator; records the metrics through ``rows``."""
-    from ase import units
-    from ase.md.velocitydistribution import Stationary
-    from ase.md.verlet import VelocityVerlet
-    from metatomic_ase import MetatomicCalculator
-
-    from tcemu.mlip._common import maxwell_boltzmann_momenta
-
-    calc = MetatomicCalculator(pet.export(), device=str(device), do_gradients_with_energy=False,
-                               neighbor_skin=args.skin)
-    atoms = atoms.copy()
-    atoms.calc = calc
-    maxwell_boltzmann_momenta(atoms, args.temperature, np.random.default_rng(args.seed))
-    Stationary(atoms)
-    dyn = VelocityVerlet(atoms, args.dt * units.fs)
-    t0 = time.perf_counter()
-    atoms.get_forces()
-    dyn.run(max(args.warmup - 1, 0))
-    rows("first_step_s", time.perf_counter() - t0, "s", note=f"{args.warmup} warm-up steps, the first compiles")
-    log: list[tuple[int, float, float]] = []
-
-    def record():
-        log.append((dyn.nsteps, float(atoms.get_potential_energy()), float(atoms.get_kinetic_energy())))
-
-    dyn.nsteps = 0
-    dyn.attach(record, interval=args.log_every)
-    marks: list[float] = []  # after each step (its forces have reached the host: the step is done)
-    dyn.attach(lambda: marks.append(time.perf_counter()), interval=1)
-    g0 = compile_counts()
-    _sync(device)
-    t0 = time.perf_counter()
-    dyn.run(args.steps)
-    _sync(device)
-    wall = time.perf_counter() - t0
-    finish(rows, wall, args, g0, log, len(atoms))
-    step_spread(rows, np.diff(np.asarray([t0, *marks[-args.steps:]])))
-    if args.breakdown_steps:
-        nl, model, step_times = [], [], []
-        with timed(calc._nl_calculators, "compute", device, nl), timed(calc, "calculate", device, model):
-            for _ in range(args.breakdown_steps):
-                t = time.perf_counter()
-                dyn.run(1)
-                step_times.append(time.perf_counter() - t)
-        breakdown(rows, nl, model, step_times)
-    coverage(rows, lambda: dyn.run(1), args)
 
 
 def coverage(rows, one_step: Callable[[], None], args) -> None:
@@ -234,102 +128,29 @@ def coverage(rows, one_step: Callable[[], None], args) -> None:
     rows("coverage_fraction", float(cov.fraction), "fraction", note="one step inside tcemu.coverage()")
 
 
-def torchsim_model(pet, device: torch.device):
-    """A TorchSim model of PET: metatomic-torchsim's (TorchSim 0.5+), else TorchSim 0.3's MetatomicModel (which
-    loads a checkpoint file only: it is made from one, then given this PET)."""
-    atomistic = pet.export()
-    try:
-        from metatomic_torchsim import MetatomicModel
-
-        return MetatomicModel(atomistic, device=device, compute_stress=False)
-    except ImportError:
-        pass
-    from torch_sim.models.metatomic import MetatomicModel
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "pet.ckpt"
-        torch.save(pet.get_checkpoint(), path)
-        model = MetatomicModel(model=str(path), device=device, compute_stress=False)
-    model._model = atomistic.to(device)
-    model._requested_neighbor_lists = atomistic.requested_neighbor_lists()
-    return model
-
-
-def _torchsim_nl_owner(model):
-    """(object, attribute) of the neighbour-list call of TorchSim's metatomic model, for the breakdown:
-    metatomic-torchsim 0.1.7's calculator object, an older one's module function, or TorchSim 0.3's vesin call."""
-    if hasattr(model, "_nl_calculators"):
-        return model._nl_calculators, "compute"
-    with contextlib.suppress(ImportError):
-        import metatomic_torchsim._model as m
-
-        if hasattr(m, "_compute_requested_neighbors"):
-            return m, "_compute_requested_neighbors"
-    import vesin.metatomic as v
-
-    return v, "compute_requested_neighbors"
-
-
-def run_torchsim(pet, atoms, args, device, rows: Callable[..., None]) -> None:
-    """TorchSim's NVE (velocity Verlet) on PET; records the metrics through ``rows``."""
-    import tcemu.torchsim
-
-    model = torchsim_model(pet, device)
-    t0 = time.perf_counter()
-    state, step = tcemu.torchsim.nve(model, atoms.copy(), dt_fs=args.dt, temperature_K=args.temperature,
-                                     seed=args.seed)
-    for _ in range(max(args.warmup - 1, 0)):
-        state = step(state)
-    _sync(device)
-    rows("first_step_s", time.perf_counter() - t0, "s", note=f"{args.warmup} warm-up steps, the first compiles")
-
-    def energies(s) -> tuple[float, float]:
-        kinetic = 0.5 * (s.momenta.double() ** 2 / s.masses.double().unsqueeze(-1)).sum()
-        return float(s.energy.double().sum()), float(kinetic)
-
-    log = [(0, *energies(state))]
-    g0 = compile_counts()
-    _sync(device)
-    t0 = time.perf_counter()
-    marks = []
-    for i in range(1, args.steps + 1):
-        state = step(state)
-        if i % args.log_every == 0:
-            log.append((i, *energies(state)))
-        _sync(device)  # each step's end (a synchronisation per step, microseconds against its milliseconds)
-        marks.append(time.perf_counter())
-    wall = time.perf_counter() - t0
-    finish(rows, wall, args, g0, log, len(atoms))
-    step_spread(rows, np.diff(np.asarray([t0, *marks])))
-    if args.breakdown_steps:
-        nl, mod, step_times = [], [], []
-        owner, name = _torchsim_nl_owner(model)
-        with timed(owner, name, device, nl), timed(model, "forward", device, mod):
-            for _ in range(args.breakdown_steps):
-                t = time.perf_counter()
-                state = step(state)
-                _sync(device)
-                step_times.append(time.perf_counter() - t)
-        breakdown(rows, nl, mod, step_times)
-    coverage(rows, lambda: step(state), args)
-
-
-def finish(rows, wall: float, args, g0: tuple[int, int], log: list[tuple[int, float, float]], n_atoms: int) -> None:
-    rows("s_per_step", wall / args.steps, "s", note=f"{args.steps} steps, wall clock")
-    graphs, variants = compile_counts()
-    rows("graphs_compiled_timed", graphs - g0[0], "graphs")
-    rows("graphs_compiled_total", graphs, "graphs", note="this process, so far")
+def finish(rows, run: MDRun, args, n_atoms: int) -> None:
+    """The metrics of a run's timed steps."""
+    step_s = np.asarray(run.step_s)
+    rows("s_per_step", float(step_s.sum()) / step_s.size, "s",
+         note=f"{step_s.size} steps, wall clock" + (f", in turns of {args.interleave}" if args.interleave else ""))
+    rows("graphs_compiled_timed", run.graphs_timed, "graphs")
+    rows("graphs_compiled_total", graphs_compiled(), "graphs", note="this process, so far")
     if args.count_triton:
-        names = collections.Counter(_TRITON_VARIANT_NAMES[g0[1]:variants])
-        rows("triton_variants_timed", variants - g0[1], "kernels",
+        names = collections.Counter(run.variants_timed)
+        rows("triton_variants_timed", len(run.variants_timed), "kernels",
              note="Triton kernel variants first launched during the timed steps (compiled or from its cache)"
              + "".join(f"; {name} x{n}" for name, n in sorted(names.items())))
+    log = run.log
     drift, fluct = drift_and_fluct([s for s, _, _ in log], [p + k for _, p, k in log], n_atoms, args.dt)
     rows("drift_meV_per_atom_ps", drift, "meV/atom/ps", note=f"linear fit of {len(log)} logged total energies")
     rows("fluct_meV_per_atom", fluct, "meV/atom")
     for s, pot, kin in log:
         rows("e_total_eV", pot + kin, "eV", step=s)
         rows("e_pot_eV", pot, "eV", step=s)
+    step_spread(rows, step_s)
+    if args.breakdown_steps:
+        breakdown(rows, *run.breakdown(args.breakdown_steps))
+    coverage(rows, run.one_step, args)
 
 
 def step_spread(rows, step_s: np.ndarray) -> None:
@@ -420,15 +241,21 @@ def run(args: argparse.Namespace) -> list[dict]:
         split_method(m)
     engines = args.engines.split(",")
     for e in engines:
-        if e not in ENGINES:
-            raise ValueError(f"unknown engine {e!r}; choose from {', '.join(ENGINES)}")
+        if e not in RUNS:
+            raise ValueError(f"unknown engine {e!r}; choose from {', '.join(RUNS)}")
     args.count_triton = count_triton_variants()
     t_start = time.perf_counter()
     base = build_pet(args.shape, args.seed).to(device)
     models: dict[str, torch.nn.Module] = {}
+
+    def elapsed() -> str:
+        return f"[{time.perf_counter() - t_start:.0f} s]"
+
     for system in args.systems.split(","):
         atoms = systems.build(system)
+        steps = args.large_steps if args.large_steps and len(atoms) > LARGE_ATOMS else args.steps
         for engine in engines:
+            adders, runs = {}, {}
             for method in methods:
                 key = dict(engine=engine, system=system, n_atoms=len(atoms), method=method,
                            compile=f"{args.compile}:{args.compile_scope}" if args.compile != "none" else "none")
@@ -436,33 +263,47 @@ def run(args: argparse.Namespace) -> list[dict]:
                 def add(metric, value, unit, step="", note="", key=key):
                     rows.append({**key, "metric": metric, "value": value, "unit": unit, "step": step, "note": note})
 
+                adders[method] = add
                 if args.budget_s and time.perf_counter() - t_start > args.budget_s:
                     add("s_per_step", "", "s", note="skipped: time budget")
                     continue
-                print(f"== {engine} {system} ({len(atoms)} atoms) {method} [{time.perf_counter() - t_start:.0f} s]",
-                      flush=True)
+                print(f"== {engine} {system} ({len(atoms)} atoms) {method}: warm-up {elapsed()}", flush=True)
                 try:
                     if method not in models:
                         models[method] = build_model(base, method, args.compile, args.compile_scope)
-                    runner = run_ase if engine == "ase" else run_torchsim
-                    steps = args.large_steps if args.large_steps and len(atoms) > LARGE_ATOMS else args.steps
-                    runner(models[method], atoms, argparse.Namespace(**{**vars(args), "steps": steps}), device, add)
-                    got = {r["metric"]: r["value"] for r in rows if r.get("engine") == engine and
-                           r.get("system") == system and r.get("method") == method and not r["step"]}
-                    print(f"   {got.get('s_per_step', math.nan) * 1e3:9.2f} ms/step  drift "
-                          f"{got.get('drift_meV_per_atom_ps', math.nan):+.3f} meV/atom/ps  graphs during run "
-                          f"{got.get('graphs_compiled_timed')}  nl {got.get('nl_ms', math.nan):.1f} ms  engine "
-                          f"{got.get('engine_ms', math.nan):.1f} ms", flush=True)
+                    runs[method] = RUNS[engine](models[method], atoms, args, device)
+                    add("first_step_s", runs[method].warm_up(args.warmup), "s",
+                        note=f"{args.warmup} warm-up steps, the first compiles")
                 except Exception as exc:  # noqa: BLE001 - one failing configuration must not stop the run
-                    add("s_per_step", "", "s", note=f"{type(exc).__name__}: {exc}"[:300])
-                    print(f"   FAILED {type(exc).__name__}: {exc}"[:400], flush=True)
-                    if args.traceback:
-                        traceback.print_exc()
-                _free(device)
-                write_rows(rows + add_speedups(rows), args.out, model_name, prov)
+                    failed(add, exc, args)
+                    runs.pop(method, None)
+            print(f"== {engine} {system}: {steps} timed steps of {', '.join(runs)}"
+                  + (f" in turns of {args.interleave}" if args.interleave else "") + f" {elapsed()}", flush=True)
+            take_turns(runs, steps, args.interleave, lambda m, exc: failed(adders[m], exc, args))
+            for method in [m for m in runs if len(runs[m].step_s) == steps]:
+                try:
+                    finish(adders[method], runs[method], args, len(atoms))
+                except Exception as exc:  # noqa: BLE001
+                    failed(adders[method], exc, args)
+                got = {r["metric"]: r["value"] for r in rows if r.get("engine") == engine and
+                       r.get("system") == system and r.get("method") == method and not r["step"]}
+                print(f"   {method}: {got.get('s_per_step', math.nan) * 1e3:9.2f} ms/step  drift "
+                      f"{got.get('drift_meV_per_atom_ps', math.nan):+.3f} meV/atom/ps  graphs during run "
+                      f"{got.get('graphs_compiled_timed')}  nl {got.get('nl_ms', math.nan):.1f} ms  engine "
+                      f"{got.get('engine_ms', math.nan):.1f} ms", flush=True)
+            runs.clear()
+            _free(device)
+            write_rows(rows + add_speedups(rows), args.out, model_name, prov)
     rows += add_speedups(rows)
     write_rows(rows, args.out, model_name, prov)
     return rows
+
+
+def failed(add: Callable[..., None], exc: Exception, args) -> None:
+    add("s_per_step", "", "s", note=f"{type(exc).__name__}: {exc}"[:300])
+    print(f"   FAILED {type(exc).__name__}: {exc}"[:400], flush=True)
+    if args.traceback:
+        traceback.print_exc()
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -481,6 +322,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"timed steps for systems of more than {LARGE_ATOMS} atoms (default: --steps)")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--log-every", type=int, default=10)
+    p.add_argument("--interleave", type=int, default=10, metavar="K",
+                   help="the methods' runs take turns of K timed steps (the same host speed for each); 0: one run "
+                        "after the other")
     p.add_argument("--breakdown-steps", type=int, default=5)
     p.add_argument("--dt", type=float, default=0.5, help="time step in fs")
     p.add_argument("--temperature", type=float, default=300.0, help="initial temperature in K")

@@ -25,7 +25,8 @@ def test_cpu_smoke_run_writes_the_long_format_csv(tmp_path):
     bench = load_bench()
     out = tmp_path / "md_run.csv"
     rc = bench.main(["--device", "cpu", "--shape", "tiny", "--systems", "water_192", "--steps", "4", "--log-every", "2",
-                     "--warmup", "1", "--breakdown-steps", "1", "--compile", "none", "--coverage", "--out", str(out)])
+                     "--warmup", "1", "--breakdown-steps", "1", "--compile", "none", "--coverage", "--interleave", "3",
+                     "--out", str(out)])
     assert rc == 0
     from tcemu._results import HEADER, parse_case, read_results
 
@@ -71,3 +72,28 @@ def test_drift_fit_and_method_names():
     assert bench.split_method("tf32x3+attn") == ("tf32x3", True)
     with pytest.raises(ValueError):
         bench.split_method("fp32+attn")
+
+
+def test_runs_take_turns_and_a_failing_run_leaves_the_rotation():
+    bench = load_bench()
+    order = []
+
+    class Fake:
+        def __init__(self, name, fail_at=None):
+            self.name, self.fail_at, self.done = name, fail_at, 0
+
+        def advance(self, n):
+            if self.fail_at is not None and self.done >= self.fail_at:
+                raise RuntimeError("out of memory")
+            order.append((self.name, n))
+            self.done += n
+
+    failures = []
+    runs = {"fp32": Fake("fp32"), "tf32x3": Fake("tf32x3", fail_at=4)}
+    bench.take_turns(runs, 7, 3, lambda name, exc: failures.append((name, str(exc))))
+    # turns of 3 (the last one shorter); the failing run is reported once and the other one goes on alone
+    assert order == [("fp32", 3), ("tf32x3", 3), ("fp32", 3), ("tf32x3", 3), ("fp32", 1)]
+    assert failures == [("tf32x3", "out of memory")]
+    order.clear()
+    bench.take_turns({"a": Fake("a"), "b": Fake("b")}, 5, 0, lambda *a: None)
+    assert order == [("a", 5), ("b", 5)]  # block 0: one run after the other
