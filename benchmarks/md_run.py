@@ -30,7 +30,9 @@ timed steps (``step_median_s``, ``step_max_s``, ``slow_steps`` over twice the me
 ``slow_steps_excess_s``: one-off work inside the run, such as a Triton kernel compiled for a row count first
 seen there, which ``graphs_compiled_timed`` does not count; ``triton_variants_timed`` counts those kernels),
 ``nl_ms``,
-``model_ms`` and ``engine_ms`` per step (breakdown), ``coverage_fraction`` (with ``--coverage``, where tcemu has
+``model_ms`` and ``engine_ms`` per step (breakdown), with ``--profile-steps`` the per-step time of metatomic's
+``record_function`` ranges and of the top operators (``profile_scope_cpu_ms``, ``profile_self_cpu_ms``,
+``profile_self_gpu_ms``; the case names the range or operator), ``coverage_fraction`` (with ``--coverage``, where tcemu has
 its coverage meter ``tcemu.coverage``), and ``e_total_eV`` / ``e_pot_eV`` at each logged ``step``.
 Every row carries the GPU, driver, torch, triton, git commit and date. A configuration that fails records its
 error as a ``s_per_step_note`` row (unit ``text``); ``--budget-s`` skips what would start after that many seconds (noted), in the order of
@@ -59,7 +61,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _md_engines import RUNS, MDRun, count_triton_variants, graphs_compiled, take_turns  # noqa: E402
+from _md_engines import RUNS, MDRun, count_triton_variants, graphs_compiled, sync, take_turns  # noqa: E402
 
 ENGINES = tuple(RUNS)
 #: the issue's systems: the 17,280-atom water box (90 copies of the 192-atom box) and the 192-atom box
@@ -150,6 +152,8 @@ def finish(rows, run: MDRun, args, n_atoms: int) -> None:
     step_spread(rows, step_s)
     if args.breakdown_steps:
         breakdown(rows, *run.breakdown(args.breakdown_steps))
+    if args.profile_steps:
+        profile(rows, run, args.profile_steps, args.profile_top)
     coverage(rows, run.one_step, args)
 
 
@@ -177,6 +181,41 @@ def breakdown(rows, nl: list[float], model: list[float], steps: list[float]) -> 
     rows("engine_ms", step_ms - model_ms, "ms", note="the step outside the model call; " + note)
 
 
+def profile(rows, run: MDRun, steps: int, top: int) -> None:
+    """Where a step's time goes, from ``torch.profiler`` over ``steps`` more steps, per step:
+    ``profile_scope_cpu_ms`` for every ``record_function`` range (metatomic's calculator and model name theirs:
+    neighbour lists, backward, output conversion; host time with what runs inside), and for the ``top`` operators
+    by self time ``profile_self_cpu_ms`` (host) and ``profile_self_gpu_ms`` (kernels)."""
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if run.device.type == "cuda" else [])
+    with torch_profile(activities=activities) as prof:
+        for _ in range(steps):
+            run.one_step()
+        sync(run.device)
+    events = prof.key_averages()
+    note = f"torch.profiler over {steps} steps, per step"
+
+    def name(event) -> str:
+        return event.key.replace(";", ",")[:120]
+
+    for event in events:
+        if "::" in event.key and not event.key.startswith(("aten::", "autograd::", "cuda", "triton", "Torch-Compiled")):
+            rows("profile_scope_cpu_ms", event.cpu_time_total / 1e3 / steps, "ms", op=name(event),
+                 note=f"record_function range, {event.count} calls; " + note)
+    by_cpu = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:top]
+    for event in by_cpu:
+        rows("profile_self_cpu_ms", event.self_cpu_time_total / 1e3 / steps, "ms", op=name(event),
+             note=f"{event.count} calls; " + note)
+    if run.device.type == "cuda":
+        by_gpu = sorted(events, key=lambda e: e.self_device_time_total, reverse=True)[:top]
+        for event in by_gpu:
+            if event.self_device_time_total > 0:
+                rows("profile_self_gpu_ms", event.self_device_time_total / 1e3 / steps, "ms", op=name(event),
+                     note=f"{event.count} calls; " + note)
+
+
 # ------------------------------------------------------------------------------------------------ driver
 
 
@@ -195,7 +234,8 @@ def to_results(rows: list[dict], model: str) -> list:
 
     out = []
     for r in rows:
-        where = case(model=model, system=r["system"], n_atoms=r["n_atoms"], compile=r["compile"], step=r["step"])
+        where = case(model=model, system=r["system"], n_atoms=r["n_atoms"], compile=r["compile"], step=r["step"],
+                     op=r.get("op", ""))
         if r["value"] != "":
             out.append(Result("md_run", r["engine"], r["method"], where, r["metric"], repr(float(r["value"])),
                               r["unit"]))
@@ -260,8 +300,9 @@ def run(args: argparse.Namespace) -> list[dict]:
                 key = dict(engine=engine, system=system, n_atoms=len(atoms), method=method,
                            compile=f"{args.compile}:{args.compile_scope}" if args.compile != "none" else "none")
 
-                def add(metric, value, unit, step="", note="", key=key):
-                    rows.append({**key, "metric": metric, "value": value, "unit": unit, "step": step, "note": note})
+                def add(metric, value, unit, step="", note="", op="", key=key):
+                    rows.append({**key, "metric": metric, "value": value, "unit": unit, "step": step, "note": note,
+                                 "op": op})
 
                 adders[method] = add
                 if args.budget_s and time.perf_counter() - t_start > args.budget_s:
@@ -286,7 +327,7 @@ def run(args: argparse.Namespace) -> list[dict]:
                 except Exception as exc:  # noqa: BLE001
                     failed(adders[method], exc, args)
                 got = {r["metric"]: r["value"] for r in rows if r.get("engine") == engine and
-                       r.get("system") == system and r.get("method") == method and not r["step"]}
+                       r.get("system") == system and r.get("method") == method and not r["step"] and not r["op"]}
                 print(f"   {method}: {got.get('s_per_step', math.nan) * 1e3:9.2f} ms/step  drift "
                       f"{got.get('drift_meV_per_atom_ps', math.nan):+.3f} meV/atom/ps  graphs during run "
                       f"{got.get('graphs_compiled_timed')}  nl {got.get('nl_ms', math.nan):.1f} ms  engine "
@@ -326,6 +367,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the methods' runs take turns of K timed steps (the same host speed for each); 0: one run "
                         "after the other")
     p.add_argument("--breakdown-steps", type=int, default=5)
+    p.add_argument("--profile-steps", type=int, default=0, metavar="K",
+                   help="K more steps under torch.profiler: the time of metatomic's ranges and the top operators")
+    p.add_argument("--profile-top", type=int, default=12, help="operators kept per profile (by self time)")
     p.add_argument("--dt", type=float, default=0.5, help="time step in fs")
     p.add_argument("--temperature", type=float, default=300.0, help="initial temperature in K")
     p.add_argument("--skin", type=float, default=2.0, help="metatomic calculator's Verlet skin in A (ASE)")

@@ -26,6 +26,7 @@ def test_cpu_smoke_run_writes_the_long_format_csv(tmp_path):
     out = tmp_path / "md_run.csv"
     rc = bench.main(["--device", "cpu", "--shape", "tiny", "--systems", "water_192", "--steps", "4", "--log-every", "2",
                      "--warmup", "1", "--breakdown-steps", "1", "--compile", "none", "--coverage", "--interleave", "3",
+                     "--profile-steps", "1", "--profile-top", "4",
                      "--out", str(out)])
     assert rc == 0
     from tcemu._results import HEADER, parse_case, read_results
@@ -56,6 +57,15 @@ def test_cpu_smoke_run_writes_the_long_format_csv(tmp_path):
             assert value(engine, method, "slow_steps") >= 0 and value(engine, method, "slow_steps_excess_s") >= 0
             assert value(engine, method, "triton_variants_timed") == 0  # the CPU runs no Triton kernel
         assert value(engine, "fp32", "speedup_vs_fp32") == 1.0
+        # the profile: metatomic's model range holds its own ranges' time, and the top operators are named
+        scopes = {parse_case(r["case"])["op"]: float(r["value"]) for r in rows
+                  if where(r)[:3] == (engine, "fp32", "profile_scope_cpu_ms")}
+        assert scopes and all(v >= 0 for v in scopes.values())
+        assert not any(name.startswith(("aten::", "autograd::")) for name in scopes)
+        if "Model::forward" in scopes and "PET::predict" in scopes:
+            assert scopes["Model::forward"] >= scopes["PET::predict"]
+        top = [r for r in rows if where(r)[:3] == (engine, "fp32", "profile_self_cpu_ms")]
+        assert len(top) == 4 and all(float(r["value"]) >= 0 and parse_case(r["case"])["op"] for r in top)
         import tcemu
 
         note = [r for r in rows if where(r)[:3] == (engine, "tf32x3+attn", "coverage_fraction_note")]
