@@ -32,6 +32,7 @@ def graphs_compiled() -> int:
 
 _TRITON_VARIANTS = [0]  # Triton (and Gluon) kernel variants first launched in this process, once counted
 TRITON_VARIANT_NAMES: list[str] = []  # their kernels' names, in launch order
+TRITON_VARIANT_SIGNATURES: list[str] = []  # their specialisations (argument types and divisibility), in order
 
 
 def count_triton_variants() -> bool:
@@ -49,6 +50,7 @@ def count_triton_variants() -> bool:
     def hook(*args, **kwargs):
         _TRITON_VARIANTS[0] += 1
         TRITON_VARIANT_NAMES.append(getattr(kwargs.get("fn"), "name", "?"))
+        TRITON_VARIANT_SIGNATURES.append(str(kwargs.get("repr", "?")))
         return previous(*args, **kwargs) if previous else None
 
     hook.counts_triton_variants = True
@@ -90,6 +92,7 @@ class MDRun:
         self.log: list[tuple[int, float, float]] = []  # (step, potential, kinetic energy in eV)
         self.graphs_timed = 0
         self.variants_timed: list[str] = []  # Triton kernels first launched during the timed steps
+        self.signatures_timed: list[str] = []  # and their specialisations
 
     def warm_up(self, steps: int) -> float:
         """The first force evaluation (which compiles) and ``steps - 1`` more MD steps; their wall clock in s."""
@@ -109,6 +112,7 @@ class MDRun:
         g1, v1 = compile_counts()
         self.graphs_timed += g1 - g0
         self.variants_timed += TRITON_VARIANT_NAMES[v0:v1]
+        self.signatures_timed += TRITON_VARIANT_SIGNATURES[v0:v1]
 
     def breakdown(self, steps: int) -> tuple[list[float], list[float], list[float]]:
         """(neighbour-list calls, model calls, steps) wall clocks over ``steps`` more steps."""

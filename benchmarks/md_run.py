@@ -142,6 +142,8 @@ def finish(rows, run: MDRun, args, n_atoms: int) -> None:
         rows("triton_variants_timed", len(run.variants_timed), "kernels",
              note="Triton kernel variants first launched during the timed steps (compiled or from its cache)"
              + "".join(f"; {name} x{n}" for name, n in sorted(names.items())))
+        if run.signatures_timed:  # which arguments' specialisation was new: a text row
+            rows("triton_variants_timed", "", "kernels", note=" | ".join(run.signatures_timed)[:20000])
     log = run.log
     drift, fluct = drift_and_fluct([s for s, _, _ in log], [p + k for _, p, k in log], n_atoms, args.dt)
     rows("drift_meV_per_atom_ps", drift, "meV/atom/ps", note=f"linear fit of {len(log)} logged total energies")

@@ -39,6 +39,14 @@ def test_row_counts_are_not_specialised():
         for name in ("N", "K"):
             if name in params:
                 assert not params[name].do_not_specialize, f"{kernel}: {name}"
+    from tcemu.emulation.gemm._kernels import _attention  # noqa: PLC0415
+
+    for kernel in (_attention._attn_fwd_kernel, _attention._attn_bwd_ds_kernel, _attention._attn_bwd_dqdk_kernel):
+        params = {p.name: p for p in kernel.params}
+        for name in _attention.L_SCALED_STRIDES:  # strides proportional to L: no divisibility, still == 1
+            if name in params:
+                assert params[name].do_not_specialize_on_alignment and not params[name].do_not_specialize, name
+        assert not params["sqd"].do_not_specialize_on_alignment  # the head dimension's stride keeps it
 
 
 @gpu
@@ -63,5 +71,37 @@ def test_one_kernel_variant_serves_every_row_count_gpu():
             emu_mm(torch.randn(M, 256, generator=gen).to(DEVICE), pieces, "tf32x3")
         torch.cuda.synchronize()
         assert compiled == before, f"new variants for new row counts: {compiled[len(before):]}"
+    finally:
+        knobs.runtime.jit_post_compile_hook = previous
+
+
+@gpu
+@pytest.mark.skipif(not HAS_CUDA or INTERPRET, reason="needs a CUDA device")
+def test_one_attention_variant_serves_every_sequence_length_gpu():
+    """Sequence lengths L of every divisibility within one tile size (PET's neighbour count as an MD run goes
+    on), with a shared (B, 1, L, L) mask, forward and backward: no new kernel variant after the first L."""
+    from triton import knobs
+
+    from tcemu.emulation.attention import scaled_dot_product_attention
+
+    def step(L: int) -> None:
+        gen = torch.Generator().manual_seed(L)
+        q, k, v = (torch.randn(96, 8, L, 32, generator=gen).to(DEVICE).requires_grad_() for _ in range(3))
+        mask = torch.zeros(96, 1, L, L, device=DEVICE)
+        mask[:, :, :, L - 3:] = float("-inf")  # padding tokens, as PET masks them
+        out = scaled_dot_product_attention(q, k, v, mask, method="tf32x3", backend="triton")
+        out.sum().backward()
+
+    compiled = []
+    previous = knobs.runtime.jit_post_compile_hook
+    knobs.runtime.jit_post_compile_hook = lambda *a, **k: compiled.append(getattr(k.get("fn"), "name", "?"))
+    try:
+        step(37)  # the first compiles (three kernels)
+        torch.cuda.synchronize()
+        before = list(compiled)
+        for L in (38, 40, 44, 48, 33, 64, 63):  # every divisibility by 2, 4, 8 and 16; one 64-long tile
+            step(L)
+        torch.cuda.synchronize()
+        assert compiled == before, f"new variants for new sequence lengths: {compiled[len(before):]}"
     finally:
         knobs.runtime.jit_post_compile_hook = previous

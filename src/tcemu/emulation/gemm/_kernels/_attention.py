@@ -31,6 +31,12 @@ import triton.language as tl
 from ._emu_mm import _fz, _mma, _mma0, _mma0_keep
 from ._split import split3
 
+#: Strides that scale with the sequence length L (a (B, 1, L, L) mask: L*L and L; LSE (B, H, L): H*L and L; the
+#: mask gradient's): Triton would specialise them on divisibility by 16, which flips as L changes with the
+#: neighbour count, and compile a new variant mid-run (seconds each, benchmarks/md_run.py's
+#: ``triton_variants_timed``); their loads are masked per element anyway. The ``== 1`` specialisation stays.
+L_SCALED_STRIDES = ("smb", "smh", "sml", "slb", "slh", "sdmb", "sdmh")
+
 
 @triton.jit
 def _dot_pieces(a0, a1, a2, b0, b1, b2, NP: tl.constexpr, SHIFT: tl.constexpr, DOT_FMT: tl.constexpr):
@@ -77,7 +83,7 @@ def _store_tile(ptr, s0, s1, rows, cols, n_rows, n_cols, x, WIDE: tl.constexpr =
     tl.store(ptr + _offsets(rows, cols, s0, s1, WIDE), x, mask=mask)
 
 
-@triton.jit(do_not_specialize=("L",))
+@triton.jit(do_not_specialize=("L",), do_not_specialize_on_alignment=L_SCALED_STRIDES[:5])
 def _attn_fwd_kernel(
     q_ptr, k_ptr, v_ptr, m_ptr, o_ptr, lse_ptr,
     L, D, scale,
@@ -118,7 +124,7 @@ def _attn_fwd_kernel(
         tl.store(lse_ptr + b * slb + h * slh + rows, m + tl.log(den), mask=rows < L)
 
 
-@triton.jit(do_not_specialize=("L",))
+@triton.jit(do_not_specialize=("L",), do_not_specialize_on_alignment=L_SCALED_STRIDES)
 def _attn_bwd_ds_kernel(
     q_ptr, k_ptr, v_ptr, m_ptr, o_ptr, lse_ptr, do_ptr, dv_ptr, dm_ptr, ds_ptr,
     H, L, D, scale,
@@ -168,7 +174,7 @@ def _attn_bwd_ds_kernel(
     _store_tile(ds_ptr + bh * L * LP, LP, 1, rows, rows, L, LP, ds, WIDE)
 
 
-@triton.jit(do_not_specialize=("L",))
+@triton.jit(do_not_specialize=("L",), do_not_specialize_on_alignment=("sdmb",))
 def _attn_bwd_dqdk_kernel(
     q_ptr, k_ptr, ds_ptr, dq_ptr, dk_ptr, dm_ptr,
     H, L, D, scale,
