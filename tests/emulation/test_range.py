@@ -261,3 +261,43 @@ def test_compiled_reference_fixes_the_same_rows():
     assert torch.equal(torch.isnan(compiled), torch.isnan(eager))
     assert torch.equal(compiled[~torch.isnan(eager)], eager[~torch.isnan(eager)])
     assert_fp32_faithful(compiled, a, b, "tf32x3")
+
+
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_threshold_table_is_the_formula(method):
+    """``range_threshold`` reads T off the spec's table of steps (comparisons only, which trace with symbolic
+    sizes): the same T as the closed form at every step's edges and at random K."""
+    from tcemu.emulation.methods import _range_threshold
+
+    spec = get_method(method)
+    n, levels = spec.max_level_products, len(spec.levels)
+    gen = torch.Generator().manual_seed(5)
+    ks = [1, 2, 3, 127, 128, 4096, 2**20, 2**40, 2**62, 2**63]
+    ks += [int(k) for k in torch.randint(1, 2**40, (500,), generator=gen)]
+    for _, k_max in spec.threshold_steps:
+        ks += [k_max - 1, k_max, k_max + 1]
+    for k in ks:
+        assert spec.range_threshold(k) == _range_threshold(n, levels, max(k, 1)), k
+    assert [t for t, _ in spec.threshold_steps] == list(range(spec.threshold_steps[0][0], 1, -1))
+
+
+def test_emulated_layers_compile_with_dynamic_shapes():
+    """A model of emulated layers in a row compiles with ``dynamic=True`` (every size symbolic, as
+    ``tcemu.mlip.compile_pet_`` compiles PET) in one graph, no graph break, and gives the eager run's bits for
+    two row counts, forward and input gradient."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Linear(32, 8), torch.nn.SiLU(),
+                                torch.nn.Linear(8, 1))
+    tcemu.emulate_(model, "tf32x3")
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend="aot_eager", dynamic=True)
+    for rows in (50, 71):
+        x = torch.randn(rows, 16, requires_grad=True)
+        (grad,) = torch.autograd.grad(model(x).sum(), x)
+        out = compiled(x)
+        (grad_c,) = torch.autograd.grad(out.sum(), x)
+        assert torch.equal(out, model(x)) and torch.equal(grad_c, grad)
+    assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 1

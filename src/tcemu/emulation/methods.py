@@ -45,6 +45,7 @@ representation error of the kept products per product; FP32 accumulation adds ab
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from enum import Enum
@@ -101,6 +102,8 @@ class MethodSpec:
     expected_error: str = ""
     subnormal_abs_error: float = 0.0
     split_residual_derivation: str = field(default="", repr=False, compare=False)
+    #: (T, the largest K with that range threshold or more), T descending: :meth:`range_threshold`'s table
+    threshold_steps: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.piece_format not in ("fp32", "tf32", "bf16"):
@@ -116,6 +119,8 @@ class MethodSpec:
             raise ValueError("the high product (0, 0) must come last")
         if self.split_rounding not in ("rna", "rne", "none"):
             raise ValueError(f"split_rounding must be rna, rne or none, got {self.split_rounding!r}")
+        if self.products:
+            object.__setattr__(self, "threshold_steps", _threshold_steps(self.max_level_products, len(self.levels)))
 
     @property
     def n_products(self) -> int:
@@ -149,18 +154,41 @@ class MethodSpec:
         combined result, level sums scaled by ``2^-s``, is smaller). T is the largest integer with
         ``n k 2^(2T+2) (1 + u)^(n k + levels + 2) <= FLT_MAX``; at least 1 (that holds up to n k of about
         2^30), so that ``2^+-k`` stays a normal FP32 number."""
-        n = self.max_level_products
-        k = max(int(k), 1)
-        steps = n * k + len(self.levels) + 2
-        log2_max = 127 + math.log2(2 - 2.0**-23)  # FLT_MAX = (2 - 2^-23) 2^127
-        room = log2_max - math.log2(n) - math.log2(k) - steps * math.log2(1 + _U) - 2
-        return max(1, math.floor(room / 2 - 1e-9))  # (the margin guards the float evaluation of the logs)
+        # read off the steps of T(k), computed with the spec: under torch.compile(dynamic=True) k can be a symbolic
+        # size and Python floats symbolic too, and comparisons of k trace (as guards) where logarithms do not
+        k = max(k, 1)
+        for threshold, k_max in self.threshold_steps:
+            if k <= k_max:
+                return threshold
+        return 1
 
     def __str__(self) -> str:
         return self.name
 
 
 _U = 2.0**-24
+
+
+def _range_threshold(n: int, levels: int, k: int) -> int:
+    """:meth:`MethodSpec.range_threshold` for ``n`` products per level, ``levels`` levels, contraction ``k``."""
+    steps = n * k + levels + 2
+    log2_max = 127 + math.log2(2 - 2.0**-23)  # FLT_MAX = (2 - 2^-23) 2^127
+    room = log2_max - math.log2(n) - math.log2(k) - steps * math.log2(1 + _U) - 2
+    return max(1, math.floor(room / 2 - 1e-9))  # (the margin guards the float evaluation of the logs)
+
+
+@functools.cache
+def _threshold_steps(n: int, levels: int) -> tuple[tuple[int, int], ...]:
+    """(T, the largest k whose threshold is T or more), T descending from T(1) to 2: T(k) does not grow with k."""
+    steps = []
+    for threshold in range(_range_threshold(n, levels, 1), 1, -1):
+        lo, hi = 1, 2**62
+        while lo < hi:  # the largest k with T(k) >= threshold
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if _range_threshold(n, levels, mid) >= threshold else (lo, mid - 1)
+        steps.append((threshold, lo))
+    return tuple(steps)
+
 
 METHODS: dict[str, MethodSpec] = {
     "fp32": MethodSpec(
