@@ -15,6 +15,10 @@ new neighbour count. Here each configuration runs a real MD loop on a PET model 
 * TorchSim: ``metatomic_torchsim.MetatomicModel`` (TorchSim 0.5+; TorchSim 0.3's own ``MetatomicModel`` where
   that is what is installed) under TorchSim's NVE (``tcemu.torchsim.nve``).
 
+``--emulation-scope``: ``model`` (default) emulates the layers and every functional product of PET, as
+``tcemu.mlip.models.pet`` does, so PET's code runs inside ``emulation_mode``; ``layers`` the ``nn.Linear``
+layers alone, as ``benchmarks/md_step.py`` (the case then says ``scope=layers``).
+
 Per configuration (engine, system, method): ``--warmup`` steps (the first compiles), then ``--steps`` timed steps
 with the total energy logged every ``--log-every`` steps, then ``--breakdown-steps`` steps with the time inside
 the neighbour-list call and inside the model call measured (CUDA synchronised around them). The methods of one
@@ -84,15 +88,25 @@ def split_method(method: str) -> tuple[str, bool]:
 COMPILE_SCOPES = {"full": ("preprocess", "calculate_features", "predict"), "backend": ("calculate_features", "predict")}
 
 
-def build_model(base: torch.nn.Module, method: str, compile_mode: str, scope: str = "full") -> torch.nn.Module:
+#: ``--emulation-scope``: what ``tcemu.emulate_`` covers besides the attention blocks of ``+attn``. ``model``:
+#: the layers and every functional product of the model (``tcemu.mlip.models.pet``'s choice; the model's code,
+#: its eager glue included, runs inside ``emulation_mode``); ``layers``: the ``nn.Linear`` layers alone
+#: (``functional=False``, as ``benchmarks/md_step.py``)
+EMULATION_SCOPES = ("model", "layers")
+
+
+def build_model(base: torch.nn.Module, method: str, compile_mode: str, scope: str = "full",
+                emulation_scope: str = "model") -> torch.nn.Module:
     """A copy of the FP32 PET ``base`` in ``method``, compiled with dynamic shapes unless ``compile_mode`` is none."""
     import tcemu
     from tcemu.mlip.models import compile_pet_, is_pet_attention_block
 
+    if emulation_scope not in EMULATION_SCOPES:
+        raise ValueError(f"emulation scope {emulation_scope!r}: choose from {', '.join(EMULATION_SCOPES)}")
     name, attention = split_method(method)
     pet = copy.deepcopy(base)
     if name != "fp32":
-        tcemu.emulate_(pet, name, warn_unreachable=False)
+        tcemu.emulate_(pet, name, warn_unreachable=False, functional=emulation_scope == "model")
     if attention:
         tcemu.emulate_functional_(pet, name, is_pet_attention_block, attention=True, matmuls=False)
     if compile_mode != "none":
@@ -236,7 +250,8 @@ def to_results(rows: list[dict], model: str) -> list:
 
     out = []
     for r in rows:
-        where = case(model=model, system=r["system"], n_atoms=r["n_atoms"], compile=r["compile"], step=r["step"],
+        where = case(model=model, system=r["system"], n_atoms=r["n_atoms"], compile=r["compile"],
+                     scope=r.get("scope") if r.get("scope", "model") != "model" else "", step=r["step"],
                      op=r.get("op", ""))
         if r["value"] != "":
             out.append(Result("md_run", r["engine"], r["method"], where, r["metric"], repr(float(r["value"])),
@@ -300,7 +315,8 @@ def run(args: argparse.Namespace) -> list[dict]:
             adders, runs = {}, {}
             for method in methods:
                 key = dict(engine=engine, system=system, n_atoms=len(atoms), method=method,
-                           compile=f"{args.compile}:{args.compile_scope}" if args.compile != "none" else "none")
+                           compile=f"{args.compile}:{args.compile_scope}" if args.compile != "none" else "none",
+                           scope=args.emulation_scope)
 
                 def add(metric, value, unit, step="", note="", op="", key=key):
                     rows.append({**key, "metric": metric, "value": value, "unit": unit, "step": step, "note": note,
@@ -313,7 +329,8 @@ def run(args: argparse.Namespace) -> list[dict]:
                 print(f"== {engine} {system} ({len(atoms)} atoms) {method}: warm-up {elapsed()}", flush=True)
                 try:
                     if method not in models:
-                        models[method] = build_model(base, method, args.compile, args.compile_scope)
+                        models[method] = build_model(base, method, args.compile, args.compile_scope,
+                                                     args.emulation_scope)
                     runs[method] = RUNS[engine](models[method], atoms, args, device)
                     add("first_step_s", runs[method].warm_up(args.warmup), "s",
                         note=f"{args.warmup} warm-up steps, the first compiles")
@@ -360,6 +377,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compile", default="inductor", choices=("inductor", "aot_eager", "eager", "none"),
                    help="torch.compile backend of PET (dynamic shapes), or none for eager PyTorch")
     p.add_argument("--compile-scope", default="full", choices=tuple(COMPILE_SCOPES))
+    p.add_argument("--emulation-scope", default="model", choices=EMULATION_SCOPES,
+                   help="model: layers and functional products (the library's PET calculator); layers: nn.Linear only")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--large-steps", type=int, default=0,
                    help=f"timed steps for systems of more than {LARGE_ATOMS} atoms (default: --steps)")

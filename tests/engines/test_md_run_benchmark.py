@@ -107,3 +107,25 @@ def test_runs_take_turns_and_a_failing_run_leaves_the_rotation():
     order.clear()
     bench.take_turns({"a": Fake("a"), "b": Fake("b")}, 5, 0, lambda *a: None)
     assert order == [("a", 5), ("b", 5)]  # block 0: one run after the other
+
+
+def test_emulation_scopes():
+    """``--emulation-scope layers`` swaps the layers and scopes the attention blocks only; ``model`` also puts
+    the model's own code inside the emulation mode (an instance ``forward`` on the model's modules)."""
+    bench = load_bench()
+    from tcemu.emulation.linear import EmulatedLinear
+    from tcemu.mlip.models import build_pet, is_pet_attention_block
+
+    base = build_pet("tiny", 0)
+
+    def scoped(model):  # modules given an instance forward by tcemu's scopes
+        return [m for m in model.modules() if "forward" in vars(m)]
+
+    layers = bench.build_model(base, "tf32x3+attn", "none", emulation_scope="layers")
+    whole = bench.build_model(base, "tf32x3+attn", "none", emulation_scope="model")
+    for model in (layers, whole):
+        assert any(isinstance(m, EmulatedLinear) for m in model.modules())
+    assert scoped(layers) and all(is_pet_attention_block(m) for m in scoped(layers))
+    assert any(not is_pet_attention_block(m) for m in scoped(whole))
+    with pytest.raises(ValueError):
+        bench.build_model(base, "tf32x3", "none", emulation_scope="everything")
