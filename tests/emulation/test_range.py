@@ -283,7 +283,7 @@ def test_threshold_table_is_the_formula(method):
 
 def test_emulated_layers_compile_with_dynamic_shapes():
     """A model of emulated layers in a row compiles with ``dynamic=True`` (every size symbolic, as
-    ``tcemu.mlip.compile_pet_`` compiles PET) in one graph, no graph break, and gives the eager run's bits for
+    ``tcemu.mlip.models.compile_pet_`` compiles PET) in one graph, no graph break, and gives the eager run's bits for
     two row counts, forward and input gradient."""
     from torch._dynamo.utils import counters
 
