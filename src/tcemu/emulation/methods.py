@@ -103,7 +103,7 @@ class MethodSpec:
     subnormal_abs_error: float = 0.0
     split_residual_derivation: str = field(default="", repr=False, compare=False)
     #: (T, the largest K with that range threshold or more), T descending: :meth:`range_threshold`'s table
-    threshold_steps: tuple[tuple[int, int], ...] = field(init=False, repr=False, compare=False)
+    threshold_steps: tuple[tuple[int, int], ...] = field(default=(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.piece_format not in ("fp32", "tf32", "bf16"):
@@ -180,14 +180,18 @@ def _range_threshold(n: int, levels: int, k: int) -> int:
 @functools.cache
 def _threshold_steps(n: int, levels: int) -> tuple[tuple[int, int], ...]:
     """(T, the largest k whose threshold is T or more), T descending from T(1) to 2: T(k) does not grow with k."""
-    steps = []
+    steps, lo = [], 1
     for threshold in range(_range_threshold(n, levels, 1), 1, -1):
-        lo, hi = 1, 2**62
-        while lo < hi:  # the largest k with T(k) >= threshold
+        hi = _K_ABOVE_EVERY_STEP
+        while lo < hi:  # the largest k with T(k) >= threshold, at least the previous step's (T(k) does not grow)
             mid = (lo + hi + 1) // 2
             lo, hi = (mid, hi) if _range_threshold(n, levels, mid) >= threshold else (lo, mid - 1)
         steps.append((threshold, lo))
     return tuple(steps)
+
+
+#: T(2^32) = 1 for every level size: the (1 + u)^(n k) growth alone exceeds FLT_MAX's room there
+_K_ABOVE_EVERY_STEP = 2**32
 
 
 METHODS: dict[str, MethodSpec] = {

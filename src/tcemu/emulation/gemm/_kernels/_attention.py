@@ -35,7 +35,8 @@ from ._split import split3
 #: mask gradient's): Triton would specialise them on divisibility by 16, which flips as L changes with the
 #: neighbour count, and compile a new variant mid-run (seconds each, benchmarks/md_run.py's
 #: ``triton_variants_timed``); their loads are masked per element anyway. The ``== 1`` specialisation stays.
-L_SCALED_STRIDES = ("smb", "smh", "sml", "slb", "slh", "sdmb", "sdmh")
+MASK_STRIDES, LSE_STRIDES, MASK_GRAD_STRIDES = ("smb", "smh", "sml"), ("slb", "slh"), ("sdmb", "sdmh")
+L_SCALED_STRIDES = MASK_STRIDES + LSE_STRIDES + MASK_GRAD_STRIDES
 
 
 @triton.jit
@@ -83,7 +84,7 @@ def _store_tile(ptr, s0, s1, rows, cols, n_rows, n_cols, x, WIDE: tl.constexpr =
     tl.store(ptr + _offsets(rows, cols, s0, s1, WIDE), x, mask=mask)
 
 
-@triton.jit(do_not_specialize=("L",), do_not_specialize_on_alignment=L_SCALED_STRIDES[:5])
+@triton.jit(do_not_specialize=("L",), do_not_specialize_on_alignment=MASK_STRIDES + LSE_STRIDES)
 def _attn_fwd_kernel(
     q_ptr, k_ptr, v_ptr, m_ptr, o_ptr, lse_ptr,
     L, D, scale,
@@ -174,7 +175,7 @@ def _attn_bwd_ds_kernel(
     _store_tile(ds_ptr + bh * L * LP, LP, 1, rows, rows, L, LP, ds, WIDE)
 
 
-@triton.jit(do_not_specialize=("L",), do_not_specialize_on_alignment=("sdmb",))
+@triton.jit(do_not_specialize=("L",), do_not_specialize_on_alignment=MASK_GRAD_STRIDES[:1])
 def _attn_bwd_dqdk_kernel(
     q_ptr, k_ptr, ds_ptr, dq_ptr, dk_ptr, dm_ptr,
     H, L, D, scale,
