@@ -1,0 +1,108 @@
+# /// script
+# requires-python = ">=3.11"
+# dependencies = ["tcemu[mlip]"]
+# ///
+"""What an emulated PET costs Dynamo at each call: the guard nodes, graphs and graph breaks of PET compiled with
+dynamic shapes (as ``benchmarks/md_run.py`` compiles it) inside ASE's calculator, per method and emulation scope.
+
+A compiled frame checks its guards at every call, so a model with more guard nodes pays more host time per
+step where the step is host-bound (192 atoms, ``docs/engines.md``). Each configuration is built and run for
+``--steps`` ASE steps in a fresh Dynamo state (``torch._dynamo.reset``); the guard trees Dynamo logs
+(``TORCH_LOGS=guards``'s records) are counted as nodes (``+-`` entries), and the graphs and graph breaks from
+Dynamo's counters. The guard count depends on the torch version and on the code traced, not on the device, so
+the CPU measures it. Output: a result file (``tcemu._results``), benchmark ``md_guards``, one case per
+(model, system, backend, scope) and method, metrics ``guard_nodes``, ``graphs`` and ``graph_breaks``.
+
+    python benchmarks/md_guards.py --out benchmarks/results/cpu/md_guards/pet_tiny_water_192.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import logging
+import sys
+from pathlib import Path
+
+import torch
+
+HERE = Path(__file__).resolve().parent
+CONFIGS = (("fp32", "model"), ("tf32x3+attn", "model"), ("tf32x3+attn", "layers"))
+UNITS = {"guard_nodes": "nodes", "graphs": "graphs", "graph_breaks": "breaks"}
+
+
+def _md_run():
+    spec = importlib.util.spec_from_file_location("md_run", HERE / "md_run.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["md_run"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class _GuardNodes(logging.Handler):
+    """Counts the nodes of the guard trees Dynamo logs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.nodes = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.nodes += record.getMessage().count("+- ")
+
+
+def measure(shape: str, system: str, steps: int, backend: str) -> list[dict]:
+    from torch._dynamo.utils import counters
+
+    from tcemu.mlip import systems
+    from tcemu.mlip.models import build_pet
+
+    md_run = _md_run()
+    from _md_engines import AseRun  # noqa: PLC0415 - md_run puts benchmarks/ on the path
+
+    args = argparse.Namespace(log_every=10, temperature=300.0, seed=0, dt=0.5, skin=2.0)
+    base, atoms = build_pet(shape, 0), systems.build(system)
+    handler = _GuardNodes()
+    torch._logging.set_logs(guards=True)
+    guards = logging.getLogger("torch._dynamo.guards.__guards")
+    guards.addHandler(handler)
+    guards.propagate = False  # counted, not printed
+    rows = []
+    try:
+        for method, scope in CONFIGS:
+            torch._dynamo.reset()
+            counters.clear()
+            handler.nodes = 0
+            model = md_run.build_model(base, method, backend, emulation_scope=scope)
+            AseRun(model, atoms, args, torch.device("cpu")).warm_up(steps)
+            rows.append({"method": method, "scope": scope, "guard_nodes": handler.nodes,
+                         "graphs": counters["stats"]["unique_graphs"],
+                         "graph_breaks": sum(counters["graph_break"].values())})
+            print(rows[-1], flush=True)
+    finally:
+        guards.removeHandler(handler)
+        torch._logging.set_logs()
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--shape", default="tiny", help="PET shape (tcemu.mlip.models.PET_SHAPES)")
+    p.add_argument("--system", default="water_192")
+    p.add_argument("--steps", type=int, default=2, help="ASE steps per configuration (the first compiles)")
+    p.add_argument("--backend", default="aot_eager", help="torch.compile backend (the guards are Dynamo's)")
+    p.add_argument("--out", default="md_guards.csv")
+    args = p.parse_args(argv)
+    from tcemu._results import Provenance, case, measurement, write_results
+
+    results = []
+    for r in measure(args.shape, args.system, args.steps, args.backend):
+        where = case(model=f"pet-{args.shape}", system=args.system, backend=args.backend, scope=r["scope"])
+        results += measurement("md_guards", "tcemu", r["method"], where, {k: r[k] for k in UNITS}, UNITS)
+    write_results(args.out, results, Provenance.current("cpu"))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE.parent / "src"))
+    sys.exit(main())
