@@ -13,11 +13,6 @@ nothing for the mode (a mode around a whole step intercepts every torch call of 
 a module inside an active scope of the same call runs as it is) and an "off" switch on each unselected module
 below a selected one; it also turns e3nn's TorchScript-compiled code into eager code that the mode can see
 (:mod:`tcemu.emulation.codegen`).
-
-:func:`compile_in_scope` compiles a function that runs inside a scope (a model's inner methods, with its
-``forward`` eager) so that the scope's mode is entered inside the compiled graph: Dynamo does not switch
-torch-function modes off while a compiled graph runs, so a mode around the call would intercept every torch call
-of the graph's wrapper (allocations, extern GEMMs, custom ops) at every step.
 """
 
 from __future__ import annotations
@@ -28,14 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import torch
 from torch import fx, jit, nn
 
 from .linear import EmulatedLinear
 from .methods import MethodSpec, get_method
 from .mode import SCOPE_STACK, emulation_mode, push_scope
 
-__all__ = ["Scope", "install_scopes", "remove_scopes", "scope_of", "emulate_functional_", "compile_in_scope"]
+__all__ = ["Scope", "install_scopes", "remove_scopes", "scope_of", "emulate_functional_"]
 
 FilterFn = Callable[[nn.Module, str], bool]
 
@@ -200,42 +194,3 @@ def emulate_functional_(
     for _, mod in selected:
         _set_scope(mod, scope)
     return model
-
-
-def _top_emulation_mode() -> emulation_mode | None:
-    """The innermost torch-function mode, if it is an :class:`emulation_mode` (else None)."""
-    depth = torch._C._len_torch_function_stack()
-    top = torch._C._get_function_stack_at(depth - 1) if depth else None
-    return top if isinstance(top, emulation_mode) else None
-
-
-def compile_in_scope(fn: Callable, **compile_kwargs: Any) -> Callable:
-    """``torch.compile(fn, **compile_kwargs)`` for a function called inside an emulation scope.
-
-    Called where an :class:`emulation_mode` is the innermost torch-function mode (the scope of a module whose
-    ``forward`` stays eager), the returned function takes that mode off the stack and calls a compiled function
-    that enters it again inside the graph: the products are emulated as in the mode, and the graph runs with no
-    mode intercepting its calls. Elsewhere (no scope, or another mode innermost, such as a coverage meter) it
-    calls the compiled function with the modes as they are; inside another compiled region, ``fn`` itself.
-    """
-
-    def in_mode(mode: emulation_mode | None, *args: Any, **kwargs: Any) -> Any:
-        if mode is None:
-            return fn(*args, **kwargs)
-        with mode:
-            return fn(*args, **kwargs)
-
-    compiled = torch.compile(in_mode, **compile_kwargs)
-
-    @functools.wraps(fn)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        if torch.compiler.is_compiling():
-            return fn(*args, **kwargs)
-        mode = _top_emulation_mode()
-        if mode is None:
-            return compiled(None, *args, **kwargs)
-        with torch.overrides._pop_mode_temporarily():
-            return compiled(mode, *args, **kwargs)
-
-    call.compiled = compiled  # type: ignore[attr-defined]
-    return call

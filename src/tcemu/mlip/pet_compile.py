@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import torch
 from torch import nn
-
-from ..emulation.scope import compile_in_scope
 
 __all__ = ["PET_COMPILE_SCOPE", "compile_pet_"]
 
@@ -22,14 +21,12 @@ def compile_pet_(model: nn.Module, *, scope: Iterable[str] = PET_COMPILE_SCOPE, 
     neighbour layout): a static compile (``dynamic=False``) builds new graphs for every new count, and then
     falls back to eager code at Dynamo's recompile limit. With dynamic shapes one set of graphs serves every
     step and system size (the emulated GEMMs are torch ops with shape-generic fake implementations; a product
-    crossing the small-shape fallback threshold adds one graph per side). Each method is compiled with
-    :func:`tcemu.emulation.scope.compile_in_scope`, so that the emulation scope of ``tcemu.emulate_`` on PET is
-    entered inside the graphs and does not intercept their calls at run time.
+    crossing the small-shape fallback threshold adds one graph per side).
     """
     b = model.backend
     kwargs = _inductor_kwargs(mode) if backend == "inductor" else {"mode": mode}
     for name in scope:
-        setattr(b, name, compile_in_scope(getattr(b, name), dynamic=True, backend=backend, **kwargs))
+        setattr(b, name, torch.compile(getattr(b, name), dynamic=True, backend=backend, **kwargs))
     return model
 
 
