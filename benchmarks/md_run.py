@@ -15,9 +15,10 @@ new neighbour count. Here each configuration runs a real MD loop on a PET model 
 * TorchSim: ``metatomic_torchsim.MetatomicModel`` (TorchSim 0.5+; TorchSim 0.3's own ``MetatomicModel`` where
   that is what is installed) under TorchSim's NVE (``tcemu.torchsim.nve``).
 
-``--emulation-scope``: ``model`` (default) emulates the layers and every functional product of PET, as
-``tcemu.mlip.models.pet`` does, so PET's code runs inside ``emulation_mode``; ``layers`` the ``nn.Linear``
-layers alone, as ``benchmarks/md_step.py`` (the case then says ``scope=layers``).
+``--emulation-scope`` (named in the case): ``layers`` (default) emulates the ``nn.Linear`` layers, as
+``tcemu.mlip.models.compile_pet_`` leaves a compiled PET and as ``benchmarks/md_step.py`` does; ``model`` also
+every functional product of PET, so that PET's eager ``forward``, around the compiled methods, runs inside
+``emulation_mode``.
 
 Per configuration (engine, system, method): ``--warmup`` steps (the first compiles), then ``--steps`` timed steps
 with the total energy logged every ``--log-every`` steps, then ``--breakdown-steps`` steps with the time inside
@@ -88,15 +89,16 @@ def split_method(method: str) -> tuple[str, bool]:
 COMPILE_SCOPES = {"full": ("preprocess", "calculate_features", "predict"), "backend": ("calculate_features", "predict")}
 
 
-#: ``--emulation-scope``: what ``tcemu.emulate_`` covers besides the attention blocks of ``+attn``. ``model``:
-#: the layers and every functional product of the model (``tcemu.mlip.models.pet``'s choice; the model's code,
-#: its eager glue included, runs inside ``emulation_mode``); ``layers``: the ``nn.Linear`` layers alone
-#: (``functional=False``, as ``benchmarks/md_step.py``)
-EMULATION_SCOPES = ("model", "layers")
+#: ``--emulation-scope``: what ``tcemu.emulate_`` covers besides the attention blocks of ``+attn``. ``layers``:
+#: the ``nn.Linear`` layers (``tcemu.mlip.models.compile_pet_``'s choice for a compiled PET, and
+#: ``benchmarks/md_step.py``'s); ``model``: the layers and every functional product of the model, so that PET's
+#: eager ``forward``, around the compiled methods, runs inside ``emulation_mode`` (``compile_pet_(...,
+#: model_scope=True)``; an eager PET of ``tcemu.mlip.models.pet`` runs so)
+EMULATION_SCOPES = ("layers", "model")
 
 
 def build_model(base: torch.nn.Module, method: str, compile_mode: str, scope: str = "full",
-                emulation_scope: str = "model") -> torch.nn.Module:
+                emulation_scope: str = "layers") -> torch.nn.Module:
     """A copy of the FP32 PET ``base`` in ``method``, compiled with dynamic shapes unless ``compile_mode`` is none."""
     import tcemu
     from tcemu.mlip.models import compile_pet_, is_pet_attention_block
@@ -110,7 +112,7 @@ def build_model(base: torch.nn.Module, method: str, compile_mode: str, scope: st
     if attention:
         tcemu.emulate_functional_(pet, name, is_pet_attention_block, attention=True, matmuls=False)
     if compile_mode != "none":
-        compile_pet_(pet, backend=compile_mode, scope=COMPILE_SCOPES[scope])
+        compile_pet_(pet, backend=compile_mode, scope=COMPILE_SCOPES[scope], model_scope=emulation_scope == "model")
     return pet
 
 
@@ -251,7 +253,7 @@ def to_results(rows: list[dict], model: str) -> list:
     out = []
     for r in rows:
         where = case(model=model, system=r["system"], n_atoms=r["n_atoms"], compile=r["compile"],
-                     scope=r.get("scope") if r.get("scope", "model") != "model" else "", step=r["step"],
+                     scope=r.get("scope", ""), step=r["step"],
                      op=r.get("op", ""))
         if r["value"] != "":
             out.append(Result("md_run", r["engine"], r["method"], where, r["metric"], repr(float(r["value"])),
@@ -377,7 +379,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--compile", default="inductor", choices=("inductor", "aot_eager", "eager", "none"),
                    help="torch.compile backend of PET (dynamic shapes), or none for eager PyTorch")
     p.add_argument("--compile-scope", default="full", choices=tuple(COMPILE_SCOPES))
-    p.add_argument("--emulation-scope", default="model", choices=EMULATION_SCOPES,
+    p.add_argument("--emulation-scope", default="layers", choices=EMULATION_SCOPES,
                    help="model: layers and functional products (the library's PET calculator); layers: nn.Linear only")
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--large-steps", type=int, default=0,

@@ -46,3 +46,20 @@ def test_pet_compile_flag_compiles_preprocessing_features_and_prediction():
     mod = pot.module("fp32")
     pot.wrap(mod, "cpu")
     assert all(name in vars(mod.backend) for name in models.PET_COMPILE_SCOPE)
+
+
+def test_compiled_emulated_pet_keeps_the_layers_and_attention_blocks_but_not_the_model_scope():
+    """``compile_pet_`` removes ``tcemu.emulate_``'s whole-model scope (its mode would wrap the compiled graphs at
+    run time) and keeps the swapped layers and the attention blocks' scopes; ``model_scope=True`` keeps it."""
+    from tcemu.emulation.linear import EmulatedLinear
+    from tcemu.emulation.scope import scope_of
+
+    def build():
+        return models.apply_method(models.build_pet("tiny"), "tf32x3+attn", attention_filter=models.is_pet_attention_block)
+
+    pet = models.compile_pet_(build(), backend="eager")
+    scoped = [m for m in pet.modules() if scope_of(m) is not None]
+    assert any(isinstance(m, EmulatedLinear) for m in pet.modules())
+    assert scoped and all(models.is_pet_attention_block(m) for m in scoped)
+    whole = models.compile_pet_(build(), backend="eager", model_scope=True)
+    assert scope_of(whole) is not None and scope_of(whole).origin == "emulate_"
