@@ -50,6 +50,11 @@ class GemmBackend(Protocol):
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec) -> Tensor:
         """``grad_out @ weight`` for grad_out (M, N), weight (N, K) -> (M, K)."""
 
+    def runs_as_sgemm(self, M: int, N: int, K: int, device: torch.device, spec: MethodSpec) -> bool:
+        """Under torch.compile: whether an M x K x N product of ``spec`` (and its gradients, of the same 2 M N K
+        FLOPs) runs as IEEE FP32 cuBLAS SGEMM here (the small-shape fallback), so that it may be traced as the
+        FP32 model's own op."""
+
 
 class ReferenceBackend:
     """Plain PyTorch, any device: the executable spec (:func:`~tcemu.emulation.reference.mm_reference`)."""
@@ -77,6 +82,9 @@ class ReferenceBackend:
             pieces = None if prepared is None else tuple(p.mT for p in prepared)
             y = mm_reference(x, weight.mT, spec, b_pieces=pieces)
         return y if bias is None else y + bias
+
+    def runs_as_sgemm(self, M: int, N: int, K: int, device: torch.device, spec: MethodSpec) -> bool:
+        return False
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared: Any, spec: MethodSpec) -> Tensor:
         if spec.name == "tf32" and grad_out.is_cuda:

@@ -142,6 +142,9 @@ class _GuardedBackend:
         with torch._C.DisableTorchFunction():
             return self._inner.prepare_weight(weight, spec)
 
+    def runs_as_sgemm(self, M, N, K, device, spec):
+        return self._inner.runs_as_sgemm(M, N, K, device, spec)
+
     def linear(self, x, weight, prepared, spec, bias):
         def flops():
             return 2.0 * (x.numel() // max(x.shape[-1], 1)) * weight.shape[0] * weight.shape[1]

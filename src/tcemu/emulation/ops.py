@@ -231,6 +231,10 @@ class _EmulatedLinear(torch.autograd.Function):
         return grad_x, grad_w, grad_b, None, None
 
 
+def _one_method(cfg: GemmConfig) -> bool:
+    return cfg.grad_input.name == cfg.forward.name and cfg.grad_weight.name == cfg.forward.name
+
+
 def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -> Tensor:
     """The core of :func:`linear` for 2-D ``x`` (M, K) and ``weight`` (N, K)."""
     if x.numel() == 0 or weight.numel() == 0:
@@ -238,6 +242,13 @@ def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -
         # gradients (empty or zero): nothing is rounded, so every method gives these same values
         return F.linear(x, weight, bias)
     backend = resolve_backend(cfg.backend, x.device, cfg.forward)
+    if torch.compiler.is_compiling() and _one_method(cfg) and backend.runs_as_sgemm(
+            x.shape[0], weight.shape[0], weight.shape[1], x.device, cfg.forward):
+        # every GEMM of the product (the output and both gradients, of the same 2 M N K FLOPs) would take the
+        # small-shape fallback: the graph gets the FP32 model's own linear, which Inductor fuses and
+        # differentiates as it does there (an autograd.Function around the same SGEMMs costs host time)
+        with torch._C.DisableTorchFunction():
+            return F.linear(x, weight, bias)
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )

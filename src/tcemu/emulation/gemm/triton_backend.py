@@ -297,6 +297,11 @@ class TritonBackend:
             return _unflatten(_sgemm(x2, weight.t(), bias), lead, N)
         return _unflatten(_emu(x2, self._pieces(weight, prepared, spec, "fwd"), bias, spec, weight), lead, N)
 
+    def runs_as_sgemm(self, M: int, N: int, K: int, device: torch.device, spec: MethodSpec) -> bool:
+        """Under torch.compile (where the fallback is decided at trace time and not counted): whether the product
+        takes the small-shape fallback with FP32 GEMMs in IEEE mode (plain aten, as in the FP32 model)."""
+        return device.type == "cuda" and _use_fallback(spec, M, N, K, device) and _fp32_gemm_is_ieee()
+
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
         N, K = weight.shape
