@@ -14,6 +14,9 @@ for one *method*:
 - an emulation method with ``"+attn"`` (``"tf32x3+attn"``): the same, with the potential's attention blocks
   (``Potential.attention_filter``, PET's ``AttentionBlock``) also scoped on their own by
   :func:`tcemu.emulate_functional_`, the configuration of the MD-step benchmark (``docs/md_step.md``).
+  A compiled PET (``compile=True``, :func:`compile_pet_`) keeps the swapped layers and the attention blocks'
+  scopes and drops the whole-model scope around its eager ``forward`` (its products outside those, about 0.1 %
+  of the FLOPs, run in FP32).
 
 Each call builds a new module from the same deterministic recipe, so the methods compare the
 same weights side by side. The returned :class:`PotentialCalculator` checks its input first
