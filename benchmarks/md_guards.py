@@ -9,26 +9,34 @@ A compiled frame checks its guards at every call, so a model with more guard nod
 step where the step is host-bound (192 atoms, ``docs/engines.md``). Each configuration is built and run for
 ``--steps`` ASE steps in a fresh Dynamo state (``torch._dynamo.reset``); the guard trees Dynamo logs
 (``TORCH_LOGS=guards``'s records) are counted as nodes (``+-`` entries), and the graphs and graph breaks from
-Dynamo's counters. The guard count depends on the torch version and on the code traced, not on the device, so
-the CPU measures it. Output: a result file (``tcemu._results``), benchmark ``md_guards``, one case per
-(model, system, backend, scope) and method, metrics ``guard_nodes``, ``graphs`` and ``graph_breaks``.
+Dynamo's counters. Then ``--measure-steps`` more steps count, per step, the calls that ``emulation_mode``'s
+Python handler receives at run time (a mode around code that calls compiled graphs sees their wrappers' torch
+calls: Dynamo leaves torch-function modes on while a graph runs) and Dynamo's cache lookups (compiled frames
+entered, from the profiler). These depend on the torch version and on the code traced, not on the device, so the
+CPU measures them. Output: a result file (``tcemu._results``), benchmark ``md_guards``, one case per
+(model, system, backend, scope) and method, metrics ``guard_nodes``, ``graphs``, ``graph_breaks``,
+``mode_calls_per_step`` and ``cache_lookups_per_step``.
 
     python benchmarks/md_guards.py --out benchmarks/results/cpu/md_guards/pet_tiny_water_192.csv
+    python benchmarks/md_guards.py --backend inductor --out benchmarks/results/cpu/md_guards/pet_tiny_water_192_inductor.csv
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import logging
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import torch
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = (("fp32", "model"), ("tf32x3+attn", "model"), ("tf32x3+attn", "layers"))
-UNITS = {"guard_nodes": "nodes", "graphs": "graphs", "graph_breaks": "breaks"}
+UNITS = {"guard_nodes": "nodes", "graphs": "graphs", "graph_breaks": "breaks", "mode_calls_per_step": "calls",
+         "cache_lookups_per_step": "lookups"}
 
 
 def _md_run():
@@ -50,7 +58,38 @@ class _GuardNodes(logging.Handler):
         self.nodes += record.getMessage().count("+- ")
 
 
-def measure(shape: str, system: str, steps: int, backend: str) -> list[dict]:
+@contextlib.contextmanager
+def _counting_mode_calls(calls: list) -> Iterator[None]:
+    """Appends each call of ``emulation_mode``'s handler made at run time (not while Dynamo traces) to ``calls``."""
+    from tcemu.emulation.mode import emulation_mode
+
+    handler = emulation_mode.__torch_function__
+
+    def counted(self, func, types, args=(), kwargs=None):
+        if not torch.compiler.is_compiling():
+            calls.append(func)
+        return handler(self, func, types, args, kwargs)
+
+    emulation_mode.__torch_function__ = counted
+    try:
+        yield
+    finally:
+        emulation_mode.__torch_function__ = handler
+
+
+def per_step_calls(run, steps: int) -> dict:
+    """Per step, over ``steps`` more steps of a compiled ``run``: the emulation mode's handler calls at run time
+    and Dynamo's cache lookups (the profiler's ``TorchDynamo Cache Lookup`` events, one per compiled frame entered)."""
+    from torch.profiler import profile
+
+    calls: list = []
+    with _counting_mode_calls(calls), profile() as prof:
+        run.warm_up(steps)
+    lookups = sum(e.count for e in prof.key_averages() if e.key == "TorchDynamo Cache Lookup")
+    return {"mode_calls_per_step": len(calls) / steps, "cache_lookups_per_step": lookups / steps}
+
+
+def measure(shape: str, system: str, steps: int, backend: str, measure_steps: int = 3) -> list[dict]:
     from torch._dynamo.utils import counters
 
     from tcemu.mlip import systems
@@ -73,10 +112,12 @@ def measure(shape: str, system: str, steps: int, backend: str) -> list[dict]:
             counters.clear()
             handler.nodes = 0
             model = md_run.build_model(base, method, backend, emulation_scope=scope)
-            AseRun(model, atoms, args, torch.device("cpu")).warm_up(steps)
-            rows.append({"method": method, "scope": scope, "guard_nodes": handler.nodes,
-                         "graphs": counters["stats"]["unique_graphs"],
-                         "graph_breaks": sum(counters["graph_break"].values())})
+            run = AseRun(model, atoms, args, torch.device("cpu"))
+            run.warm_up(steps)
+            row = {"method": method, "scope": scope, "guard_nodes": handler.nodes,
+                   "graphs": counters["stats"]["unique_graphs"],
+                   "graph_breaks": sum(counters["graph_break"].values())}
+            rows.append(row | per_step_calls(run, measure_steps))
             print(rows[-1], flush=True)
     finally:
         guards.removeHandler(handler)
@@ -89,13 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--shape", default="tiny", help="PET shape (tcemu.mlip.models.PET_SHAPES)")
     p.add_argument("--system", default="water_192")
     p.add_argument("--steps", type=int, default=2, help="ASE steps per configuration (the first compiles)")
+    p.add_argument("--measure-steps", type=int, default=3, help="steps after those, counted per step")
     p.add_argument("--backend", default="aot_eager", help="torch.compile backend (the guards are Dynamo's)")
     p.add_argument("--out", default="md_guards.csv")
     args = p.parse_args(argv)
     from tcemu._results import Provenance, case, measurement, write_results
 
     results = []
-    for r in measure(args.shape, args.system, args.steps, args.backend):
+    for r in measure(args.shape, args.system, args.steps, args.backend, args.measure_steps):
         where = case(model=f"pet-{args.shape}", system=args.system, backend=args.backend, scope=r["scope"])
         results += measurement("md_guards", "tcemu", r["method"], where, {k: r[k] for k in UNITS}, UNITS)
     write_results(args.out, results, Provenance.current("cpu"))
