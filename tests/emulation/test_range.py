@@ -301,3 +301,22 @@ def test_emulated_layers_compile_with_dynamic_shapes():
         (grad_c,) = torch.autograd.grad(out.sum(), x)
         assert torch.equal(out, model(x)) and torch.equal(grad_c, grad)
     assert not counters["graph_break"] and counters["stats"]["unique_graphs"] == 1
+
+
+def test_frozen_emulated_layers_compile_once_for_every_row_count():
+    """With frozen weights (an MD potential) no GEMM has the row count as K, so one dynamic-shape graph serves
+    rows from 20 to 20,000 (with trainable weights the weight gradient's K is M, and the range threshold's
+    comparisons add a graph per step of the table crossed: docs/emulation.md)."""
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.SiLU(), torch.nn.Linear(32, 4))
+    tcemu.emulate_(model, "tf32x3", functional=False)
+    model.requires_grad_(False)
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend="aot_eager", dynamic=True)
+    for rows in (20, 40, 1000, 20000):
+        x = torch.randn(rows, 16, requires_grad=True)
+        torch.autograd.grad(compiled(x).sum(), x)
+    assert counters["stats"]["unique_graphs"] == 1
