@@ -42,7 +42,7 @@ def drift_meV_per_atom_ps(steps: np.ndarray, etotal: np.ndarray, n_atoms: int, t
 
 
 def _write_results(args, system: str, n_atoms: int, ranks: int, seconds_per_step: float, e0: float, e1: float,
-                   drift: float, owned: list[int], ghosts: list[int]) -> None:
+                   drift: float, owned: list[int], ghosts: list[int], devices: list[str]) -> None:
     from tcemu._results import Provenance, case, measurement, write_results
 
     units = {"seconds_per_step": "s", "energy_step0": "eV", "energy_final": "eV",
@@ -53,6 +53,7 @@ def _write_results(args, system: str, n_atoms: int, ranks: int, seconds_per_step
               "ghosts_per_rank_max": max(ghosts)}
     where = case(system=system, atoms=n_atoms, decomposition=args.decomposition, ranks=ranks, steps=args.steps,
                  warmup=args.warmup, ghost_margin_A=args.ghost_margin if args.decomposition == "domain" else None,
+                 gpus=len({d for d in devices if d.startswith("cuda")}) or None,
                  torch_threads=args.threads)
     rows = measurement("lammps_pet_water", f"pet-{args.shape}", args.method, where, values, units)
     write_results(args.results, rows, Provenance.current(device=args.device))
@@ -68,7 +69,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--ghost-margin", type=float, default=2.0,
                         help="Angstrom, with domain: LAMMPS's skin, the ghosts' reach beyond the model's")
     parser.add_argument("--system", default="water_192", help="tcemu.mlip.systems.build name (a water box)")
-    parser.add_argument("--device", default="cpu", help="torch device of every rank's model (cpu, cuda)")
+    parser.add_argument("--device", default="cpu",
+                        help="torch device of every rank's model (cpu, cuda, cuda:1), or cuda:per-rank: the ranks "
+                             "of a host spread over its GPUs (tcemu.lammps.rank_device)")
     parser.add_argument("--warmup", type=int, default=0, help="untimed NVE steps before the timed ones")
     parser.add_argument("--steps", type=int, default=5, help="timed NVE steps after run 0 (and the warm-up)")
     parser.add_argument("--log-every", type=int, default=10, help="steps between total-energy records")
@@ -87,7 +90,8 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     atoms = systems.water_box() if args.system == "water_192" else systems.build(args.system)
     pet = models.build_pet(args.shape, atomic_types=[1, 8])
-    calc = MetatomicCalculator(copy.deepcopy(pet).export(), device=args.device)
+    device = tcemu.lammps.rank_device(MPI.COMM_WORLD, args.device)
+    calc = MetatomicCalculator(copy.deepcopy(pet).export(), device=device)
     lmp = tcemu.lammps.lammps_from_atoms(atoms, comm=MPI.COMM_WORLD)
     method = None if args.method == "fp32" else args.method
     forces = tcemu.lammps.attach(lmp, calc, method=method, decomposition=args.decomposition,
@@ -121,16 +125,18 @@ def main(argv: list[str] | None = None) -> None:
     owned = comm.gather(lmp.extract_setting("nlocal"), root=0)
     ghosts = comm.gather(lmp.extract_setting("nghost"), root=0)
     evaluations = comm.gather(forces.evaluations, root=0)
+    devices = comm.gather(device, root=0)
     if comm.rank == 0:
         np.savez(args.out, energy0=e0, forces0=f0, pressure0_bar=np.array(pressure0), energy=e1, forces=f1,
                  positions=x1, cell=cell, owned=np.array(owned), ghosts=np.array(ghosts),
                  evaluations=np.array(evaluations), steps_logged=steps_logged, etotal=etotal, drift=drift,
                  seconds_per_step=seconds_per_step, ranks=comm.size, method=args.method, shape=args.shape,
-                 decomposition=args.decomposition, system=args.system, device=args.device)
+                 decomposition=args.decomposition, system=args.system, device=args.device,
+                 rank_devices=np.array(devices))
         if args.results:
             _write_results(args, args.system, len(atoms), comm.size, seconds_per_step, e0, e1, drift, owned,
-                           ghosts)
-        print(f"{args.decomposition}: ranks {comm.size}  owned {owned}  ghosts {ghosts}  "
+                           ghosts, devices)
+        print(f"{args.decomposition}: ranks {comm.size} on {devices}  owned {owned}  ghosts {ghosts}  "
               f"E0 {e0:.10f}  E{args.steps} {e1:.10f} eV  "
               f"{seconds_per_step * 1e3:.1f} ms/step  drift {drift:.3g} meV/atom/ps")
     lmp.close()

@@ -35,10 +35,12 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-__all__ = ["DOMAIN_GHOSTS_PER_ATOM_WARNING", "DomainForces", "ReplicatedForces", "attach", "box", "energy_reach_A",
-           "import_lammps", "lammps_from_atoms"]
+__all__ = ["DOMAIN_GHOSTS_PER_ATOM_WARNING", "PER_RANK_GPU", "DomainForces", "ReplicatedForces", "attach", "box",
+           "energy_reach_A", "import_lammps", "lammps_from_atoms", "rank_device"]
 
 _T = TypeVar("_T")
+#: the device name :func:`rank_device` spreads over a host's GPUs, one rank per GPU in turn
+PER_RANK_GPU = "cuda:per-rank"
 #: with decomposition="domain", a warning when some rank computes more than this many ghosts per atom it owns
 DOMAIN_GHOSTS_PER_ATOM_WARNING = 4.0
 
@@ -373,3 +375,25 @@ def lammps_from_atoms(atoms: Any, cmdargs: Sequence[str] = ("-log", "none", "-sc
         lmp.command(f"mass {t} {float(masses[symbol])!r}")
     lmp.tcemu_symbols = symbols
     return lmp
+
+
+def rank_device(comm: Any, device: str = PER_RANK_GPU) -> str:
+    """The torch device of this MPI rank's model: ``device`` itself, or for ``"cuda:per-rank"`` the GPU
+    ``local rank % GPU count``, the local rank counted among the ranks on this host (MPI's shared-memory
+    communicator), so that ``mpirun -np 2`` on a two-GPU host puts one rank on each GPU and more ranks share
+    them in turn."""
+    if device != PER_RANK_GPU:
+        return device
+    import torch
+
+    count = torch.cuda.device_count()
+    if count == 0:
+        raise RuntimeError(f"tcemu.lammps: device {PER_RANK_GPU!r} needs a CUDA GPU and torch sees none; "
+                           "use 'cpu'")
+    from mpi4py import MPI
+
+    local = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    try:
+        return f"cuda:{local.Get_rank() % count}"
+    finally:
+        local.Free()

@@ -82,6 +82,7 @@ def _after_steps(run):
 
 
 def test_both_ranks_owned_atoms_and_evaluated_every_step(lammps_run):
+    assert list(lammps_run["rank_devices"]) == ["cpu"] * RANKS
     owned, ghosts = lammps_run["owned"], lammps_run["ghosts"]
     assert len(owned) == RANKS and owned.min() > 0 and owned.sum() == 192
     assert (ghosts.min() > 0) == (str(lammps_run["decomposition"]) == "domain")
@@ -204,3 +205,35 @@ def test_domain_decomposition_warns_when_ghosts_outnumber_the_atoms():
     assert forces.evaluations == 1 and forces.failure is None
     assert lmp.extract_setting("nghost") > tcemu.lammps.DOMAIN_GHOSTS_PER_ATOM_WARNING * 192
     lmp.close()
+
+
+class _NodeComm:
+    """A stand-in for an MPI communicator whose shared-memory split gives this rank local rank ``local``."""
+
+    def __init__(self, local: int) -> None:
+        self.local, self.freed = local, False
+
+    def Split_type(self, split_type):  # noqa: N802 - mpi4py's name
+        return self
+
+    def Get_rank(self) -> int:  # noqa: N802 - mpi4py's name
+        return self.local
+
+    def Free(self) -> None:  # noqa: N802 - mpi4py's name
+        self.freed = True
+
+
+def test_rank_device_spreads_a_hosts_ranks_over_its_gpus(monkeypatch):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (benchmarks/lammps/install_lammps.sh)")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    comms = [_NodeComm(local) for local in range(5)]
+    assert [tcemu.lammps.rank_device(c) for c in comms] == ["cuda:0", "cuda:1", "cuda:0", "cuda:1", "cuda:0"]
+    assert all(c.freed for c in comms)
+    assert tcemu.lammps.rank_device(_NodeComm(3), "cuda:1") == "cuda:1"  # a named device is every rank's
+    assert tcemu.lammps.rank_device(None, "cpu") == "cpu"
+
+
+def test_rank_device_without_a_gpu_says_so(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
+        tcemu.lammps.rank_device(_NodeComm(0), tcemu.lammps.PER_RANK_GPU)
