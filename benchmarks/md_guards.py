@@ -118,7 +118,8 @@ def _guard_eval_timer() -> list[float]:
 def _as_cuda_small_shapes() -> Iterator[None]:
     """The decisions CUDA takes at 192 atoms, on the CPU: each GEMM runs as SGEMM (the small-shape fallback) and
     each attention call as torch's FP32 attention (fewer than ``FUSED_MIN_HEADS`` heads), so that the traced
-    graphs and their guards are those of the GPU run."""
+    graphs are those of the GPU run (the guards too, except those of the CUDA backend's own resolution code,
+    which is not traced here)."""
     from tcemu.emulation import attention, dispatch
 
     saved = (dispatch.ReferenceBackend.runs_as_sgemm, attention._fused_unsupported, attention._small_batch)
