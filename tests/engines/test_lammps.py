@@ -237,3 +237,23 @@ def test_rank_device_without_a_gpu_says_so(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
     with pytest.raises(RuntimeError, match="needs a CUDA GPU"):
         tcemu.lammps.rank_device(_NodeComm(0), tcemu.lammps.PER_RANK_GPU)
+
+
+def test_rank_device_over_real_mpi_ranks(tmp_path):
+    """Three ranks of one host on two (pretended) GPUs: MPI's shared-memory split numbers them 0, 1, 2."""
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (benchmarks/lammps/install_lammps.sh)")
+    script = tmp_path / "rank_device.py"
+    script.write_text("import torch\n"
+                      "torch.cuda.device_count = lambda: 2\n"
+                      "from mpi4py import MPI\n"
+                      "import tcemu.lammps\n"
+                      "device = tcemu.lammps.rank_device(MPI.COMM_WORLD)\n"
+                      "devices = MPI.COMM_WORLD.gather(device, root=0)\n"
+                      "if MPI.COMM_WORLD.rank == 0:\n"
+                      "    print(','.join(devices))\n")
+    env = {**os.environ, "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *sys.path])}
+    done = subprocess.run([_mpirun(), "-np", "3", sys.executable, str(script)], check=False, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "cuda:0,cuda:1,cuda:0"
