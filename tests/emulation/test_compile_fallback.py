@@ -89,3 +89,54 @@ def test_small_layers_compile_to_fp32s_graph_gpu():
     big = tcemu.emulate_(nn.Linear(1024, 1024).cuda(), "tf32x3")
     graphs, _, _ = _graphs_of(big, torch.randn(2**17, 1024, device="cuda"))
     assert _has_autograd_function(graphs)
+
+
+def test_the_row_limit_is_the_last_row_count_that_runs_as_sgemm(monkeypatch):
+    """sgemm_row_limit bisects the backend's (monotone) rule: here M <= 50 rows of any N x K."""
+    from tcemu.emulation.ops import sgemm_row_limit
+
+    monkeypatch.setattr(ReferenceBackend, "runs_as_sgemm", lambda self, M, N, K, device, spec: M <= 50)
+    assert sgemm_row_limit("auto:tf32x3", "cpu", -1, 32, 16) == 50
+    monkeypatch.setattr(ReferenceBackend, "runs_as_sgemm", lambda self, M, N, K, device, spec: False)
+    assert sgemm_row_limit("auto:tf32x3", "cpu", -1, 32, 16) == 0
+
+
+@pytest.mark.parametrize("rows, as_fp32", [(37, True), (80, False)])
+def test_compiled_layers_take_fp32s_linear_up_to_the_row_limit(monkeypatch, rows, as_fp32):
+    """Under torch.compile a layer checks the row count against the limit (one shape guard): up to it the FP32
+    model's linear and its bits, above it the emulated op."""
+    monkeypatch.setattr(ReferenceBackend, "runs_as_sgemm", lambda self, M, N, K, device, spec: M <= 50)
+    fp32 = _mlp()
+    emulated = tcemu.emulate_(_mlp(), "tf32x3")
+    x = torch.randn(rows, 16)
+    graphs, out, grad = _graphs_of(emulated, x)
+    assert _has_autograd_function(graphs) is not as_fp32
+    x_ref = x.clone().requires_grad_(True)
+    ref = fp32(x_ref)
+    (ref_grad,) = torch.autograd.grad(ref.sum(), x_ref)
+    assert torch.equal(out, ref) is as_fp32
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(grad, ref_grad, rtol=1e-5, atol=1e-5)
+
+
+def test_the_layer_keeps_its_sgemm_key_with_its_methods():
+    """The key the compiled path reads changes with set_method and leaves with restore (no stale method)."""
+    layer = tcemu.emulate_(nn.Linear(4, 3), "tf32x3")
+    assert layer._tcemu_sgemm_key == "auto:tf32x3"
+    layer.set_method("bf16x6")
+    assert layer._tcemu_sgemm_key == "auto:bf16x6"
+    layer.set_method("tf32x3", grad_weight_method="bf16x3")
+    assert layer._tcemu_sgemm_key is None  # a mixed product is never FP32's linear
+    tcemu.restore_(layer)
+    assert "_tcemu_sgemm_key" not in layer.__dict__ and type(layer) is nn.Linear
+
+
+def test_the_fallback_query_is_not_counted():
+    """runs_as_sgemm (a trace-time query, called many times by sgemm_row_limit) leaves the fallback counts alone."""
+    pytest.importorskip("triton", reason="the Triton backend needs triton")
+    from tcemu.emulation.gemm import triton_backend
+    from tcemu.emulation.methods import get_method
+
+    before = dict(triton_backend._FALLBACKS)
+    assert triton_backend._use_fallback(get_method("tf32x3"), 7, 8, 9, torch.device("cuda"), count=False)
+    assert dict(triton_backend._FALLBACKS) == before

@@ -53,7 +53,8 @@ class GemmBackend(Protocol):
     def runs_as_sgemm(self, M: int, N: int, K: int, device: torch.device, spec: MethodSpec) -> bool:
         """Under torch.compile: whether an M x K x N product of ``spec`` (and its gradients, of the same 2 M N K
         FLOPs) runs as IEEE FP32 cuBLAS SGEMM here (the small-shape fallback), so that it may be traced as the
-        FP32 model's own op."""
+        FP32 model's own op. A query (nothing counted or logged), monotone in M: ``ops.sgemm_row_limit``
+        bisects it."""
 
 
 class ReferenceBackend:

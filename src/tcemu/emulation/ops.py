@@ -65,6 +65,43 @@ class GemmConfig:
         """The config used for a gradient GEMM (and its own gradients, for double backward)."""
         return GemmConfig(spec, spec, spec, self.backend)
 
+    @property
+    def sgemm_key(self) -> str | None:
+        """What :func:`sgemm_row_limit` needs of this config, as one string (one guard under torch.compile):
+        ``"backend:method"`` where all three GEMMs use one method, else None (a mixed product is never traced
+        as the FP32 model's linear)."""
+        return f"{self.backend}:{self.forward.name}" if _one_method(self) else None
+
+
+#: the largest row count :func:`sgemm_row_limit` searches (more rows than any product has)
+_MAX_ROWS = 1 << 50
+
+
+@torch.compiler.assume_constant_result
+def sgemm_row_limit(key: str, device_type: str, device_index: int, N: int, K: int) -> int:
+    """Under torch.compile: the largest M for which an M x K x N product of the ``key``'s method (and its
+    gradients, of the same 2 M N K FLOPs) runs as IEEE FP32 cuBLAS SGEMM on this device, 0 where none does
+    (``key``: :attr:`GemmConfig.sgemm_key`).
+
+    Dynamo runs this at trace time and keeps the result as a constant, so an emulated layer on the fallback
+    side pays one shape guard (``M <= limit``) instead of the guards of the backend's resolution code; the
+    backends' ``runs_as_sgemm`` is monotone in M (a FLOP threshold), which the bisection relies on. Like the
+    settings it reads, the result is a constant of the graph; the FP32 GEMM mode is in Dynamo's global-state
+    guard. ``device_index`` is -1 for a device without an index."""
+    device = torch.device(device_type) if device_index < 0 else torch.device(device_type, device_index)
+    backend, method = key.split(":", 1)
+    spec = get_method(method)
+    backend_impl = resolve_backend(backend, device, spec)
+    if not backend_impl.runs_as_sgemm(1, N, K, device, spec):
+        return 0
+    low, high = 1, _MAX_ROWS  # runs_as_sgemm(low) holds; find the last M for which it does
+    if backend_impl.runs_as_sgemm(high, N, K, device, spec):
+        return high
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if backend_impl.runs_as_sgemm(mid, N, K, device, spec) else (low, mid)
+    return low
+
 
 # --------------------------------------------------------------------------- validation
 

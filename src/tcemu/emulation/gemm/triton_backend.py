@@ -55,13 +55,15 @@ def fallback_stats() -> dict[tuple[str, int, int, int], int]:
     return dict(_FALLBACKS)
 
 
-def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device) -> bool:
+def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device, count: bool = True) -> bool:
+    """Whether an M x K x N product runs as cuBLAS SGEMM (the small-shape fallback); counted and logged when it
+    does in eager code, unless ``count`` is False (a query)."""
     if device.type != "cuda" or not setting("small_shape_fallback"):
         return False
     min_flops = setting("small_shape_min_flops")
     if 2.0 * M * N * K >= min_flops:
         return False
-    if torch.compiler.is_compiling():  # decided at trace time; counted and logged only in eager code
+    if not count or torch.compiler.is_compiling():  # decided at trace time; counted and logged only in eager code
         return True
     key = (spec.name, M, N, K)
     if key not in _FALLBACKS:
@@ -300,7 +302,7 @@ class TritonBackend:
     def runs_as_sgemm(self, M: int, N: int, K: int, device: torch.device, spec: MethodSpec) -> bool:
         """Under torch.compile (where the fallback is decided at trace time and not counted): whether the product
         takes the small-shape fallback with FP32 GEMMs in IEEE mode (plain aten, as in the FP32 model)."""
-        return device.type == "cuda" and _use_fallback(spec, M, N, K, device) and _fp32_gemm_is_ieee()
+        return device.type == "cuda" and _use_fallback(spec, M, N, K, device, count=False) and _fp32_gemm_is_ieee()
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
