@@ -14,7 +14,8 @@ Python handler receives at run time (a mode around code that calls compiled grap
 calls: Dynamo leaves torch-function modes on while a graph runs) and Dynamo's cache lookups (compiled frames
 entered, from the profiler). These depend on the torch version and on the code traced, not on the device, so the
 CPU measures them. Output: a result file (``tcemu._results``), benchmark ``md_guards``, one case per
-(model, system, backend, scope) and method, metrics ``guard_nodes``, ``guard_eval_us`` (one evaluation of
+(model, system, backend, scope) and method, metrics ``guard_nodes``, ``lambda_guards`` (those of them that
+run as Python lambdas, the slowest kind), ``guard_eval_us`` (one evaluation of
 every compiled frame's guards, summed over the frames), ``graphs``, ``graph_breaks``,
 ``mode_calls_per_step`` and ``cache_lookups_per_step``.
 
@@ -38,7 +39,7 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = (("fp32", "model"), ("tf32x3+attn", "model"), ("tf32x3+attn", "layers"))
-UNITS = {"guard_nodes": "nodes", "guard_eval_us": "us", "graphs": "graphs", "graph_breaks": "breaks",
+UNITS = {"guard_nodes": "nodes", "lambda_guards": "nodes", "guard_eval_us": "us", "graphs": "graphs", "graph_breaks": "breaks",
          "mode_calls_per_step": "calls", "cache_lookups_per_step": "lookups"}
 #: evaluations of each new frame's guards that torch's profile_guard_manager averages for ``guard_eval_us``
 GUARD_EVAL_ITERATIONS = 500
@@ -58,9 +59,12 @@ class _GuardNodes(logging.Handler):
     def __init__(self) -> None:
         super().__init__()
         self.nodes = 0
+        self.lambdas = 0
 
     def emit(self, record: logging.LogRecord) -> None:
-        self.nodes += record.getMessage().count("+- ")
+        message = record.getMessage()
+        self.nodes += message.count("+- ")
+        self.lambdas += message.count("+- LAMBDA_GUARD")
 
 
 @contextlib.contextmanager
@@ -154,12 +158,12 @@ def measure(shape: str, system: str, steps: int, backend: str, measure_steps: in
         for method, scope in CONFIGS:
             torch._dynamo.reset()
             counters.clear()
-            handler.nodes = 0
+            handler.nodes = handler.lambdas = 0
             guard_us.clear()
             model = md_run.build_model(base, method, backend, emulation_scope=scope)
             run = AseRun(model, atoms, args, torch.device("cpu"))
             run.warm_up(steps)
-            row = {"method": method, "scope": scope, "guard_nodes": handler.nodes,
+            row = {"method": method, "scope": scope, "guard_nodes": handler.nodes, "lambda_guards": handler.lambdas,
                    "guard_eval_us": round(sum(guard_us), 2) if guard_us else None,
                    "graphs": counters["stats"]["unique_graphs"],
                    "graph_breaks": sum(counters["graph_break"].values())}
