@@ -39,8 +39,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 CONFIGS = (("fp32", "model"), ("tf32x3+attn", "model"), ("tf32x3+attn", "layers"))
-UNITS = {"guard_nodes": "nodes", "lambda_guards": "nodes", "guard_eval_us": "us", "graphs": "graphs", "graph_breaks": "breaks",
-         "mode_calls_per_step": "calls", "cache_lookups_per_step": "lookups"}
+UNITS = {"guard_nodes": "nodes", "lambda_guards": "nodes", "guard_eval_us": "us", "graphs": "graphs",
+         "graph_breaks": "breaks", "mode_calls_per_step": "calls", "cache_lookups_per_step": "lookups"}
 #: evaluations of each new frame's guards that torch's profile_guard_manager averages for ``guard_eval_us``
 GUARD_EVAL_ITERATIONS = 500
 
@@ -163,7 +163,8 @@ def measure(shape: str, system: str, steps: int, backend: str, measure_steps: in
             model = md_run.build_model(base, method, backend, emulation_scope=scope)
             run = AseRun(model, atoms, args, torch.device("cpu"))
             run.warm_up(steps)
-            row = {"method": method, "scope": scope, "guard_nodes": handler.nodes, "lambda_guards": handler.lambdas,
+            row = {"method": method, "scope": scope, "guard_nodes": handler.nodes,
+                   "lambda_guards": handler.lambdas,
                    "guard_eval_us": round(sum(guard_us), 2) if guard_us else None,
                    "graphs": counters["stats"]["unique_graphs"],
                    "graph_breaks": sum(counters["graph_break"].values())}

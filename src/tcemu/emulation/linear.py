@@ -19,7 +19,7 @@ from torch.nn.modules.lazy import LazyModuleMixin
 from torch.nn.utils import parametrize
 
 from .methods import MethodSpec
-from .ops import GemmConfig, check_operands, linear_2d, sgemm_row_limit
+from .ops import GemmConfig, check_operands, compiled_fp32_linear, linear_2d
 
 __all__ = ["EmulatedLinear", "emulate_module_", "restore_module_", "overrides_forward"]
 
@@ -101,7 +101,8 @@ class EmulatedLinear(nn.Linear):
     def forward(self, input: Tensor) -> Tensor:  # noqa: A002 - nn.Linear's signature
         weight, bias = self.weight, self.bias  # read once: a parametrization computes the weight at each read
         if torch.compiler.is_compiling():
-            y = _compiled_sgemm_side(getattr(self, "_tcemu_sgemm_key", None), input, weight, bias)
+            # the layer's own key (a constant string), not its GemmConfig, which layers share: one guard each
+            y = compiled_fp32_linear(getattr(self, "_tcemu_sgemm_key", None), input, weight, bias)
             if y is not None:
                 return y
         if input.dtype == torch.float64 and weight.dtype == torch.float64:
@@ -205,26 +206,6 @@ def _shallow_copy(mod: nn.Module, cls: type) -> nn.Module:
     new = cls.__new__(cls)
     new.__dict__.update({k: (copy.copy(v) if isinstance(v, dict) else v) for k, v in mod.__dict__.items()})
     return new
-
-
-def _compiled_sgemm_side(key: str | None, input: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor | None:  # noqa: A002
-    """Under torch.compile, the FP32 model's own linear where all three GEMMs of a layer would run as IEEE FP32
-    SGEMM (what :func:`~tcemu.emulation.ops.linear_2d` traces there too), reached with one shape guard and the
-    layer's ``_tcemu_sgemm_key``; None where the general path decides (other shapes, dtypes or devices, which it
-    checks and refuses as in eager code). A function, not a method: fewer guards per layer."""
-    if (key is None or input.dtype != torch.float32 or weight.dtype != torch.float32 or input.dim() == 0
-            or weight.dim() != 2 or input.shape[-1] != weight.shape[1] or input.device != weight.device
-            or (bias is not None and (bias.dtype != torch.float32 or bias.device != weight.device))):
-        return None
-    device = weight.device
-    N, K = weight.shape
-    limit = sgemm_row_limit(key, device.type, -1 if device.index is None else device.index, int(N), int(K))
-    lead = input.shape[:-1]
-    rows = lead.numel()
-    if limit == 0 or rows == 0 or rows > limit:
-        return None
-    with torch._C.DisableTorchFunction():
-        return F.linear(input.reshape(rows, K), weight, bias).reshape(*lead, N)
 
 
 def _finish_emulation(mod: EmulatedLinear, cfg: GemmConfig) -> None:

@@ -103,6 +103,27 @@ def sgemm_row_limit(key: str, device_type: str, device_index: int, N: int, K: in
     return low
 
 
+def compiled_fp32_linear(key: str | None, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor | None:
+    """Under torch.compile, the FP32 model's own linear for ``x`` (..., K) where every GEMM of the product (the
+    output and both gradients, of the same 2 M N K FLOPs) would take the small-shape SGEMM fallback: Inductor
+    fuses and differentiates it as in FP32 (an autograd.Function around the same SGEMMs costs host time), and
+    the graph pays one shape guard (``M <= sgemm_row_limit``). None where the emulated path decides (another
+    row count, a mixed-method ``key`` of None, or dtypes and devices it checks and refuses)."""
+    if (key is None or x.dtype != torch.float32 or weight.dtype != torch.float32 or x.dim() == 0
+            or weight.dim() != 2 or x.shape[-1] != weight.shape[1] or x.device != weight.device
+            or (bias is not None and (bias.dtype != torch.float32 or bias.device != weight.device))):
+        return None
+    device = weight.device
+    N, K = weight.shape
+    limit = sgemm_row_limit(key, device.type, -1 if device.index is None else device.index, int(N), int(K))
+    lead = x.shape[:-1]
+    rows = lead.numel()
+    if limit == 0 or rows == 0 or rows > limit:
+        return None
+    with torch._C.DisableTorchFunction():
+        return F.linear(x.reshape(rows, K), weight, bias).reshape(*lead, N)
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -278,14 +299,11 @@ def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -
         # M, N or K is zero: an empty result, or the bias alone (an empty sum is exactly 0), with torch's
         # gradients (empty or zero): nothing is rounded, so every method gives these same values
         return F.linear(x, weight, bias)
+    if torch.compiler.is_compiling():
+        y = compiled_fp32_linear(cfg.sgemm_key, x, weight, bias)
+        if y is not None:
+            return y
     backend = resolve_backend(cfg.backend, x.device, cfg.forward)
-    if torch.compiler.is_compiling() and _one_method(cfg) and backend.runs_as_sgemm(
-            x.shape[0], weight.shape[0], weight.shape[1], x.device, cfg.forward):
-        # every GEMM of the product (the output and both gradients, of the same 2 M N K FLOPs) would take the
-        # small-shape fallback: the graph gets the FP32 model's own linear, which Inductor fuses and
-        # differentiates as it does there (an autograd.Function around the same SGEMMs costs host time)
-        with torch._C.DisableTorchFunction():
-            return F.linear(x, weight, bias)
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )
