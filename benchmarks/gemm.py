@@ -357,7 +357,7 @@ def run_sweep(args) -> None:
                     e = errors(out, ref)
                     # the persistent loop and the Gluon kernel: same bits as the plain Triton kernel's
                     twin = str(dataclasses.replace(cfg, persistent=False, wgmma=False, warp_specialized=False,
-                                                   presplit=cfg.presplit or cfg.wgmma))
+                                                   tma_store=False, presplit=cfg.presplit or cfg.wgmma))
                     variant = cfg.persistent or cfg.wgmma
                     same = torch.equal(out, outs[twin]) if variant and twin in outs else ""
                     if not variant:

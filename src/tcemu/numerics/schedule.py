@@ -353,7 +353,7 @@ def kernel_family(method, config, arch: str, K: int | None = None):
         if key_arch == "h100" and spec.name != "bf16x9" and (K is None or (K * elem) % 16 == 0):
             kernel = ("pgw" if cfg.presplit else "gw") if cfg.warp_specialized else ("pg" if cfg.presplit else "g")
             return kernel, cfg, 1
-        cfg = replace(cfg, wgmma=False, warp_specialized=False, mode=1, persistent=False)
+        cfg = replace(cfg, wgmma=False, warp_specialized=False, tma_store=False, mode=1, persistent=False)
     mode = emu_mm._constexprs(spec, cfg, K if K is not None else cfg.bk, False)["MODE"]
     return "triton", cfg, mode
 

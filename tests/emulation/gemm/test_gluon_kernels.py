@@ -87,9 +87,11 @@ def test_wgmma_kernel_same_bits_gpu(method):
 
 # The warp-specialised Gluon kernel ("gw": A split by the kernel's splitter warps) and its "pg" twin
 WGMMA_WS_CONFIGS = {"tf32x3": ["128x128x32w8s3m1gw", "128x128x32w8s3m1tgw", "64x256x32w8s2m1tgw",
-                               "128x128x32w8s3m1ptgw"],
-                    "bf16x3": ["128x128x64w8s3m1gw", "128x128x64w8s3m1ptgw", "128x128x64w8s3m1pgw"],
-                    "bf16x6": ["128x64x64w8s3m1gw", "128x64x32w8s4m1gw", "128x64x64w8s3m1ptgw"]}
+                               "128x128x32w8s3m1ptgw", "128x128x32w8s3m1tgwe", "128x128x32w8s3m1ptgwe"],
+                    "bf16x3": ["128x128x64w8s3m1gw", "128x128x64w8s3m1ptgw", "128x128x64w8s3m1pgw",
+                               "128x128x64w8s3m1tgwe", "128x128x64w8s3m1ptgwe"],
+                    "bf16x6": ["128x64x64w8s3m1gw", "128x64x32w8s4m1gw", "128x64x64w8s3m1ptgw",
+                               "128x64x64w8s3m1ptgwe"]}
 
 
 @gpu
@@ -100,11 +102,18 @@ def test_wgmma_ws_kernel_same_bits_gpu(method):
     or persistent ("tgw": programs loop over tiles, several each where there are more tiles than SMs), gives
     the bits of the "pg" configuration (A split beforehand): batched, ragged tiles and K, bias, Inf/NaN in A
     and B; K-major A (not TMA-readable) runs the "pg" kernel. So does the variant without splitter on A split
-    beforehand ("pgw", persistent "ptgw": a loader warp brings A's and B's pieces)."""
+    beforehand ("pgw", persistent "ptgw": a loader warp brings A's and B's pieces). With the TMA-store epilogue
+    ("e") too: by TMA where C's rows allow (one batch entry, or whole tiles per entry; N a multiple of 4), else
+    from the registers (a ragged batch, N = 129 or 131)."""
+    from tcemu.emulation.gemm._gluon import _tma_store_ok
     from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
     gen = torch.Generator().manual_seed(26)
-    shapes = ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1000, 129), (1, 20000, 72, 260))
+    shapes = ((2, 2900, 336, 1100), (1, 1000, 52, 300), (3, 333, 1000, 129), (1, 20000, 72, 260),
+              (2, 1024, 64, 388), (1, 700, 64, 131))
+    tile = KernelConfig.parse("128x128x32w8s3m1tgwe")
+    tma_paths = [_tma_store_ok(torch.empty(Z, M, N, device=DEVICE), M, tile) for Z, M, _, N in shapes]
+    assert tma_paths == [False, True, False, True, True, False]
     for (Z, M, K, N), a, b, bias in special_value_products(gen, shapes):
         pieces = split_t(b, method)
         for text in WGMMA_WS_CONFIGS[method]:
@@ -311,6 +320,59 @@ def test_wgmma_pieces_ws_kernel_compiles(method, config, later):
         assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
 
 
+@pytest.mark.skipif(INTERPRET or not _gluon_available(), reason="needs Triton's Gluon (and no TRITON_INTERPRET)")
+@pytest.mark.parametrize(("method", "config"), [
+    ("tf32x3", "128x128x32w8s3m1ptgwe"), ("tf32x3", "128x128x32w8s3m1tgwe"), ("bf16x3", "128x128x64w8s3m1ptgwe"),
+    ("bf16x3", "128x128x64w8s3m1tgwe"), ("bf16x6", "128x64x64w8s3m1ptgwe"),
+])
+def test_tma_store_epilogue_compiles(method, config):
+    """Offline sm_90 compile of the warp-specialised kernels with the TMA-store epilogue ("e"): C leaves by bulk
+    tensor stores (no masked st.global of C: only the range check's row flags remain), each preceded by a wait
+    for the previous store's reads of the staging tile and a partition barrier; the last store is waited for;
+    the rings and the staging tile fit 227 KB; nothing spills."""
+    import re
+
+    from tcemu.emulation.gemm.launch import _SMEM_PER_BLOCK, wgmma_pieces_ws_compile, wgmma_ws_compile
+
+    cfg = KernelConfig.parse(config)
+    compile_ = wgmma_pieces_ws_compile if cfg.presplit else wgmma_ws_compile
+    ck, plain = compile_(method, cfg, has_bias=True), compile_(method, replace(cfg, tma_store=False), has_bias=True)
+    ptx, plain_ptx = ck.asm["ptx"], plain.asm["ptx"]
+    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", ptx)
+    assert not re.search(r"cp\.async\.bulk\.tensor\.2d\.global\.shared", plain_ptx)
+    assert len(re.findall(r"cp\.async\.bulk\.wait_group\.read\s+0", ptx)) == 2  # before refilling; at the end
+    # the plain epilogue stores C's tile (BM x BN over 256 threads, 2 values a store) and the row flags
+    stores, plain_stores = (len(re.findall(r"\bst\.global", p)) for p in (ptx, plain_ptx))
+    assert plain_stores - stores == cfg.bm * cfg.bn // 256 // 2, (stores, plain_stores)
+    assert "ld.local" not in ptx and "st.local" not in ptx
+    assert ck.metadata.shared <= _SMEM_PER_BLOCK
+    usage = _resource_usage(ck.asm["cubin"])
+    if usage is not None:
+        assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
+
+
+def test_tma_store_epilogue_takes_its_tile_from_the_rings():
+    """With "e" the 64 KB staging tile of C comes off the rings' budget: shallower rings, still within 227 KB; and
+    C's rows suit TMA only with whole tiles per batch entry and 16-byte aligned rows."""
+    from tcemu.emulation.gemm._gluon import _SMEM_PER_BLOCK, _pieces_ws_stages, _tma_store_ok, _ws_stages
+
+    tf32x3, bf16x6 = get_method("tf32x3"), get_method("bf16x6")
+    tgw = KernelConfig.parse("128x128x32w8s3m1tgw")
+    assert _ws_stages(tf32x3, tgw) == (3, 2, 3)
+    assert _ws_stages(tf32x3, replace(tgw, tma_store=True)) == (2, 2, 2)
+    ptgw = KernelConfig.parse("128x128x32w8s3m1ptgw")
+    assert (_pieces_ws_stages(tf32x3, ptgw), _pieces_ws_stages(tf32x3, replace(ptgw, tma_store=True))) == (3, 2)
+    b6 = KernelConfig.parse("128x64x64w8s3m1ptgw")
+    assert (_pieces_ws_stages(bf16x6, b6), _pieces_ws_stages(bf16x6, replace(b6, tma_store=True))) == (3, 2)
+    assert 2 * 3 * (128 + 64) * 64 * 2 + 128 * 64 * 4 <= _SMEM_PER_BLOCK
+    e = replace(tgw, tma_store=True)
+    assert _tma_store_ok(torch.empty(1, 1000, 300), 1000, e)
+    assert _tma_store_ok(torch.empty(2, 1024, 300), 1024, e)
+    assert not _tma_store_ok(torch.empty(2, 1000, 300), 1000, e)  # a ragged tile would spill into entry 1
+    assert not _tma_store_ok(torch.empty(1, 1000, 301), 1000, e)  # rows not 16-byte aligned
+    assert not _tma_store_ok(torch.empty(1, 300, 1000).mT, 1000, e)  # N not contiguous
+
+
 def test_tf32x3_short_k_products_take_the_persistent_warp_specialised_kernel():
     """The static table: TF32x3's edge-layer products (N < 640, and N <= 1024 with K <= 256) and BF16x3's
     narrow ones (N < 384) run the persistent warp-specialised kernel with its splitter; wide products with long
@@ -347,7 +409,12 @@ def test_kernel_config_warp_specialized_suffix():
         assert cfg.warp_specialized and cfg.wgmma and cfg.presplit and cfg.persistent == ("t" in text)
         assert str(cfg) == text
     assert not KernelConfig.parse("128x128x32w8s3m1pg").warp_specialized
-    for bad in ("128x128x32w8s3m1w", "128x128x32w8s3m1wg", "128x128x32w8s3m1pwg"):
+    for text in ("128x128x32w8s3m1tgwe", "128x128x32w8s3m1ptgwe"):
+        cfg = KernelConfig.parse(text)
+        assert cfg.tma_store and cfg.warp_specialized and str(cfg) == text
+    with pytest.raises(ValueError, match="needs 'gw'"):
+        KernelConfig.parse("128x128x32w8s3m1pge")
+    for bad in ("128x128x32w8s3m1w", "128x128x32w8s3m1wg", "128x128x32w8s3m1pwg", "128x128x32w8s3m1ptgew"):
         with pytest.raises(ValueError):
             KernelConfig.parse(bad)
     with pytest.raises(ValueError, match="needs 'g'"):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import importlib
 import logging
+from dataclasses import replace
 
 import torch
 import triton
@@ -118,14 +119,16 @@ def _desc_type(fmt: str, rows: int, cols: int) -> str:
     return f"tensordesc<{fmt}[{rows}, {cols}],{_smem_layout(rows, cols, fmt == 'bf16')!r}>"
 
 
-def _gluon_compile(kernel, descriptors: list[tuple[str, str]], constexprs: dict, arch: int):
+def _gluon_compile(kernel, descriptors: list[tuple[str, str]], constexprs: dict, arch: int,
+                   c_desc: tuple[str, str] | None = None):
     """Compile a Gluon GEMM kernel without a GPU for ``sm_<arch>``, with the signature of a launch on
-    contiguous operands: the descriptors' (name, type), then :data:`_GLUON_TAIL_ARGS`, the pointers, N, K and
-    the output's strides divisible by 16, the output's column stride 1."""
+    contiguous operands: the descriptors' (name, type), then :data:`_GLUON_TAIL_ARGS` (with ``c_desc``, the
+    warp-specialised kernels' descriptor of C, after the flags), the pointers, N, K and the output's strides
+    divisible by 16, the output's column stride 1."""
     from triton.backends.compiler import GPUTarget  # noqa: PLC0415
     from triton.experimental.gluon._runtime import GluonASTSource  # noqa: PLC0415
 
-    args = descriptors + _GLUON_TAIL_ARGS
+    args = descriptors + _GLUON_TAIL_ARGS[:3] + ([c_desc] if c_desc else []) + _GLUON_TAIL_ARGS[3:]
     names = [n for n, _ in args]
     constexprs = dict(stride_cn=1, **constexprs)
     signature = dict(args) | dict.fromkeys(constexprs, "constexpr")
@@ -178,20 +181,48 @@ def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
     tiles get two slots (three were not faster), else one. E.g. TF32x3 128x128x32 s3: 3 x 32 KB (B) + 3 x 32
     KB (A's pieces) + 2 x 16 KB (A) = 224 KB; BF16x3 128x128x64 s3: 96 + 2 x 32 + 2 x 32 = 224 KB; BF16x6
     128x64x64 s3 -> B 2: 48 + 2 x 48 + 2 x 32 = 208 KB. Raises ValueError where no depth of at least (2, 1, 2)
-    fits.
+    fits. With ``e`` (TMA-store epilogue) the staging tile of C comes off the budget first.
     """
     elem = 2 if spec.piece_format == "bf16" else 4
     npc = spec.n_pieces
     raw = cfg.bm * cfg.bk * 4
+    smem = _SMEM_PER_BLOCK - _c_staging_bytes(cfg)
     a_pieces = npc * cfg.bm * cfg.bk * elem
     b_pieces = npc * cfg.bn * cfg.bk * elem
     barriers = 1024  # mbarriers and alignment, generously
     for stages in range(max(2, cfg.num_stages), 1, -1):
         for a_stages, p_stages in ((2, 3), (2, 2), (1, 2)):
-            if stages * b_pieces + p_stages * a_pieces + a_stages * raw + barriers <= _SMEM_PER_BLOCK:
+            if stages * b_pieces + p_stages * a_pieces + a_stages * raw + barriers <= smem:
                 return stages, a_stages, p_stages
     raise ValueError(f"{spec.name} {cfg}: the warp-specialised kernel's rings do not fit {_SMEM_PER_BLOCK} bytes "
                      "of shared memory")
+
+
+def _c_staging_bytes(cfg: KernelConfig) -> int:
+    """Shared memory of the TMA-store epilogue's staging tile of C (``e``): one (bm, bn) FP32 tile."""
+    return cfg.bm * cfg.bn * 4 if cfg.tma_store else 0
+
+
+def _tma_store_ok(out3: Tensor, M: int, cfg: KernelConfig) -> bool:
+    """Whether TMA can store C ``out3`` (Z, M, N) as (Z*M, N) rows: N contiguous, rows 16-byte aligned, and in a
+    batch whole tiles per entry (TMA clips only at the last row, so a ragged tile would spill into the next
+    entry)."""
+    Z = out3.shape[0]
+    return (out3.stride(2) == 1 and (out3.stride(1) * 4) % 16 == 0 and out3.data_ptr() % 16 == 0
+            and (Z == 1 or (out3.stride(0) == M * out3.stride(1) and M % cfg.bm == 0)))
+
+
+def _c_descriptor(cfg: KernelConfig, out3: Tensor, M: int, N: int, placeholder):
+    """(TMA_STORE, c_desc) of a warp-specialised launch: C's descriptor, (Z*M, N) rows in (bm, bn) blocks, where
+    ``cfg`` asks for the TMA-store epilogue and C suits it; else False and ``placeholder`` (never read)."""
+    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
+
+    if not (cfg.tma_store and _tma_store_ok(out3, M, cfg)):
+        return False, placeholder
+    Z = out3.shape[0]
+    desc = TensorDescriptor(out3, [Z * M, N], [out3.stride(1), 1], [cfg.bm, cfg.bn],
+                            _smem_layout(cfg.bm, cfg.bn, False))
+    return True, desc
 
 
 def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[Tensor, ...],
@@ -205,32 +236,33 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
     ``flags`` and ``range_check`` as :func:`_flags_arg`."""
     bf16 = spec.piece_format == "bf16"
     Z = out3.shape[0]
-    st, a_st, p_st = stages or _ws_stages(spec, cfg)
+    bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
+    tma_store, cd = _c_descriptor(cfg, out3, M, N, bd[0])
+    st, a_st, p_st = stages or _ws_stages(spec, replace(cfg, tma_store=tma_store))
     if min(st, p_st) < 2 or a_st < 1:
         raise ValueError(f"the warp-specialised kernel needs 2 or more B and piece slots, got {(st, a_st, p_st)}")
     ad = _fp32_rows_descriptor(a3, Z * M, K, cfg.bm, cfg.bk)
-    bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
     tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
     # persistent ("t"): about one program per SM, each looping over tiles of C (the same kernel: with one
     # program per tile each loops once)
     grid = (min(tiles, max(1, _num_sms(a3.device) // Z)) if cfg.persistent else tiles, Z)
     flags, check = _flags_arg(flags, out3, range_check)
     _wgmma_ws_module()._emu_mm_wgmma_ws_kernel[grid](
-        ad, *bd, bias if bias is not None else out3, out3, flags, M, N, K, *out3.stride(),
+        ad, *bd, bias if bias is not None else out3, out3, flags, cd, M, N, K, *out3.stride(),
         NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
         SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
-        SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, RANGE_CHECK=check, num_warps=cfg.num_warps,
+        SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, RANGE_CHECK=check, TMA_STORE=tma_store, num_warps=cfg.num_warps,
     )
 
 
 def _pieces_ws_stages(spec: MethodSpec, cfg: KernelConfig) -> int:
     """Ring depth of the ``pgw`` kernel: ``num_stages`` slots of A's and B's pieces where they fit, else fewer
-    (at least 2; ValueError otherwise)."""
+    (at least 2; ValueError otherwise); with ``e`` after the staging tile of C."""
     elem = 2 if spec.piece_format == "bf16" else 4
     per_stage = spec.n_pieces * (cfg.bm + cfg.bn) * cfg.bk * elem
     for stages in range(max(2, cfg.num_stages), 1, -1):
-        if stages * per_stage + 1024 <= _SMEM_PER_BLOCK:
+        if stages * per_stage + 1024 <= _SMEM_PER_BLOCK - _c_staging_bytes(cfg):
             return stages
     raise ValueError(f"{spec.name} {cfg}: two stages of pieces do not fit {_SMEM_PER_BLOCK} bytes of shared memory")
 
@@ -244,14 +276,16 @@ def _launch_wgmma_pieces_ws(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tenso
     Z = out3.shape[0]
     ad = _piece_descriptors(ap, cfg.bm, cfg.bk, bf16)
     bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
+    tma_store, cd = _c_descriptor(cfg, out3, M, N, bd[0])
     tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
     grid = (min(tiles, max(1, _num_sms(out3.device) // Z)) if cfg.persistent else tiles, Z)
     flags, check = _flags_arg(flags, out3, range_check)
     _wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel[grid](
-        *ad, *bd, bias if bias is not None else out3, out3, flags, M, N, K, *out3.stride(),
+        *ad, *bd, bias if bias is not None else out3, out3, flags, cd, M, N, K, *out3.stride(),
         NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None,
-        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg),
-        RANGE_CHECK=check, num_warps=cfg.num_warps,
+        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m,
+        STAGES=_pieces_ws_stages(spec, replace(cfg, tma_store=tma_store)), RANGE_CHECK=check,
+        TMA_STORE=tma_store, num_warps=cfg.num_warps,
     )
 
 
@@ -271,6 +305,14 @@ def _fp32_a_desc_args(spec: MethodSpec, cfg: KernelConfig) -> list[tuple[str, st
     return [("a_desc", _desc_type("fp32", cfg.bm, cfg.bk))] + [(f"b{i}_desc", b_ty) for i in range(3)]
 
 
+def _c_desc_arg(spec: MethodSpec, cfg: KernelConfig) -> tuple[str, str]:
+    """(name, type) of the warp-specialised kernels' C descriptor: FP32 (bm, bn) blocks with ``e``, else the
+    placeholder a launch passes (B's first descriptor)."""
+    if cfg.tma_store:
+        return "c_desc", _desc_type("fp32", cfg.bm, cfg.bn)
+    return "c_desc", _desc_type("bf16" if spec.piece_format == "bf16" else "fp32", cfg.bn, cfg.bk)
+
+
 def wgmma_pieces_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
                             arch: int = 90, range_check: bool = True):
     """Compile (without a GPU) the ``pgw`` kernel for ``sm_<arch>``, as :func:`wgmma_ws_compile`."""
@@ -278,9 +320,9 @@ def wgmma_pieces_ws_compile(method: str | MethodSpec, config: KernelConfig | str
     cfg = KernelConfig.parse(config) if isinstance(config, str) else config
     constexprs = dict(NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, BM=cfg.bm, BN=cfg.bn, BK=cfg.bk,
                       GROUP_M=cfg.group_m, STAGES=_pieces_ws_stages(spec, cfg), RANGE_CHECK=range_check,
-                      num_warps=cfg.num_warps)
+                      TMA_STORE=cfg.tma_store, num_warps=cfg.num_warps)
     return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel, _piece_desc_args(spec, cfg),
-                          constexprs, arch)
+                          constexprs, arch, c_desc=_c_desc_arg(spec, cfg))
 
 
 def wgmma_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,
@@ -314,9 +356,9 @@ def wgmma_ws_compile(method: str | MethodSpec, config: KernelConfig | str, *, ha
                       BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
                       SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
                       SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, RANGE_CHECK=range_check,
-                      num_warps=cfg.num_warps)
+                      TMA_STORE=cfg.tma_store, num_warps=cfg.num_warps)
     return _gluon_compile(_wgmma_ws_module()._emu_mm_wgmma_ws_kernel, _fp32_a_desc_args(spec, cfg), constexprs,
-                          arch)
+                          arch, c_desc=_c_desc_arg(spec, cfg))
 
 
 def _launch_wgmma_rega(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[Tensor, ...],

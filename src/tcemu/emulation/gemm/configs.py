@@ -62,6 +62,11 @@ class KernelConfig:
             ``_kernels/_emu_mm_wgmma_rega.py`` (same bits as ``g``): A's FP32 tiles by TMA, split in the
             ``wgmma`` A-operand registers and fed to the MMAs from there (no piece of A in memory). Where A's rows
             do not suit TMA, A is split beforehand and the ``pg`` kernel runs.
+        tma_store: with ``w`` (suffix ``e``): the warp-specialised kernels' epilogue stages each tile of C in
+            shared memory and stores it by an asynchronous TMA store, so that the MMA warps start the next tile
+            while it is written (same bits). The staging tile takes shared memory from the rings. Where C's
+            rows do not suit TMA (a batch whose M is not a multiple of ``bm``, rows not 16-byte aligned) the
+            tile is stored from the registers.
     """
 
     bm: int
@@ -78,11 +83,15 @@ class KernelConfig:
     wgmma: bool = False
     warp_specialized: bool = False
     register_a: bool = False
+    tma_store: bool = False
 
     def __post_init__(self) -> None:
         if self.register_a and not (self.wgmma and not self.warp_specialized and not self.presplit):
             raise ValueError(f"kernel config {self}: 'r' (register-A) is a variant of the Gluon wgmma kernel on FP32 "
                              "A and needs 'g' without 'p' or 'w' (e.g. 128x64x32w8s4m1gr)")
+        if self.tma_store and not self.warp_specialized:
+            raise ValueError(f"kernel config {self}: 'e' (TMA-store epilogue) is a variant of the warp-specialised "
+                             "Gluon kernels and needs 'gw' (e.g. 128x128x32w8s3m1ptgwe)")
         if self.warp_specialized and not self.wgmma:
             raise ValueError(f"kernel config {self}: 'w' (warp-specialised) is a variant of the Gluon wgmma kernel "
                              "and needs 'g' (e.g. 128x128x32w8s3m1gw)")
@@ -91,22 +100,25 @@ class KernelConfig:
         return (f"{self.bm}x{self.bn}x{self.bk}w{self.num_warps}s{self.num_stages}m{self.mode}"
                 + ("f" if self.fast_split else "") + ("p" if self.presplit else "")
                 + ("o" if self.l0_first else "") + ("t" if self.persistent else "") + ("g" if self.wgmma else "")
-                + ("w" if self.warp_specialized else "") + ("r" if self.register_a else ""))
+                + ("w" if self.warp_specialized else "") + ("r" if self.register_a else "")
+                + ("e" if self.tma_store else ""))
 
     @classmethod
     def parse(cls, text: str) -> KernelConfig:
         """Inverse of ``str()``: ``"128x128x32w8s3m0"``; suffixes ``f`` fast (diagnostic) split,
         ``p`` A split beforehand, ``o`` L0 issued first, ``t`` persistent tile loop, ``g`` Gluon wgmma kernel,
-        ``w`` (after ``g``) its warp-specialised variant, ``r`` (after ``g``) its register-A variant. Raises ValueError otherwise."""
+        ``w`` (after ``g``) its warp-specialised variant, ``r`` (after ``g``) its register-A variant, ``e`` (after
+        ``w``) the TMA-store epilogue. Raises ValueError otherwise."""
         import re  # noqa: PLC0415
 
-        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)(t?)(g?)(w?)(r?)", text.strip())
+        m = re.fullmatch(r"(\d+)x(\d+)x(\d+)w(\d+)s(\d+)m(\d+)(f?)(p?)(o?)(t?)(g?)(w?)(r?)(e?)", text.strip())
         if not m:
             raise ValueError(f"bad kernel config {text!r}; expected like 128x128x32w8s3m0 "
-                             "(suffixes f, p, o, t, g, w, r)")
+                             "(suffixes f, p, o, t, g, w, r, e)")
         g = m.groups()
         return cls(*map(int, g[:6]), fast_split=g[6] == "f", presplit=g[7] == "p", l0_first=g[8] == "o",
-                   persistent=g[9] == "t", wgmma=g[10] == "g", warp_specialized=g[11] == "w", register_a=g[12] == "r")
+                   persistent=g[9] == "t", wgmma=g[10] == "g", warp_specialized=g[11] == "w", register_a=g[12] == "r",
+                   tma_store=g[13] == "e")
 
 
 _C = KernelConfig.parse

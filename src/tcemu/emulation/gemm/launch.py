@@ -273,7 +273,7 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
                     _WGMMA_FAILED.add(key)
                     log.warning("tcemu: the Gluon wgmma kernel failed for %s %s (%s: %s); running the Triton "
                                 "kernel instead (same bits)", spec.name, cfg, type(exc).__name__, str(exc)[:200])
-            cfg = replace(cfg, wgmma=False, warp_specialized=False, register_a=False, mode=1,
+            cfg = replace(cfg, wgmma=False, warp_specialized=False, tma_store=False, register_a=False, mode=1,
                           persistent=False)
         tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
         grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
@@ -333,7 +333,7 @@ def emu_mm_compile(
     spec = get_method(method)
     cfg = replace(config or pick_config(spec, M, N, K))
     if cfg.wgmma:  # the Gluon kernel compiles at its first launch; this is the Triton kernel it falls back to
-        cfg = replace(cfg, wgmma=False, warp_specialized=False, register_a=False, mode=1,
+        cfg = replace(cfg, wgmma=False, warp_specialized=False, tma_store=False, register_a=False, mode=1,
                       persistent=False)
     sa = (K, 1) if cfg.presplit or a_strides is None else a_strides
     f32, pd = torch.float32, piece_dtype(spec)

@@ -37,8 +37,9 @@ from triton.experimental.gluon.language.nvidia.hopper import (
 from ._emu_mm import ROW_COUNTS, _fz, _scale_running_level, grouped_tile, mark_unfinished
 from ._split import split3
 
-# Names that changed after Triton 3.6 (3.6's first): TMA load into shared memory, CTA-wide barrier
+# Names that changed after Triton 3.6 (3.6's first): TMA load into and store from shared memory, CTA-wide barrier
 _tma_load = tma.async_load if hasattr(tma, "async_load") else tma.async_copy_global_to_shared
+_tma_store = tma.async_store if hasattr(tma, "async_store") else tma.async_copy_shared_to_global
 _cta_barrier = getattr(gl, "thread_barrier", None) or gl.barrier
 
 
@@ -192,25 +193,49 @@ def _flag_tile_rows(out, flag_ptr, M, z, off_m, BM: gl.constexpr, mma: gl.conste
 
 
 @gluon.jit
-def _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n,
-                HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, mma: gl.constexpr,
-                CHECK: gl.constexpr):
-    """Epilogue: + bias, masked store of the (BM, BN) tile of C; with CHECK the elements whose result (before
-    the bias) is not finite are stored as the range fix-up's mark."""
-    offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
-    offs_n = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
+def _epilogue_values(acc, bias_ptr, N, off_n, HAS_BIAS: gl.constexpr, BN: gl.constexpr, mma: gl.constexpr,
+                     CHECK: gl.constexpr):
+    """The (rows, BN) tile of C as stored: acc + bias; with CHECK the elements whose result (before the bias) is
+    not finite become the range fix-up's mark."""
     if HAS_BIAS:
+        offs_n = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
         bias = gl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0)
         out = acc + gl.expand_dims(bias, 0)
     else:
         out = acc
     if CHECK:
         out = mark_unfinished(out, (gl.abs(acc) < float("inf")).to(gl.int32))
-    acc = out
+    return out
+
+
+@gluon.jit
+def _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m, off_n,
+                HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr, mma: gl.constexpr,
+                CHECK: gl.constexpr):
+    """Epilogue: :func:`_epilogue_values`, masked store of the (BM, BN) tile of C from the registers."""
+    out = _epilogue_values(acc, bias_ptr, N, off_n, HAS_BIAS, BN, mma, CHECK)
+    offs_m = off_m + gl.arange(0, BM, layout=gl.SliceLayout(1, mma))
+    offs_n = off_n + gl.arange(0, BN, layout=gl.SliceLayout(0, mma))
     c_ptrs = (c_ptr + z.to(gl.int64) * stride_cz + gl.expand_dims(offs_m.to(gl.int64) * stride_cm, 1)
               + gl.expand_dims(offs_n.to(gl.int64) * stride_cn, 0))
     mask = gl.expand_dims(offs_m < M, 1) & gl.expand_dims(offs_n < N, 0)
-    gl.store(c_ptrs, acc, mask=mask)
+    gl.store(c_ptrs, out, mask=mask)
+
+
+@gluon.jit
+def _store_tile_tma(acc, bias_ptr, c_desc, c_smem, N, row, off_n, HAS_BIAS: gl.constexpr, BN: gl.constexpr,
+                    mma: gl.constexpr, CHECK: gl.constexpr):
+    """Epilogue by TMA: :func:`_epilogue_values` into the shared-memory tile ``c_smem``, then an asynchronous TMA
+    store of it to rows ``row ..`` of C (the unit clips rows and columns past C's edges). The warps go on to the
+    next tile while the store runs; the previous tile's store must have read ``c_smem`` before it is refilled,
+    and after the last tile the caller waits with ``tma.store_wait(0)``."""
+    out = _epilogue_values(acc, bias_ptr, N, off_n, HAS_BIAS, BN, mma, CHECK)
+    tma.store_wait(0)  # (in the thread that issued it) the previous tile's store has read c_smem
+    _cta_barrier()
+    c_smem.store(out)
+    fence_async_shared()  # written by the threads (generic proxy), read by TMA (async proxy)
+    _cta_barrier()
+    _tma_store(c_desc, [row, off_n], c_smem)
 
 
 @gluon.jit(do_not_specialize=ROW_COUNTS)

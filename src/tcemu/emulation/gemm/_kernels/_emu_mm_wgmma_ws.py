@@ -53,7 +53,7 @@ from __future__ import annotations
 import triton.language as tl
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
-from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier
+from triton.experimental.gluon.language.nvidia.hopper import fence_async_shared, mbarrier, tma
 
 from ._emu_mm import ROW_COUNTS, grouped_tile
 from ._emu_mm_wgmma import (
@@ -66,6 +66,7 @@ from ._emu_mm_wgmma import (
     _split_layout,
     _split_rows,
     _store_tile,
+    _store_tile_tma,
     _tma_load,
 )
 
@@ -204,12 +205,15 @@ def _ws_splitter(a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1
 
 @gluon.jit
 def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                 bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                 bias_ptr, c_ptr, flag_ptr, c_desc, c_smem, M, N, K, stride_cz, stride_cm, stride_cn,
                  NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, BM: gl.constexpr, BN: gl.constexpr,
                  BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr, P_STAGES: gl.constexpr,
-                 ROW0: gl.constexpr, ROWS: gl.constexpr, RANGE_CHECK: gl.constexpr, num_warps: gl.constexpr):
+                 ROW0: gl.constexpr, ROWS: gl.constexpr, RANGE_CHECK: gl.constexpr, TMA_STORE: gl.constexpr,
+                 num_warps: gl.constexpr):
     """``_emu_mm_wgmma_kernel``'s MMA loop, combine and epilogue, tile after tile, for rows ROW0 .. ROW0 + ROWS
-    of each (BM, BN) tile of C (the default partition, two warpgroups: all of them)."""
+    of each (BM, BN) tile of C (the default partition, two warpgroups: all of them). TMA_STORE: C's tiles go
+    out through ``c_smem`` by asynchronous TMA stores (``c_desc``: C as (Z*M, N) rows), so that the MMA warps
+    start the next tile while a tile's store runs; else straight from the registers."""
     mma: gl.constexpr = _mma_layout(num_warps, BN, b0s.dtype, ROWS)
     n_k = gl.cdiv(K, BK)
     it = 0
@@ -239,8 +243,24 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
         mbarrier.arrive(a_empty.index((it + P_STAGES - 1) % P_STAGES))
         if RANGE_CHECK:
             _flag_tile_rows(acc, flag_ptr, M, z, off_m + ROW0, ROWS, mma)
-        _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m + ROW0, off_n, HAS_BIAS,
-                    ROWS, BN, mma, RANGE_CHECK)
+        if TMA_STORE:
+            _store_tile_tma(acc, bias_ptr, c_desc, c_smem, N, z * M + off_m + ROW0, off_n, HAS_BIAS, BN, mma,
+                            RANGE_CHECK)
+        else:
+            _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m + ROW0, off_n,
+                        HAS_BIAS, ROWS, BN, mma, RANGE_CHECK)
+    if TMA_STORE:
+        tma.store_wait(0)  # the last tile's store is complete before the program ends
+
+
+@gluon.jit
+def _c_staging(c_desc, placeholder, TMA_STORE: gl.constexpr):
+    """The shared-memory tile of C that a TMA-store epilogue stages (``c_desc``'s block); without TMA_STORE no
+    buffer (``placeholder``, never touched)."""
+    if TMA_STORE:
+        return gl.allocate_shared_memory(c_desc.dtype, c_desc.block_type.shape, c_desc.layout)
+    else:
+        return placeholder
 
 
 @gluon.jit(do_not_specialize=ROW_COUNTS)
@@ -248,14 +268,14 @@ def _emu_mm_wgmma_ws_kernel(
     # TMA descriptors: FP32 A (Z*M, K) with (BM, BK) blocks; B's pieces (N, K) with (BN, BK) blocks (with
     # NP == 2, b2_desc is a placeholder: any of the others)
     a_desc, b0_desc, b1_desc, b2_desc,
-    bias_ptr, c_ptr, flag_ptr,
+    bias_ptr, c_ptr, flag_ptr, c_desc,
     M, N, K,
     stride_cz, stride_cm, stride_cn,
     NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr, TF32: gl.constexpr,
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr,
     STAGES: gl.constexpr, A_STAGES: gl.constexpr, P_STAGES: gl.constexpr,
     SPLIT_WARPS: gl.constexpr, SPLIT_REGS: gl.constexpr, SPLIT_VECS: gl.constexpr,
-    RANGE_CHECK: gl.constexpr, num_warps: gl.constexpr,
+    RANGE_CHECK: gl.constexpr, TMA_STORE: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = b0_desc.dtype  # the pieces' dtype
 
@@ -274,6 +294,7 @@ def _emu_mm_wgmma_ws_kernel(
         b2s = gl.allocate_shared_memory(dtype, [STAGES, BN, BK], b0_desc.layout)
     else:
         b2s = b0s
+    c_smem = _c_staging(c_desc, b0s, TMA_STORE)
     raw_ready = gl.allocate_shared_memory(gl.int64, [A_STAGES, 1], mbarrier.MBarrierLayout())
     raw_empty = gl.allocate_shared_memory(gl.int64, [A_STAGES, 1], mbarrier.MBarrierLayout())
     a_ready = gl.allocate_shared_memory(gl.int64, [P_STAGES, 1], mbarrier.MBarrierLayout())
@@ -294,9 +315,9 @@ def _emu_mm_wgmma_ws_kernel(
     # tensors under Triton 3.6)
     gl.warp_specialize([
         (_ws_consumer, (ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empty,
-                        bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
+                        bias_ptr, c_ptr, flag_ptr, c_desc, c_smem, M, N, K, stride_cz, stride_cm, stride_cn,
                         NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, P_STAGES, 0, BM, RANGE_CHECK,
-                        num_warps)),
+                        TMA_STORE, num_warps)),
         (_ws_loader, (a_desc, b0_desc, b1_desc, b2_desc, araw, ap0, ap1, ap2, b0s, b1s, b2s,
                       raw_ready, raw_empty, a_ready, a_empty, b_ready, b_empty, M, N, K,
                       NP, SHIFT, TF32, BM, BN, BK, GROUP_M, STAGES, A_STAGES, P_STAGES, SPLIT_WARPS)),
@@ -357,12 +378,12 @@ def _emu_mm_wgmma_pieces_ws_kernel(
     # TMA descriptors: A's pieces (Z*M, K) with (BM, BK) blocks, B's pieces (N, K) with (BN, BK) blocks (with
     # NP == 2 the third of each is a placeholder)
     a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc,
-    bias_ptr, c_ptr, flag_ptr,
+    bias_ptr, c_ptr, flag_ptr, c_desc,
     M, N, K,
     stride_cz, stride_cm, stride_cn,
     NP: gl.constexpr, SHIFT: gl.constexpr, HAS_BIAS: gl.constexpr,
     BM: gl.constexpr, BN: gl.constexpr, BK: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr,
-    RANGE_CHECK: gl.constexpr, num_warps: gl.constexpr,
+    RANGE_CHECK: gl.constexpr, TMA_STORE: gl.constexpr, num_warps: gl.constexpr,
 ):
     dtype: gl.constexpr = b0_desc.dtype
     a0s = gl.allocate_shared_memory(dtype, [STAGES, BM, BK], a0_desc.layout)
@@ -375,6 +396,7 @@ def _emu_mm_wgmma_pieces_ws_kernel(
     else:
         a2s = a0s
         b2s = b0s
+    c_smem = _c_staging(c_desc, b0s, TMA_STORE)
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     empty = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for i in gl.static_range(STAGES):
@@ -383,8 +405,9 @@ def _emu_mm_wgmma_pieces_ws_kernel(
         mbarrier.init(empty.index(i), count=2)
     gl.warp_specialize([
         (_ws_consumer, (a0s, a1s, a2s, b0s, b1s, b2s, ready, empty, ready, empty,
-                        bias_ptr, c_ptr, flag_ptr, M, N, K, stride_cz, stride_cm, stride_cn,
-                        NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, STAGES, 0, BM, RANGE_CHECK, num_warps)),
+                        bias_ptr, c_ptr, flag_ptr, c_desc, c_smem, M, N, K, stride_cz, stride_cm, stride_cn,
+                        NP, SHIFT, HAS_BIAS, BM, BN, BK, GROUP_M, STAGES, STAGES, 0, BM, RANGE_CHECK, TMA_STORE,
+                        num_warps)),
         (_ws_piece_loader, (a0_desc, a1_desc, a2_desc, b0_desc, b1_desc, b2_desc, a0s, a1s, a2s, b0s, b1s, b2s,
                             ready, empty, M, N, K, NP, BM, BN, BK, GROUP_M, STAGES)),
     ], [1], [LOAD_REGS])

@@ -1,0 +1,150 @@
+"""The TMA-store epilogue (config suffix ``e``) of the warp-specialised Gluon kernels against their register-store
+epilogue, cuBLAS SGEMM and cuBLAS TF32, on PET-S's edge layers, its node layer and 8192^3, in both directions of a
+linear layer (issue 26).
+
+With ``e`` the MMA warps put each finished tile of C (bias added, range check marked) into a shared-memory tile and
+hand it to an asynchronous TMA store, then start the next tile's MMAs while the store runs; without it they store
+the tile from their registers with masked global stores before the next tile. The staging tile (64 KB at 128 x 128)
+comes out of the rings' shared memory, so the rings get shallower (``_gluon._ws_stages``).
+
+Per shape (M, K, N of y = x @ W^T; W's pieces split beforehand, as a frozen layer's are), direction (``fwd``
+y = x W^T, contraction K; ``bwd_input`` dx = dy W, contraction N) and method, these implementations (``impl``),
+timed side by side in one run, interleaved round by round (order rotated), CUDA events around each call, medians
+and 20th/80th percentiles over all calls:
+
+* ``sgemm`` (cuBLAS, TF32 off) and ``cublas_tf32`` (one TF32 pass: the bound of any emulation);
+* ``<config>`` for each warp-specialised candidate of the method (``tgw``: A split by splitter warps; ``ptgw``: A
+  split beforehand), and ``<config>e``, the same with the TMA-store epilogue; ``default`` marks the one the
+  library picks for the product (``pick_config``).
+
+Each ``e`` result is compared bit for bit with its twin without ``e`` (``same_bits``: must be True). Output:
+``<out>/tma_store_epilogue.csv`` (``tcemu._results`` long rows with the provenance), metrics ``median_ms``,
+``p20_ms``, ``p80_ms``, ``tflops``, ``x_sgemm`` (SGEMM's median over this one's), ``same_bits``; ``<out>``:
+``--out``, else ``$OUT``, else ``benchmarks/results/h200/gemm_variants``.
+
+Usage: ``PYTHONPATH=src python benchmarks/gemm_tma_store.py [--out DIR] [--budget-s S] [--methods ...]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from dataclasses import replace
+
+import torch
+
+import tcemu
+from tcemu._results import Provenance, case, measurement, write_results
+from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
+from tcemu.emulation.gemm.configs import pick_config
+from tcemu.emulation.methods import get_method
+
+from gemm_range_cost import percentile, timed  # noqa: E402 - the timing of the range-check benchmark
+
+#: M, K, N: PET-S's edge layers at 17,280 atoms, its node layer, and the square reference
+SHAPES = [(604800, 256, 1024), (604800, 1024, 256), (604800, 512, 256), (604800, 768, 256), (604800, 256, 256),
+          (604800, 512, 512), (17280, 1024, 4096), (8192, 8192, 8192)]
+DIRECTIONS = ("fwd", "bwd_input")
+#: the warp-specialised candidates per method (docs/kernels.md, section 5), each timed with and without ``e``
+BASES = {"tf32x3": ["128x128x32w8s3m1tgw", "128x128x32w8s3m1ptgw"],
+         "bf16x6": ["128x64x64w8s3m1ptgw"],
+         "bf16x3": ["128x128x64w8s3m1ptgw", "128x128x64w8s3m1tgw"]}
+UNITS = dict(median_ms="ms", p20_ms="ms", p80_ms="ms", tflops="TFLOP/s", x_sgemm="x", same_bits="bool")
+
+
+def same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
+    nan = torch.isnan(x)
+    return bool(torch.equal(nan, torch.isnan(y)) and torch.equal(x[~nan].view(torch.int32), y[~nan].view(torch.int32)))
+
+
+def measure(method: str, direction: str, M: int, K: int, N: int, rounds: int, calls: int, gen: torch.Generator):
+    """({impl: [ms, ...]}, {impl: same_bits}, default config) for one product."""
+    w = torch.randn(N, K, device="cuda", generator=gen) / K**0.5
+    if direction == "fwd":  # (M, K) @ (K, N)
+        a, b = torch.randn(M, K, device="cuda", generator=gen), w.T
+    else:  # dx = dy W: (M, N) @ (N, K)
+        a, b = torch.randn(M, N, device="cuda", generator=gen), w
+    pieces = split_t(b, method)
+    spec = get_method(method)
+    default = pick_config(spec, a.shape[0], b.shape[1], b.shape[0])
+
+    def tf32():
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+        try:
+            return torch.mm(a, b)
+        finally:
+            torch.backends.cuda.matmul.fp32_precision = "ieee"
+
+    impls = {"sgemm": lambda: torch.mm(a, b), "cublas_tf32": tf32}
+    twins = {}
+    for text in BASES[method]:
+        cfg = KernelConfig.parse(text)
+        for c in (cfg, replace(cfg, tma_store=True)):
+            impls[str(c)] = (lambda c: lambda: emu_mm(a, pieces, method, config=c, b=b))(c)
+        twins[str(replace(cfg, tma_store=True))] = str(cfg)
+    bits = {}
+    for name, base in twins.items():
+        bits[name] = same_bits(impls[name](), impls[base]())
+    for fn in impls.values():  # compile and warm up
+        fn()
+        fn()
+    torch.cuda.synchronize()
+    times = {k: [] for k in impls}
+    keys = list(impls)
+    for r in range(rounds):
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            times[k] += [timed(impls[k]) for _ in range(calls)]
+    return times, bits, str(default)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results/h200/gemm_variants")
+    parser.add_argument("--methods", default="tf32x3,bf16x6,bf16x3")
+    parser.add_argument("--shapes", default="", help="MxKxN,... (default: the module's SHAPES)")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--calls", type=int, default=4)
+    parser.add_argument("--budget-s", type=float, default=300.0)
+    args = parser.parse_args()
+    shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    from tcemu.emulation.gemm.launch import _WGMMA_FAILED
+
+    with tcemu.config(small_shape_fallback=False):
+        prov = Provenance.current()
+        print(prov, flush=True)
+        path = os.path.join(args.out, "tma_store_epilogue.csv")
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        rows, t0 = [], time.time()
+        for M, K, N in shapes:
+            for method in args.methods.split(","):
+                for direction in DIRECTIONS:
+                    if time.time() - t0 > args.budget_s:
+                        print(f"budget spent: {method} {direction} {M}x{K}x{N} not measured", flush=True)
+                        continue
+                    times, bits, default = measure(method, direction, M, K, N, args.rounds, args.calls, gen)
+                    sg = statistics.median(times["sgemm"])
+                    line = []
+                    for name, ts in times.items():
+                        med = statistics.median(ts)
+                        values = dict(median_ms=med, p20_ms=percentile(ts, 0.2), p80_ms=percentile(ts, 0.8),
+                                      tflops=2.0 * M * N * K / med / 1e9, x_sgemm=sg / med)
+                        if name in bits:
+                            values["same_bits"] = bits[name]
+                        impl = f"default:{name}" if name == default else name
+                        impl_method = method if name not in ("sgemm", "cublas_tf32") else "fp32"
+                        rows += measurement("gemm_tma_store", impl, impl_method,
+                                            case(direction=direction, M=M, K=K, N=N), values, UNITS)
+                        line.append(f"{impl} {sg / med:.2f}x" + (f" bits={bits[name]:d}" if name in bits else ""))
+                    print(f"{method} {direction} {M}x{K}x{N}: " + ", ".join(line) + f"  [{time.time() - t0:.0f} s]",
+                          flush=True)
+                    write_results(path, rows, prov)
+                    torch.cuda.empty_cache()
+        print("Gluon failures:", _WGMMA_FAILED, flush=True)
+        print("wrote", path)
+
+
+if __name__ == "__main__":
+    main()
