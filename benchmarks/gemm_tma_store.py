@@ -14,7 +14,9 @@ and 20th/80th percentiles over all calls:
 
 * ``sgemm`` (cuBLAS, TF32 off) and ``cublas_tf32`` (one TF32 pass: the bound of any emulation);
 * ``<config>`` for each warp-specialised candidate of the method (``tgw``: A split by splitter warps; ``ptgw``: A
-  split beforehand), and ``<config>e``, the same with the TMA-store epilogue; ``default`` marks the one the
+  split beforehand), and ``<config>e``, the same with the TMA-store epilogue as the library runs it (the staging
+  tile half the tile's columns, the two halves stored in turn), and ``<config>e:whole_tile`` with the whole
+  tile staged (``_gluon._C_STAGING_PARTS = 1``: one store, shallower rings); ``default`` marks the one the
   library picks for the product (``pick_config``).
 
 Each ``e`` result is compared bit for bit with its twin without ``e`` (``same_bits``: must be True). Output:
@@ -37,7 +39,7 @@ import torch
 
 import tcemu
 from tcemu._results import Provenance, case, measurement, write_results
-from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
+from tcemu.emulation.gemm import KernelConfig, _gluon, emu_mm, split_t
 from tcemu.emulation.gemm.configs import pick_config
 from tcemu.emulation.methods import get_method
 
@@ -78,12 +80,21 @@ def measure(method: str, direction: str, M: int, K: int, N: int, rounds: int, ca
             torch.backends.cuda.matmul.fp32_precision = "ieee"
 
     impls = {"sgemm": lambda: torch.mm(a, b), "cublas_tf32": tf32}
+    def run(cfg: KernelConfig, parts: int = 2):
+        _gluon._C_STAGING_PARTS = parts
+        try:
+            return emu_mm(a, pieces, method, config=cfg, b=b)
+        finally:
+            _gluon._C_STAGING_PARTS = 2
+
     twins = {}
     for text in BASES[method]:
         cfg = KernelConfig.parse(text)
-        for c in (cfg, replace(cfg, tma_store=True)):
-            impls[str(c)] = (lambda c: lambda: emu_mm(a, pieces, method, config=c, b=b))(c)
-        twins[str(replace(cfg, tma_store=True))] = str(cfg)
+        e = replace(cfg, tma_store=True)
+        impls[str(cfg)] = (lambda c: lambda: run(c))(cfg)
+        impls[str(e)] = (lambda c: lambda: run(c))(e)
+        impls[f"{e}:whole_tile"] = (lambda c: lambda: run(c, 1))(e)
+        twins[str(e)] = twins[f"{e}:whole_tile"] = str(cfg)
     bits = {}
     for name, base in twins.items():
         bits[name] = same_bits(impls[name](), impls[base]())

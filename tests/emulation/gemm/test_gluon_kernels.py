@@ -327,20 +327,23 @@ def test_wgmma_pieces_ws_kernel_compiles(method, config, later):
 ])
 def test_tma_store_epilogue_compiles(method, config):
     """Offline sm_90 compile of the warp-specialised kernels with the TMA-store epilogue ("e"): C leaves by bulk
-    tensor stores (no masked st.global of C: only the range check's row flags remain), each preceded by a wait
-    for the previous store's reads of the staging tile and a partition barrier; the last store is waited for;
-    the rings and the staging tile fit 227 KB; nothing spills."""
+    tensor stores of the staging tile's parts (no masked st.global of C: only the range check's row flags
+    remain), each preceded by a wait for the previous store's reads of the staging tile and a partition barrier;
+    the last store is waited for; the rings and the staging tile fit 227 KB; nothing spills."""
     import re
 
+    from tcemu.emulation.gemm._gluon import _C_STAGING_PARTS
     from tcemu.emulation.gemm.launch import _SMEM_PER_BLOCK, wgmma_pieces_ws_compile, wgmma_ws_compile
 
     cfg = KernelConfig.parse(config)
     compile_ = wgmma_pieces_ws_compile if cfg.presplit else wgmma_ws_compile
     ck, plain = compile_(method, cfg, has_bias=True), compile_(method, replace(cfg, tma_store=False), has_bias=True)
     ptx, plain_ptx = ck.asm["ptx"], plain.asm["ptx"]
-    assert re.search(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", ptx)
+    parts = _C_STAGING_PARTS
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", ptx)) == parts
     assert not re.search(r"cp\.async\.bulk\.tensor\.2d\.global\.shared", plain_ptx)
-    assert len(re.findall(r"cp\.async\.bulk\.wait_group\.read\s+0", ptx)) == 2  # before refilling; at the end
+    # before each part refills the staging tile, and once after the last tile
+    assert len(re.findall(r"cp\.async\.bulk\.wait_group\.read\s+0", ptx)) == parts + 1
     # the plain epilogue stores C's tile (BM x BN over 256 threads, 2 values a store) and the row flags
     stores, plain_stores = (len(re.findall(r"\bst\.global", p)) for p in (ptx, plain_ptx))
     assert plain_stores - stores == cfg.bm * cfg.bn // 256 // 2, (stores, plain_stores)
@@ -351,20 +354,24 @@ def test_tma_store_epilogue_compiles(method, config):
         assert usage.get("LOCAL", 0) == 0 and usage.get("STACK", 0) == 0, usage
 
 
-def test_tma_store_epilogue_takes_its_tile_from_the_rings():
-    """With "e" the 64 KB staging tile of C comes off the rings' budget: shallower rings, still within 227 KB; and
-    C's rows suit TMA only with whole tiles per batch entry and 16-byte aligned rows."""
-    from tcemu.emulation.gemm._gluon import _SMEM_PER_BLOCK, _pieces_ws_stages, _tma_store_ok, _ws_stages
+def test_tma_store_epilogue_takes_its_tile_from_the_rings(monkeypatch):
+    """With "e" the staging tile of C (half the tile's columns: 32 KB at 128 x 128; the whole tile: 64 KB) comes
+    off the rings' budget, still within 227 KB; and C's rows suit TMA only with whole tiles per batch entry and
+    16-byte aligned rows."""
+    from tcemu.emulation.gemm import _gluon
+    from tcemu.emulation.gemm._gluon import _c_staging_bytes, _pieces_ws_stages, _tma_store_ok, _ws_stages
 
     tf32x3, bf16x6 = get_method("tf32x3"), get_method("bf16x6")
-    tgw = KernelConfig.parse("128x128x32w8s3m1tgw")
-    assert _ws_stages(tf32x3, tgw) == (3, 2, 3)
-    assert _ws_stages(tf32x3, replace(tgw, tma_store=True)) == (2, 2, 2)
-    ptgw = KernelConfig.parse("128x128x32w8s3m1ptgw")
-    assert (_pieces_ws_stages(tf32x3, ptgw), _pieces_ws_stages(tf32x3, replace(ptgw, tma_store=True))) == (3, 2)
+    tgw, ptgw = KernelConfig.parse("128x128x32w8s3m1tgw"), KernelConfig.parse("128x128x32w8s3m1ptgw")
     b6 = KernelConfig.parse("128x64x64w8s3m1ptgw")
-    assert (_pieces_ws_stages(bf16x6, b6), _pieces_ws_stages(bf16x6, replace(b6, tma_store=True))) == (3, 2)
-    assert 2 * 3 * (128 + 64) * 64 * 2 + 128 * 64 * 4 <= _SMEM_PER_BLOCK
+    assert _ws_stages(tf32x3, tgw) == (3, 2, 3)
+    assert _pieces_ws_stages(tf32x3, ptgw) == 3 and _pieces_ws_stages(bf16x6, b6) == 3
+    for parts, staging, tgw_rings, ptgw_ring, b6_ring in ((2, 32768, (3, 2, 2), 3, 2), (1, 65536, (2, 2, 2), 2, 2)):
+        monkeypatch.setattr(_gluon, "_C_STAGING_PARTS", parts)
+        assert _c_staging_bytes(replace(tgw, tma_store=True)) == staging and _c_staging_bytes(tgw) == 0
+        assert _ws_stages(tf32x3, replace(tgw, tma_store=True)) == tgw_rings
+        assert _pieces_ws_stages(tf32x3, replace(ptgw, tma_store=True)) == ptgw_ring
+        assert _pieces_ws_stages(bf16x6, replace(b6, tma_store=True)) == b6_ring
     e = replace(tgw, tma_store=True)
     assert _tma_store_ok(torch.empty(1, 1000, 300), 1000, e)
     assert _tma_store_ok(torch.empty(2, 1024, 300), 1024, e)

@@ -198,9 +198,20 @@ def _ws_stages(spec: MethodSpec, cfg: KernelConfig) -> tuple[int, int, int]:
                      "of shared memory")
 
 
+#: the TMA-store epilogue's staging tile: C's (bm, bn) tile in this many column parts, stored in turn through one
+#: buffer (2: half the shared memory, so deeper rings, at the cost of a wait for the first half's store to read
+#: the buffer)
+_C_STAGING_PARTS = 2
+
+
+def _c_staging_cols(cfg: KernelConfig) -> int:
+    """Columns of the TMA-store epilogue's staging tile (``e``)."""
+    return cfg.bn // _C_STAGING_PARTS if cfg.bn >= 64 else cfg.bn
+
+
 def _c_staging_bytes(cfg: KernelConfig) -> int:
-    """Shared memory of the TMA-store epilogue's staging tile of C (``e``): one (bm, bn) FP32 tile."""
-    return cfg.bm * cfg.bn * 4 if cfg.tma_store else 0
+    """Shared memory of the TMA-store epilogue's staging tile of C (``e``): (bm, :func:`_c_staging_cols`) FP32."""
+    return cfg.bm * _c_staging_cols(cfg) * 4 if cfg.tma_store else 0
 
 
 def _tma_store_ok(out3: Tensor, M: int, cfg: KernelConfig) -> bool:
@@ -213,15 +224,16 @@ def _tma_store_ok(out3: Tensor, M: int, cfg: KernelConfig) -> bool:
 
 
 def _c_descriptor(cfg: KernelConfig, out3: Tensor, M: int, N: int, placeholder):
-    """(TMA_STORE, c_desc) of a warp-specialised launch: C's descriptor, (Z*M, N) rows in (bm, bn) blocks, where
+    """(TMA_STORE, c_desc) of a warp-specialised launch: C's descriptor, (Z*M, N) rows in blocks of the staging
+    tile (:func:`_c_staging_cols`), where
     ``cfg`` asks for the TMA-store epilogue and C suits it; else False and ``placeholder`` (never read)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
 
     if not (cfg.tma_store and _tma_store_ok(out3, M, cfg)):
         return False, placeholder
     Z = out3.shape[0]
-    desc = TensorDescriptor(out3, [Z * M, N], [out3.stride(1), 1], [cfg.bm, cfg.bn],
-                            _smem_layout(cfg.bm, cfg.bn, False))
+    cols = _c_staging_cols(cfg)
+    desc = TensorDescriptor(out3, [Z * M, N], [out3.stride(1), 1], [cfg.bm, cols], _smem_layout(cfg.bm, cols, False))
     return True, desc
 
 
@@ -309,7 +321,7 @@ def _c_desc_arg(spec: MethodSpec, cfg: KernelConfig) -> tuple[str, str]:
     """(name, type) of the warp-specialised kernels' C descriptor: FP32 (bm, bn) blocks with ``e``, else the
     placeholder a launch passes (B's first descriptor)."""
     if cfg.tma_store:
-        return "c_desc", _desc_type("fp32", cfg.bm, cfg.bn)
+        return "c_desc", _desc_type("fp32", cfg.bm, _c_staging_cols(cfg))
     return "c_desc", _desc_type("bf16" if spec.piece_format == "bf16" else "fp32", cfg.bn, cfg.bk)
 
 

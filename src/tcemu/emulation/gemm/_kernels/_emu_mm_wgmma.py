@@ -223,19 +223,32 @@ def _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, 
 
 
 @gluon.jit
-def _store_tile_tma(acc, bias_ptr, c_desc, c_smem, N, row, off_n, HAS_BIAS: gl.constexpr, BN: gl.constexpr,
-                    mma: gl.constexpr, CHECK: gl.constexpr):
-    """Epilogue by TMA: :func:`_epilogue_values` into the shared-memory tile ``c_smem``, then an asynchronous TMA
-    store of it to rows ``row ..`` of C (the unit clips rows and columns past C's edges). The warps go on to the
-    next tile while the store runs; the previous tile's store must have read ``c_smem`` before it is refilled,
-    and after the last tile the caller waits with ``tma.store_wait(0)``."""
-    out = _epilogue_values(acc, bias_ptr, N, off_n, HAS_BIAS, BN, mma, CHECK)
-    tma.store_wait(0)  # (in the thread that issued it) the previous tile's store has read c_smem
+def _stage_and_store(x, c_desc, c_smem, row, col):
+    """``x`` into the shared-memory staging tile ``c_smem``, then an asynchronous TMA store of it to C at (row,
+    col) (the unit clips rows and columns past C's edges), once the previous store has read the tile."""
+    tma.store_wait(0)  # (in the threads that issued it) the previous store has read c_smem
     _cta_barrier()
-    c_smem.store(out)
+    c_smem.store(x)
     fence_async_shared()  # written by the threads (generic proxy), read by TMA (async proxy)
     _cta_barrier()
-    _tma_store(c_desc, [row, off_n], c_smem)
+    _tma_store(c_desc, [row, col], c_smem)
+
+
+@gluon.jit
+def _store_tile_tma(acc, bias_ptr, c_desc, c_smem, N, row, off_n, HAS_BIAS: gl.constexpr, ROWS: gl.constexpr,
+                    BN: gl.constexpr, mma: gl.constexpr, CHECK: gl.constexpr):
+    """Epilogue by TMA: :func:`_epilogue_values` of the (ROWS, BN) tile, stored to rows ``row ..`` of C through
+    the staging tile ``c_smem`` (``c_desc``'s block: the whole tile, or half its columns, stored in two turns:
+    the halves are register subsets of the wgmma layout, so the split moves no data). The warps go on to the
+    next tile while the last store runs; after the last tile the caller waits with ``tma.store_wait(0)``."""
+    out = _epilogue_values(acc, bias_ptr, N, off_n, HAS_BIAS, BN, mma, CHECK)
+    HALF: gl.constexpr = c_desc.block_type.shape[1] < BN
+    if HALF:
+        lo, hi = out.reshape([ROWS, 2, BN // 2]).permute(0, 2, 1).split()
+        _stage_and_store(lo, c_desc, c_smem, row, off_n)
+        _stage_and_store(hi, c_desc, c_smem, row, off_n + BN // 2)
+    else:
+        _stage_and_store(out, c_desc, c_smem, row, off_n)
 
 
 @gluon.jit(do_not_specialize=ROW_COUNTS)

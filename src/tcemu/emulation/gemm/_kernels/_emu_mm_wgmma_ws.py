@@ -244,7 +244,7 @@ def _ws_consumer(ap0, ap1, ap2, b0s, b1s, b2s, a_ready, a_empty, b_ready, b_empt
         if RANGE_CHECK:
             _flag_tile_rows(acc, flag_ptr, M, z, off_m + ROW0, ROWS, mma)
         if TMA_STORE:
-            _store_tile_tma(acc, bias_ptr, c_desc, c_smem, N, z * M + off_m + ROW0, off_n, HAS_BIAS, BN, mma,
+            _store_tile_tma(acc, bias_ptr, c_desc, c_smem, N, z * M + off_m + ROW0, off_n, HAS_BIAS, ROWS, BN, mma,
                             RANGE_CHECK)
         else:
             _store_tile(acc, bias_ptr, c_ptr, M, N, stride_cz, stride_cm, stride_cn, z, off_m + ROW0, off_n,
