@@ -24,6 +24,9 @@ Each ``e`` result is compared bit for bit with its twin without ``e`` (``same_bi
 ``p20_ms``, ``p80_ms``, ``tflops``, ``x_sgemm`` (SGEMM's median over this one's), ``same_bits``; ``<out>``:
 ``--out``, else ``$OUT``, else ``benchmarks/results/h200/gemm_variants``.
 
+``--once METHOD:MxKxN:CONFIG`` runs that forward product twice and exits (for a profiler: the second call's GEMM
+kernel is the one to read, e.g. ``ncu --kernel-name regex:wgmma --launch-skip 1 --launch-count 1``).
+
 Usage: ``PYTHONPATH=src python benchmarks/gemm_tma_store.py [--out DIR] [--budget-s S] [--methods ...]``
 """
 
@@ -119,7 +122,20 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--calls", type=int, default=4)
     parser.add_argument("--budget-s", type=float, default=300.0)
+    parser.add_argument("--once", default="", help="METHOD:MxKxN:CONFIG: run that forward product twice and exit")
     args = parser.parse_args()
+    if args.once:
+        method, shape, text = args.once.split(":")
+        M, K, N = map(int, shape.split("x"))
+        gen = torch.Generator(device="cuda").manual_seed(0)
+        x = torch.randn(M, K, device="cuda", generator=gen)
+        w = torch.randn(N, K, device="cuda", generator=gen) / K**0.5
+        pieces = split_t(w.T, method)
+        with tcemu.config(small_shape_fallback=False):
+            for _ in range(2):
+                emu_mm(x, pieces, method, config=KernelConfig.parse(text), b=w)
+        torch.cuda.synchronize()
+        return
     shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")] if args.shapes else SHAPES
     torch.backends.cuda.matmul.fp32_precision = "ieee"
     from tcemu.emulation.gemm.launch import _WGMMA_FAILED
