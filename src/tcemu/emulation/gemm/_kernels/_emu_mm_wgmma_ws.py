@@ -41,6 +41,10 @@ is at an earlier K-tile.
 Range check (RANGE_CHECK): the consumer's epilogue flags the rows with a non-finite result (a non-finite running
 level makes it so) and marks those elements, as ``_emu_mm_wgmma_kernel`` does, for the range fix-up.
 
+TMA_STORE (config suffix ``e``, opt-in): the consumer's epilogue writes each tile into a shared-memory staging tile
+(half its columns at a time, ``_store_tile_tma``) and stores it by an asynchronous TMA store, so that the MMA warps
+start the next tile while it is written; same bits. Measured no faster (docs/kernels.md, section 5).
+
 Tile loop: each program loops over tiles of C (``program_id(0)``, then every ``num_programs(0)``-th), the
 three partitions in the same order, with the ring positions counted over all of the program's K-tiles. With
 one program per tile (``gw``) each loops once; with about one program per SM (``tgw``, persistent) the loader
