@@ -17,10 +17,7 @@ and 20th/80th percentiles over all calls:
   split beforehand), and ``<config>e``, the same with the TMA-store epilogue as the library runs it (the staging
   tile half the tile's columns, the two halves stored in turn), and ``<config>e:whole_tile`` with the whole
   tile staged (``_gluon._C_STAGING_PARTS = 1``: one store, shallower rings); ``default`` marks the one the
-  library picks for the product (``pick_config``);
-* ``<ptgw config>:a_pieces_given``: the ``ptgw`` kernel alone, on A's pieces made beforehand outside the timed call
-  (no split pass, range check on, no fix-up launch: nothing is flagged): what that kernel reaches where A's split
-  costs nothing, e.g. fused into the operation that produces A. A diagnostic, not a library path.
+  library picks for the product (``pick_config``).
 
 Each ``e`` result is compared bit for bit with its twin without ``e`` (``same_bits``: must be True). Output:
 ``<out>/tma_store_epilogue.csv`` (``tcemu._results`` long rows with the provenance), metrics ``median_ms``,
@@ -46,7 +43,6 @@ import torch
 import tcemu
 from tcemu._results import Provenance, case, measurement, write_results
 from tcemu.emulation.gemm import KernelConfig, _gluon, emu_mm, split_t
-from tcemu.emulation.gemm._gluon import _launch_wgmma_pieces_ws
 from tcemu.emulation.gemm.configs import pick_config
 from tcemu.emulation.methods import get_method
 
@@ -103,17 +99,9 @@ def measure(method: str, direction: str, M: int, K: int, N: int, rounds: int, ca
         impls[str(e)] = (lambda c: lambda: run(c))(e)
         impls[f"{e}:whole_tile"] = (lambda c: lambda: run(c, 1))(e)
         twins[str(e)] = twins[f"{e}:whole_tile"] = str(cfg)
-        if cfg.presplit:  # the kernel alone, A's pieces given
-            a_pieces = split_t(a.T, method)
-            out3 = torch.empty(1, a.shape[0], b.shape[1], device="cuda")
-            flags = torch.zeros(a.shape[0], dtype=torch.int8, device="cuda")
-            impls[f"{cfg}:a_pieces_given"] = (lambda c, ap, o, f: lambda: (
-                _launch_wgmma_pieces_ws(spec, c, ap, pieces, None, o, a.shape[0], b.shape[1], b.shape[0],
-                                        flags=f, range_check=True), o)[1])(cfg, a_pieces, out3, flags)
-            twins[f"{cfg}:a_pieces_given"] = str(cfg)
     bits = {}
     for name, base in twins.items():
-        bits[name] = same_bits(impls[name]().reshape(a.shape[0], -1), impls[base]())
+        bits[name] = same_bits(impls[name](), impls[base]())
     for fn in impls.values():  # compile and warm up
         fn()
         fn()
