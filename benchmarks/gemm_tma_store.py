@@ -22,7 +22,9 @@ and 20th/80th percentiles over all calls:
 Each ``e`` result is compared bit for bit with its twin without ``e`` (``same_bits``: must be True). Output:
 ``<out>/tma_store_epilogue.csv`` (``tcemu._results`` long rows with the provenance), metrics ``median_ms``,
 ``p20_ms``, ``p80_ms``, ``tflops``, ``x_sgemm`` (SGEMM's median over this one's), ``same_bits``; ``<out>``:
-``--out``, else ``$OUT``, else ``benchmarks/results/h200/gemm_variants``.
+``--out``, else ``$OUT``, else ``benchmarks/results/h200/gemm_variants``; a figure beside it
+(``tma_store_epilogue.png``: each kernel's x SGEMM with the TMA-store epilogue over its x SGEMM without, per
+product; ``--plot-only CSV`` draws it from a stored file).
 
 ``--once METHOD:MxKxN:CONFIG`` runs that forward product twice and exits (for a profiler: the second call's GEMM
 kernel is the one to read, e.g. ``ncu --kernel-name regex:wgmma --launch-skip 1 --launch-count 1``).
@@ -114,6 +116,44 @@ def measure(method: str, direction: str, M: int, K: int, N: int, rounds: int, ca
     return times, bits, str(default)
 
 
+def plot(csv_path: str) -> str:
+    """Per product, each warp-specialised kernel's time without ``e`` over its time with it (> 1: ``e`` faster),
+    half-tile and whole-tile staging; returns the PNG's path."""
+    import collections
+    import csv
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x: dict = collections.defaultdict(dict)
+    for r in csv.DictReader(open(csv_path)):
+        if r["metric"] == "x_sgemm" and r["method"] != "fp32":
+            f = dict(kv.split("=") for kv in r["case"].split(";"))
+            key = f"{f['direction']}\n{f['M']}x{f['K']}x{f['N']}"
+            x[(r["method"], key)][r["impl"].removeprefix("default:")] = float(r["value"])
+    cases = list(dict.fromkeys(c for _, c in x))
+    series = [(m, base, staging) for m, bases in BASES.items() for base in bases for staging in ("", ":whole_tile")]
+    fig, ax = plt.subplots(figsize=(19, 5.5))
+    width = 0.8 / len(series)
+    for i, (m, base, staging) in enumerate(series):
+        ys = [x[(m, c)].get(f"{base}e{staging}", float("nan")) / x[(m, c)].get(base, float("nan")) for c in cases]
+        xs = [j + (i - len(series) / 2 + 0.5) * width for j in range(len(cases))]
+        label = f"{m} {base[base.index('m1') + 2:]}e" + (" (whole tile)" if staging else "")
+        ax.bar(xs, ys, width, label=label)
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(range(len(cases)), cases, fontsize=6.5)
+    ax.set_ylim(0.4, 1.12)
+    ax.set_ylabel("x SGEMM with e / without e (M, K, N)")
+    ax.set_title("TMA-store epilogue against the register-store epilogue (H200)")
+    ax.legend(fontsize=7, ncol=5)
+    out = csv_path.removesuffix(".csv") + ".png"
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results/h200/gemm_variants")
@@ -122,8 +162,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--calls", type=int, default=4)
     parser.add_argument("--budget-s", type=float, default=300.0)
+    parser.add_argument("--plot-only", default="", help="draw the figure from this CSV and exit")
     parser.add_argument("--once", default="", help="METHOD:MxKxN:CONFIG: run that forward product twice and exit")
     args = parser.parse_args()
+    if args.plot_only:
+        print("wrote", plot(args.plot_only))
+        return
     if args.once:
         method, shape, text = args.once.split(":")
         M, K, N = map(int, shape.split("x"))
@@ -171,7 +215,7 @@ def main() -> None:
                     write_results(path, rows, prov)
                     torch.cuda.empty_cache()
         print("Gluon failures:", _WGMMA_FAILED, flush=True)
-        print("wrote", path)
+        print("wrote", path, plot(path))
 
 
 if __name__ == "__main__":
