@@ -225,8 +225,8 @@ def _tma_store_ok(out3: Tensor, M: int, cfg: KernelConfig) -> bool:
 
 def _c_descriptor(cfg: KernelConfig, out3: Tensor, M: int, N: int, placeholder):
     """(TMA_STORE, c_desc) of a warp-specialised launch: C's descriptor, (Z*M, N) rows in blocks of the staging
-    tile (:func:`_c_staging_cols`), where
-    ``cfg`` asks for the TMA-store epilogue and C suits it; else False and ``placeholder`` (never read)."""
+    tile (:func:`_c_staging_cols`), where ``cfg`` asks for the TMA-store epilogue and C suits it; else False and
+    ``placeholder`` (never read)."""
     from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
 
     if not (cfg.tma_store and _tma_store_ok(out3, M, cfg)):
