@@ -86,12 +86,14 @@ def measure(method: str, direction: str, M: int, K: int, N: int, rounds: int, ca
             torch.backends.cuda.matmul.fp32_precision = "ieee"
 
     impls = {"sgemm": lambda: torch.mm(a, b), "cublas_tf32": tf32}
-    def run(cfg: KernelConfig, parts: int = 2):
+    default_parts = _gluon._C_STAGING_PARTS
+
+    def run(cfg: KernelConfig, parts: int = default_parts):
         _gluon._C_STAGING_PARTS = parts
         try:
             return emu_mm(a, pieces, method, config=cfg, b=b_t)
         finally:
-            _gluon._C_STAGING_PARTS = 2
+            _gluon._C_STAGING_PARTS = default_parts
 
     twins = {}
     for text in BASES[method]:
