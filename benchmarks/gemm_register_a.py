@@ -36,7 +36,7 @@ from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
 from tcemu.emulation.gemm.configs import pick_config
 from tcemu.emulation.methods import get_method
 
-from gemm_range_cost import percentile, timed  # noqa: E402 - the timing of the range-check benchmark
+from _gemm_variants import cublas_tf32, interleaved_times, same_bits, time_values  # noqa: E402
 
 #: M, K, N: PET-S's edge layers at 17,280 atoms, its node layer, and the square reference
 SHAPES = [(604800, 256, 1024), (604800, 1024, 256), (604800, 512, 256), (604800, 768, 256), (604800, 256, 256),
@@ -49,31 +49,17 @@ UNITS = dict(median_ms="ms", p20_ms="ms", p80_ms="ms", tflops="TFLOP/s", x_sgemm
              same_bits_as_default="bool")
 
 
-def same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
-    nan = torch.isnan(x)
-    return bool(torch.equal(nan, torch.isnan(y)) and torch.equal(x[~nan].view(torch.int32), y[~nan].view(torch.int32)))
-
-
 def measure(method: str, M: int, K: int, N: int, rounds: int, calls: int, gen: torch.Generator):
     x = torch.randn(M, K, device="cuda", generator=gen)
     w = torch.randn(N, K, device="cuda", generator=gen) / K**0.5
     pieces = split_t(w.T, method)
     spec = get_method(method)
     default = pick_config(spec, M, N, K)
-    impls = {"sgemm": lambda: torch.mm(x, w.T), "cublas_tf32": None,
+    impls = {"sgemm": lambda: torch.mm(x, w.T), "cublas_tf32": cublas_tf32(x, w.T),
              f"default:{default}": lambda: emu_mm(x, pieces, method, b=w)}
     for text in CANDIDATES[method]:
         cfg = KernelConfig.parse(text)
         impls[f"gr:{text}"] = (lambda c: lambda: emu_mm(x, pieces, method, config=c, b=w))(cfg)
-
-    def tf32():
-        torch.backends.cuda.matmul.fp32_precision = "tf32"
-        try:
-            return torch.mm(x, w.T)
-        finally:
-            torch.backends.cuda.matmul.fp32_precision = "ieee"
-
-    impls["cublas_tf32"] = tf32
     ref = impls[f"default:{default}"]()
     bits = {}
     for name, fn in list(impls.items()):
@@ -88,16 +74,7 @@ def measure(method: str, M: int, K: int, N: int, rounds: int, calls: int, gen: t
             g = emu_mm(x, pieces, method, config=replace(cfg, register_a=False, wgmma=False), b=w)
             bits[name] = (same_bits(got, g), same_bits(got, ref))
             del got, g
-    for fn in impls.values():  # compile and warm up
-        fn()
-        fn()
-    torch.cuda.synchronize()
-    times = {k: [] for k in impls}
-    keys = list(impls)
-    for r in range(rounds):
-        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-            times[k] += [timed(impls[k]) for _ in range(calls)]
-    return times, bits
+    return interleaved_times(impls, rounds, calls), bits
 
 
 def plot(csv_path: str) -> str:
@@ -165,14 +142,12 @@ def main() -> None:
                 sg = statistics.median(times["sgemm"])
                 line = []
                 for name, ts in times.items():
-                    med = statistics.median(ts)
-                    values = dict(median_ms=med, p20_ms=percentile(ts, 0.2), p80_ms=percentile(ts, 0.8),
-                                  tflops=2.0 * M * N * K / med / 1e9, x_sgemm=sg / med)
+                    values = time_values(ts, sg, 2.0 * M * N * K)
                     if name in bits:
                         values.update(same_bits_as_g=bits[name][0], same_bits_as_default=bits[name][1])
                     impl_method = method if name not in ("sgemm", "cublas_tf32") else "fp32"
                     rows += measurement("gemm_register_a", name, impl_method, case(M=M, K=K, N=N), values, UNITS)
-                    line.append(f"{name} {sg / med:.2f}x" + (f" bits g={bits[name][0]:d} def={bits[name][1]:d}"
+                    line.append(f"{name} {values['x_sgemm']:.2f}x" + (f" bits g={bits[name][0]:d} def={bits[name][1]:d}"
                                                             if name in bits else ""))
                 print(f"{method} {M}x{K}x{N}: " + ", ".join(line) + f"  [{time.time() - t0:.0f} s]", flush=True)
                 write_results(path, rows, prov)

@@ -48,7 +48,7 @@ from tcemu.emulation.gemm import KernelConfig, _gluon, emu_mm, split_t
 from tcemu.emulation.gemm.configs import pick_config
 from tcemu.emulation.methods import get_method
 
-from gemm_range_cost import percentile, timed  # noqa: E402 - the timing of the range-check benchmark
+from _gemm_variants import cublas_tf32, interleaved_times, same_bits, time_values  # noqa: E402
 
 #: M, K, N: PET-S's edge layers at 17,280 atoms, its node layer, and the square reference
 SHAPES = [(604800, 256, 1024), (604800, 1024, 256), (604800, 512, 256), (604800, 768, 256), (604800, 256, 256),
@@ -59,11 +59,6 @@ BASES = {"tf32x3": ["128x128x32w8s3m1tgw", "128x128x32w8s3m1ptgw"],
          "bf16x6": ["128x64x64w8s3m1ptgw"],
          "bf16x3": ["128x128x64w8s3m1ptgw", "128x128x64w8s3m1tgw"]}
 UNITS = dict(median_ms="ms", p20_ms="ms", p80_ms="ms", tflops="TFLOP/s", x_sgemm="x", same_bits="bool")
-
-
-def same_bits(x: torch.Tensor, y: torch.Tensor) -> bool:
-    nan = torch.isnan(x)
-    return bool(torch.equal(nan, torch.isnan(y)) and torch.equal(x[~nan].view(torch.int32), y[~nan].view(torch.int32)))
 
 
 def measure(method: str, direction: str, M: int, K: int, N: int, rounds: int, calls: int, gen: torch.Generator):
@@ -78,14 +73,7 @@ def measure(method: str, direction: str, M: int, K: int, N: int, rounds: int, ca
     spec = get_method(method)
     default = pick_config(spec, a.shape[0], b.shape[1], b.shape[0])
 
-    def tf32():
-        torch.backends.cuda.matmul.fp32_precision = "tf32"
-        try:
-            return torch.mm(a, b)
-        finally:
-            torch.backends.cuda.matmul.fp32_precision = "ieee"
-
-    impls = {"sgemm": lambda: torch.mm(a, b), "cublas_tf32": tf32}
+    impls = {"sgemm": lambda: torch.mm(a, b), "cublas_tf32": cublas_tf32(a, b)}
     default_parts = _gluon._C_STAGING_PARTS
 
     def run(cfg: KernelConfig, parts: int = default_parts):
@@ -106,16 +94,7 @@ def measure(method: str, direction: str, M: int, K: int, N: int, rounds: int, ca
     bits = {}
     for name, base in twins.items():
         bits[name] = same_bits(impls[name](), impls[base]())
-    for fn in impls.values():  # compile and warm up
-        fn()
-        fn()
-    torch.cuda.synchronize()
-    times = {k: [] for k in impls}
-    keys = list(impls)
-    for r in range(rounds):
-        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
-            times[k] += [timed(impls[k]) for _ in range(calls)]
-    return times, bits, str(default)
+    return interleaved_times(impls, rounds, calls), bits, str(default)
 
 
 def plot(csv_path: str) -> str:
@@ -202,16 +181,14 @@ def main() -> None:
                     sg = statistics.median(times["sgemm"])
                     line = []
                     for name, ts in times.items():
-                        med = statistics.median(ts)
-                        values = dict(median_ms=med, p20_ms=percentile(ts, 0.2), p80_ms=percentile(ts, 0.8),
-                                      tflops=2.0 * M * N * K / med / 1e9, x_sgemm=sg / med)
+                        values = time_values(ts, sg, 2.0 * M * N * K)
                         if name in bits:
                             values["same_bits"] = bits[name]
                         impl = f"default:{name}" if name == default else name
                         impl_method = method if name not in ("sgemm", "cublas_tf32") else "fp32"
                         rows += measurement("gemm_tma_store", impl, impl_method,
                                             case(direction=direction, M=M, K=K, N=N), values, UNITS)
-                        line.append(f"{impl} {sg / med:.2f}x" + (f" bits={bits[name]:d}" if name in bits else ""))
+                        line.append(f"{impl} {values['x_sgemm']:.2f}x" + (f" bits={bits[name]:d}" if name in bits else ""))
                     print(f"{method} {direction} {M}x{K}x{N}: " + ", ".join(line) + f"  [{time.time() - t0:.0f} s]",
                           flush=True)
                     write_results(path, rows, prov)
