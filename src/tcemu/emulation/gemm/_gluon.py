@@ -215,12 +215,10 @@ def _c_staging_bytes(cfg: KernelConfig) -> int:
 
 
 def _tma_store_ok(out3: Tensor, M: int, cfg: KernelConfig) -> bool:
-    """Whether TMA can store C ``out3`` (Z, M, N) as (Z*M, N) rows: N contiguous, rows 16-byte aligned, and in a
-    batch whole tiles per entry (TMA clips only at the last row, so a ragged tile would spill into the next
-    entry)."""
-    Z = out3.shape[0]
-    return (out3.stride(2) == 1 and (out3.stride(1) * 4) % 16 == 0 and out3.data_ptr() % 16 == 0
-            and (Z == 1 or (out3.stride(0) == M * out3.stride(1) and M % cfg.bm == 0)))
+    """Whether TMA can store C ``out3`` (Z, M, N) as (Z*M, N) rows: the rows A's TMA loads need
+    (:func:`_tma_rows`), and in a batch whole tiles per entry (TMA clips only at the last row, so a ragged tile
+    would spill into the next entry)."""
+    return _tma_rows(out3) and (out3.shape[0] == 1 or M % cfg.bm == 0)
 
 
 def _c_descriptor(cfg: KernelConfig, out3: Tensor, M: int, N: int, placeholder):
