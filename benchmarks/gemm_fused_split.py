@@ -146,7 +146,9 @@ def plot(csv_path: str) -> str:
     import matplotlib.pyplot as plt
 
     x: dict = collections.defaultdict(dict)
+    gpus = set()
     for r in csv.DictReader(open(csv_path)):
+        gpus.add(r["gpu"])
         if r["metric"] == "x_sgemm" and r["method"] != "fp32":
             f = dict(kv.split("=") for kv in r["case"].split(";"))
             key = f"{'fwd' if f['direction'] == 'fwd' else 'bwd'}\n{f['M']}x{f['K']}x{f['N']}"
@@ -168,7 +170,7 @@ def plot(csv_path: str) -> str:
         ax.set_ylabel(f"{m}: x SGEMM")
         ax.legend(fontsize=7, ncol=6)
     axes[0, 0].set_title("The GEMM with a split of A that costs nothing (kernel:ptgw) or is fused into A's producer "
-                         "(H200)")
+                         f"({', '.join(sorted(gpus))})")
     out = csv_path.removesuffix(".csv") + ".png"
     fig.tight_layout()
     fig.savefig(out, dpi=110)

@@ -81,8 +81,9 @@ def test_stored_csv_is_a_result_file_with_provenance(path):
     assert all(r["benchmark"] and r["impl"] and r["metric"] and r["unit"] for r in rows)
     assert all(r["gpu"] and r["commit"] and r["date"] for r in rows)
     machine = path.split("/")[0]
-    assert machine in ("h200", "cpu")
+    assert machine in ("h200", "h100", "cpu")
     assert all(("H200" in r["gpu"]) == (machine == "h200") for r in rows), path
+    assert all(("H100" in r["gpu"]) == (machine == "h100") for r in rows), path
 
 
 def test_benchmarks_are_the_maintained_scripts_each_documented():
