@@ -146,9 +146,11 @@ def test_emu_mm_pieces_passes_opcheck_interpret():
 @gpu
 @pytest.mark.parametrize("method", ["tf32x3", "bf16x6", "bf16x3"])
 def test_compiled_linear_split_in_producer_same_bits_gpu(method):
-    """On the GPU, by Inductor (its Triton kernels write the pieces from A's producer) and the library's default
-    kernels: a product large enough for a kernel that reads A's pieces (node-layer width, N = 1024), forward and
-    input gradient bit for bit the eager layer's, with and without ``split_in_producer``; Inf and NaN rows kept."""
+    """On the GPU, where Inductor's Triton kernels write A's pieces from its producer (GELU forward, the SiLU
+    backward for the input gradient) and the library's default kernels run (N = 1024: a kernel that reads A's
+    pieces): the compiled step with ``split_in_producer`` gives the bits of the compiled step without it (the
+    plain op, which splits A in a pass of its own), output and input gradient, Inf and NaN rows kept. (Against
+    eager they may differ: Inductor's GELU and SiLU are not aten's to the bit.)"""
     torch.manual_seed(0)
     lin = torch.nn.Linear(512, 1024, device=DEVICE)
     for p in lin.parameters():
@@ -166,12 +168,12 @@ def test_compiled_linear_split_in_producer_same_bits_gpu(method):
         (grad,) = torch.autograd.grad(out, xx, torch.ones_like(out))
         return out, grad
 
+    results = {}
     with tcemu.config(small_shape_fallback=False):
-        eager = run(step)
         for on in (True, False):
             with tcemu.config(split_in_producer=on):
                 torch._dynamo.reset()
-                compiled = run(torch.compile(step, fullgraph=True))
-            for c, e in zip(compiled, eager):
-                nan = torch.isnan(e)
-                assert torch.equal(torch.isnan(c), nan) and torch.equal(c[~nan], e[~nan]), (method, on)
+                results[on] = run(torch.compile(step, fullgraph=True))
+    for c, e in zip(results[True], results[False]):
+        nan = torch.isnan(e)
+        assert nan.any() and torch.equal(torch.isnan(c), nan) and torch.equal(c[~nan], e[~nan]), method
