@@ -96,9 +96,6 @@ class EmulationConfig:
         range_fixup: the range check in every GEMM kernel and the fix-up of the rows it flags (docs/emulation.md,
             "The top of the range"). Off is a diagnostic (Inf, NaN or lost accuracy near FLT_MAX), to time what
             they cost (benchmarks/gemm_range_cost.py).
-        split_in_producer: under ``torch.compile``, where a linear layer's GEMM reads A's pieces from a split pass,
-            the split is traced as torch operations before the GEMM, so that Inductor writes the pieces from the
-            kernel that produces A instead of a pass of their own (same bits; docs/kernels.md, section 2).
     """
 
     method: str = "tf32x3"
@@ -112,7 +109,6 @@ class EmulationConfig:
     autotune: bool = False
     kernel_config: str | None = None
     range_fixup: bool = True
-    split_in_producer: bool = True
 
     def __post_init__(self) -> None:
         from .methods import get_method  # noqa: PLC0415 - methods does not import this module
@@ -131,8 +127,7 @@ class EmulationConfig:
             from .gemm.configs import KernelConfig  # noqa: PLC0415 - imports triton: only when one is named
 
             KernelConfig.parse(self.kernel_config)
-        for name in ("small_shape_fallback", "attention_fallback", "fused_attention", "autotune", "range_fixup",
-                     "split_in_producer"):
+        for name in ("small_shape_fallback", "attention_fallback", "fused_attention", "autotune", "range_fixup"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"EmulationConfig.{name} must be True or False, got {getattr(self, name)!r}")
 
@@ -178,7 +173,6 @@ class EmulationConfig:
             fused_attention=env_flag("TCEMU_FUSED_ATTENTION", d.fused_attention, env),
             autotune=env_flag("TCEMU_GEMM_AUTOTUNE", d.autotune, env),
             kernel_config=env.get("TCEMU_GEMM_CONFIG", "").strip() or None,
-            split_in_producer=env_flag("TCEMU_SPLIT_IN_PRODUCER", d.split_in_producer, env),
         )
 
 
@@ -190,7 +184,6 @@ ENV_VARS = {
     "TCEMU_FUSED_ATTENTION": "fused_attention",
     "TCEMU_GEMM_AUTOTUNE": "autotune",
     "TCEMU_GEMM_CONFIG": "kernel_config",
-    "TCEMU_SPLIT_IN_PRODUCER": "split_in_producer",
 }
 
 

@@ -21,7 +21,6 @@ from .launch import (
     emu_mm,
     emu_mm_reference,
     pick_config,
-    split_rows_in_torch,
     split_t,
     split_t_reference,
     tuned_configs,
@@ -30,7 +29,7 @@ from .triton_backend import PreparedWeight, TritonBackend, fallback_stats
 
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "PreparedWeight", "TritonBackend", "config_candidates", "emu_mm", "emu_mm_reference", "fallback_stats",
-    "pick_config", "split_rows_in_torch", "split_t", "split_t_reference", "tuned_configs",
+    "pick_config", "split_t", "split_t_reference", "tuned_configs",
 ]
 
 #: the module switches that became fields of :class:`tcemu.EmulationConfig`

@@ -64,7 +64,7 @@ from .range_fixup import range_fixup
 
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "pick_config", "config_candidates", "tuned_configs", "piece_dtype",
-    "split_t", "split_t_reference", "split_rows_in_torch", "emu_mm", "emu_mm_compile", "emu_mm_reference",
+    "split_t", "split_t_reference", "emu_mm", "emu_mm_compile", "emu_mm_reference",
     "wgmma_compile", "wgmma_ws_compile",
 ]
 
@@ -141,17 +141,6 @@ def _split_t(b: Tensor, spec: MethodSpec) -> tuple[Tensor, ...]:
 # =====================================================================================================
 
 
-def split_rows_in_torch(a: Tensor, method: str | MethodSpec) -> tuple[Tensor, ...]:
-    """Pieces of FP32 ``a`` (M, K), each (M, K) contiguous in the piece dtype: bit for bit
-    ``split_t(a.mT, method)``, by torch operations (:func:`~tcemu.emulation.split.split`), so that
-    ``torch.compile`` can write them from the kernel that produces ``a`` (``emu_mm``'s ``a_pieces``)."""
-    spec = get_method(method)
-    pieces = tuple(p.contiguous() for p in split(a, spec))
-    if spec.piece_format == "bf16":  # the high 16 bits (split() values are BF16-exact)
-        pieces = tuple((p.view(torch.int32) >> 16).to(torch.int16).view(torch.bfloat16) for p in pieces)
-    return pieces
-
-
 def split_t_reference(b: Tensor, method: str | MethodSpec) -> tuple[Tensor, ...]:
     """Same contract as :func:`split_t`, from :func:`~tcemu.emulation.split.split`."""
     spec = get_method(method)
@@ -175,7 +164,6 @@ def emu_mm(
     out: Tensor | None = None,
     config: KernelConfig | None = None,
     b: Tensor | None = None,
-    a_pieces: tuple[Tensor, ...] | None = None,
 ) -> Tensor:
     """``a @ b + bias`` by emulation, with ``b`` given as transposed pieces.
 
@@ -194,19 +182,15 @@ def emu_mm(
         b: FP32 ``b`` transposed, (N, K) or (Zb, N, K) as the pieces, any strides (e.g. an nn.Linear weight,
             or ``b.mT``): the operand of the range fix-up. Default: the value the pieces represent
             (exact for three BF16 pieces; for two, the part of ``b`` the method reads, within its bound).
-        a_pieces: A's pieces, each (Z*M, K) contiguous, as ``split_t(a.reshape(-1, K).mT, method)`` or
-            :func:`split_rows_in_torch` make them: the kernel reads them instead of splitting ``a`` (the
-            configuration runs in its A-split-beforehand form, ``p``; same bits). ``a`` is still read by the fix-up.
 
     Returns:
         float32 (M, N) or (Z, M, N).
     """
-    return _emu_mm(a, bt, _kernel_spec(method), bias, out=out, config=config, b=b, a_pieces=a_pieces)
+    return _emu_mm(a, bt, _kernel_spec(method), bias, out=out, config=config, b=b)
 
 
 def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | None = None, *,
-            out: Tensor | None = None, config: KernelConfig | None = None, b: Tensor | None = None,
-            a_pieces: tuple[Tensor, ...] | None = None) -> Tensor:
+            out: Tensor | None = None, config: KernelConfig | None = None, b: Tensor | None = None) -> Tensor:
     """:func:`emu_mm` for a kernel method's spec."""
     if len(bt) != spec.n_pieces:
         raise ValueError(f"{spec.name} needs {spec.n_pieces} pieces of b, got {len(bt)}")
@@ -225,14 +209,6 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
     for p in bt3:
         if p.shape != bt3[0].shape or p.dtype != want or p.stride() != bt3[0].stride():
             raise ValueError(f"pieces must share shape and strides and be {want}")
-    if a_pieces is not None:
-        a_pieces = tuple(a_pieces)
-        if len(a_pieces) != spec.n_pieces or any(
-                p.dtype != want or p.shape != (Z * M, K) or not p.is_contiguous() or p.device != a.device
-                for p in a_pieces):
-            raise ValueError(f"a_pieces must be {spec.n_pieces} contiguous {want} tensors of shape {(Z * M, K)} on "
-                             f"{a.device} (split_t(a.reshape(-1, K).mT)), got "
-                             f"{[(str(p.dtype), tuple(p.shape)) for p in a_pieces]}")
     if bias is not None and (bias.shape != (N,) or bias.dtype != torch.float32):
         raise ValueError(f"bias must be float32 of shape ({N},), got {bias.dtype} {tuple(bias.shape)}")
     b3 = b.unsqueeze(0) if b is not None and b.dim() == 2 else b
@@ -257,9 +233,7 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
         for z0 in range(0, Z, MAX_GRID_YZ):
             zs = slice(z0, z0 + MAX_GRID_YZ)
             _emu_mm(a3[zs], tuple(q[zs] if Zb == Z else q for q in bt3), spec, bias, out=out3[zs], config=config,
-                   b=(b3[zs] if Zb == Z else b3) if b3 is not None else None,
-                   a_pieces=None if a_pieces is None else tuple(q.view(Z, M, K)[zs].reshape(-1, K)
-                                                                for q in a_pieces))
+                   b=(b3[zs] if Zb == Z else b3) if b3 is not None else None)
         return result
 
     p = bt3 + (bt3[0],) * (3 - len(bt3))
@@ -267,8 +241,6 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
 
     def launch(cfg: KernelConfig) -> None:
         """The GEMM by ``cfg``, then the range fix-up of the rows it flagged."""
-        if a_pieces is not None:  # the configuration's A-split-beforehand form reads the given pieces
-            cfg = replace(cfg, presplit=True, register_a=False)
         check = bool(setting("range_fixup"))
         flags = torch.zeros(Z * M, dtype=torch.int8, device=a.device) if check else out3  # (unused then)
         gemm(cfg, flags, check)
@@ -283,7 +255,7 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
                 if split_a:  # A's FP32 rows by TMA, split in the kernel
                     ap = (a3,)
                 else:  # (also "gw": A split beforehand, then the "pg" kernel)
-                    ap = a_pieces if a_pieces is not None else _split_t(a3.reshape(Z * M, K).mT, spec)
+                    ap = _split_t(a3.reshape(Z * M, K).mT, spec)
                 try:
                     bp = tuple(q[0] for q in bt3)
                     if split_a and cfg.register_a:  # split in the MMA warps' A-operand registers
@@ -306,7 +278,7 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
         tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
         grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
         if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
-            ap = a_pieces if a_pieces is not None else _split_t(a3.reshape(Z * M, K).mT, spec)
+            ap = _split_t(a3.reshape(Z * M, K).mT, spec)
             ap = ap + (ap[0],) * (3 - len(ap))
             a_args, a_strides = ap, (M * K, K, 1)
         else:

@@ -1,15 +1,12 @@
 """The Triton GEMM backend (:class:`TritonBackend`) and its torch ops.
 
-Under ``torch.compile`` every product goes through one of four torch ops, so that the compiler treats the
+Under ``torch.compile`` every product goes through one of three torch ops, so that the compiler treats the
 kernels as opaque calls with known output shapes (fake implementations below) and CUDA graphs capture them;
 eager code calls the same kernels directly (an op call costs host time):
 
 * ``tcemu::split_t(b, method) -> pieces``: split a (R, C) matrix into transposed pieces (C, R);
 * ``tcemu::emu_mm(a, p0, p1, p2, bias, method, b=None) -> out``: ``a @ b + bias`` from a (Z, M, K) and b's
   pieces, with FP32 ``b`` transposed (the range fix-up's operand; optional);
-* ``tcemu::emu_mm_pieces(a, a_pieces, p0, p1, p2, bias, method, b=None) -> out``: the same from a (M, K) and A's
-  pieces as well, traced as torch operations before it (``split_in_producer``), so that Inductor writes them
-  from the kernel that produces ``a`` instead of a split pass of their own;
 * ``tcemu::sgemm(a, b, bias) -> out``: the small-shape fallback, cuBLAS SGEMM with TF32 off.
 
 Small shapes. Below ``small_shape_min_flops`` (2 M N K; :class:`~tcemu.emulation.configuration.EmulationConfig`)
@@ -34,8 +31,7 @@ from ..._hw import capability, interpreting, tensor_core_generation
 from ..configuration import setting
 from ..methods import MethodSpec
 from ..reference import cuda_fp32_precision
-from .configs import pick_config
-from .launch import KERNEL_METHODS, _emu_mm, _split_t, emu_mm, piece_dtype, split_rows_in_torch, split_t
+from .launch import KERNEL_METHODS, _emu_mm, _split_t, emu_mm, piece_dtype, split_t
 
 __all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
 
@@ -91,8 +87,6 @@ _LIB = torch.library.Library("tcemu", "DEF")  # noqa: TOR901 - kept alive for th
 _LIB.define("split_t(Tensor b, str method) -> Tensor[]")
 _LIB.define("emu_mm(Tensor a, Tensor p0, Tensor? p1, Tensor? p2, Tensor? bias, str method, Tensor? b=None) -> Tensor")
 _LIB.define("sgemm(Tensor a, Tensor b, Tensor? bias) -> Tensor")
-_LIB.define("emu_mm_pieces(Tensor a, Tensor[] a_pieces, Tensor p0, Tensor? p1, Tensor? p2, Tensor? bias, str method, "
-            "Tensor? b=None) -> Tensor")
 
 
 def _split_t_impl(b: Tensor, method: str) -> list[Tensor]:
@@ -105,14 +99,6 @@ def _emu_mm_impl(
 ) -> Tensor:
     pieces = tuple(p for p in (p0, p1, p2) if p is not None)
     return emu_mm(a, pieces, method, bias, b=b)
-
-
-def _emu_mm_pieces_impl(
-    a: Tensor, a_pieces: list[Tensor], p0: Tensor, p1: Tensor | None, p2: Tensor | None, bias: Tensor | None,
-    method: str, b: Tensor | None = None,
-) -> Tensor:
-    pieces = tuple(p for p in (p0, p1, p2) if p is not None)
-    return emu_mm(a, pieces, method, bias, b=b, a_pieces=tuple(q.contiguous() for q in a_pieces))
 
 
 def _plain_gemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
@@ -130,8 +116,7 @@ def _sgemm_impl(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
         return _plain_gemm(a, b, bias)
 
 
-for _name, _fn in (("split_t", _split_t_impl), ("emu_mm", _emu_mm_impl), ("sgemm", _sgemm_impl),
-                   ("emu_mm_pieces", _emu_mm_pieces_impl)):
+for _name, _fn in (("split_t", _split_t_impl), ("emu_mm", _emu_mm_impl), ("sgemm", _sgemm_impl)):
     _LIB.impl(_name, _fn, "CUDA")
     _LIB.impl(_name, _fn, "CPU")  # CPU tensors: the kernels under TRITON_INTERPRET=1 (tests)
 
@@ -151,11 +136,6 @@ def _(a, p0, p1, p2, bias, method, b=None):
     return a.new_empty((*a.shape[:-1], N))
 
 
-@torch.library.register_fake("tcemu::emu_mm_pieces", lib=_LIB)
-def _(a, a_pieces, p0, p1, p2, bias, method, b=None):
-    return a.new_empty((*a.shape[:-1], p0.shape[-2]))
-
-
 @torch.library.register_fake("tcemu::sgemm", lib=_LIB)
 def _(a, b, bias):
     return a.new_empty(torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]))
@@ -164,7 +144,6 @@ def _(a, b, bias):
 _split_t_op = torch.ops.tcemu.split_t.default
 _emu_mm_op = torch.ops.tcemu.emu_mm.default
 _sgemm_op = torch.ops.tcemu.sgemm.default
-_emu_mm_pieces_op = torch.ops.tcemu.emu_mm_pieces.default
 
 
 def _pieces_args(pieces: tuple[Tensor, ...]) -> tuple[Tensor, Tensor | None, Tensor | None]:
@@ -188,21 +167,8 @@ def _emu(a: Tensor, pieces: tuple[Tensor, ...], bias: Tensor | None, spec: Metho
     """``a @ b + bias`` from b's transposed pieces; ``b_t``: FP32 b transposed, a view (for the range fix-up), or
     None where it is not at hand without a copy (the fix-up then rebuilds b from the pieces)."""
     if torch.compiler.is_compiling():
-        if _split_in_producer(a, pieces, spec):
-            return _emu_mm_pieces_op(a, list(split_rows_in_torch(a, spec)), *_pieces_args(pieces), bias, spec.name,
-                                     b_t)
         return _emu_mm_op(a, *_pieces_args(pieces), bias, spec.name, b_t)
     return _emu_mm(a, tuple(pieces), spec, bias, b=b_t)
-
-
-def _split_in_producer(a: Tensor, pieces: tuple[Tensor, ...], spec: MethodSpec) -> bool:
-    """Whether a traced product takes A's pieces from torch operations before the op (decided at trace time): a
-    2-D product whose kernel would read A's pieces from a split pass anyway (``p``), with ``split_in_producer`` on.
-    Where the kernel splits A itself (``tgw``: no memory pass), the pieces would cost more memory traffic than
-    they save (docs/kernels.md, section 2)."""
-    if a.dim() != 2 or pieces[0].dim() != 2 or not setting("split_in_producer"):
-        return False
-    return pick_config(spec, a.shape[0], pieces[0].shape[0], a.shape[1]).presplit
 
 
 def _sgemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
