@@ -33,7 +33,6 @@ Usage: ``PYTHONPATH=src python benchmarks/gemm_fused_split.py [--out DIR] [--bud
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import time
@@ -49,7 +48,15 @@ from tcemu.emulation.gemm.range_fixup import range_fixup
 from tcemu.emulation.methods import get_method
 from tcemu.emulation.split import split
 
-from _gemm_variants import cublas_tf32, interleaved_times, same_bits, time_values  # noqa: E402
+from _gemm_variants import (  # noqa: E402
+    cublas_tf32,
+    interleaved_times,
+    parse_shapes,
+    same_bits,
+    save_figure,
+    timing_rows,
+    variant_parser,
+)
 
 #: M, K, N: PET-S's edge layers at 17,280 atoms and its node layer
 SHAPES = [(604800, 256, 1024), (604800, 1024, 256), (604800, 512, 256), (604800, 768, 256), (604800, 256, 256),
@@ -171,26 +178,15 @@ def plot(csv_path: str) -> str:
         ax.legend(fontsize=7, ncol=6)
     axes[0, 0].set_title("The GEMM with a split of A that costs nothing (kernel:ptgw) or is fused into A's producer "
                          f"({', '.join(sorted(gpus))})")
-    out = csv_path.removesuffix(".csv") + ".png"
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    return out
+    return save_figure(fig, csv_path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results/h200/gemm_variants")
-    parser.add_argument("--methods", default="tf32x3,bf16x6,bf16x3")
-    parser.add_argument("--shapes", default="", help="MxKxN,... (default: the module's SHAPES)")
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--calls", type=int, default=4)
-    parser.add_argument("--budget-s", type=float, default=400.0)
-    parser.add_argument("--plot-only", default="", help="draw the figure from this CSV and exit")
-    args = parser.parse_args()
+    args = variant_parser(__doc__, budget_s=400.0).parse_args()
     if args.plot_only:
         print("wrote", plot(args.plot_only))
         return
-    shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    shapes = parse_shapes(args.shapes, SHAPES)
     torch.backends.cuda.matmul.fp32_precision = "ieee"
     from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
@@ -212,16 +208,13 @@ def main() -> None:
                     med = {k: statistics.median(v) for k, v in times.items()}
                     sg = med["sgemm"]
                     this = case(direction=direction, M=M, K=K, N=N)
-                    line = []
-                    for name, ts in times.items():
-                        values = time_values(ts, sg, 2.0 * M * N * K)
-                        if name in bits:
-                            values["same_bits"] = bits[name]
-                        impl_method = method if name not in ("sgemm", "cublas_tf32") else "fp32"
-                        impl = f"call:default={default}" if name == "call:default" else name
-                        rows += measurement("gemm_fused_split", impl, impl_method, this, values, UNITS)
-                        line.append(f"{name} {med[name]:.3f} ms {values['x_sgemm']:.2f}x"
-                                    + (f" bits={bits[name]:d}" if name in bits else ""))
+                    new, logged = timing_rows(
+                        "gemm_fused_split", method, this, times, 2.0 * M * N * K, UNITS,
+                        {name: dict(same_bits=b) for name, b in bits.items()},
+                        lambda name: f"call:default={default}" if name == "call:default" else name)
+                    rows += new
+                    line = [f"{name} {med[name]:.3f} ms {values['x_sgemm']:.2f}x"
+                            + (f" bits={bits[name]:d}" if name in bits else "") for name, values in logged]
                     fused = {"fused:keep_a": med["kernel:ptgw"] + med["producer+pieces"] - med["producer"],
                              "fused:pieces_only": med["kernel:ptgw"] + med["producer:pieces_only"] - med["producer"]}
                     for name, ms in fused.items():

@@ -22,21 +22,26 @@ Usage: ``PYTHONPATH=src python benchmarks/gemm_register_a.py [--out DIR] [--budg
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import time
 from dataclasses import replace
 
 import torch
 
 import tcemu
-from tcemu._results import Provenance, case, measurement, write_results
+from tcemu._results import Provenance, case, write_results
 from tcemu.emulation.gemm import KernelConfig, emu_mm, split_t
 from tcemu.emulation.gemm.configs import pick_config
 from tcemu.emulation.methods import get_method
 
-from _gemm_variants import cublas_tf32, interleaved_times, same_bits, time_values  # noqa: E402
+from _gemm_variants import (  # noqa: E402
+    cublas_tf32,
+    interleaved_times,
+    same_bits,
+    save_figure,
+    timing_rows,
+    variant_parser,
+)
 
 #: M, K, N: PET-S's edge layers at 17,280 atoms, its node layer, and the square reference
 SHAPES = [(604800, 256, 1024), (604800, 1024, 256), (604800, 512, 256), (604800, 768, 256), (604800, 256, 256),
@@ -106,21 +111,11 @@ def plot(csv_path: str) -> str:
     ax.set_ylabel("x cuBLAS SGEMM")
     ax.set_title("Register-A Gluon kernel against the default kernels (H200)")
     ax.legend(fontsize=8, ncol=3)
-    out = csv_path.removesuffix(".csv") + ".png"
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    return out
+    return save_figure(fig, csv_path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results/h200/gemm_variants")
-    parser.add_argument("--methods", default="tf32x3,bf16x6,bf16x3")
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--calls", type=int, default=4)
-    parser.add_argument("--budget-s", type=float, default=240.0)
-    parser.add_argument("--plot-only", default="", help="draw the figure from this CSV and exit")
-    args = parser.parse_args()
+    args = variant_parser(__doc__, budget_s=240.0, shapes=False).parse_args()
     if args.plot_only:
         print("wrote", plot(args.plot_only))
         return
@@ -139,16 +134,12 @@ def main() -> None:
                     print(f"budget spent: {method} {M}x{K}x{N} not measured", flush=True)
                     continue
                 times, bits = measure(method, M, K, N, args.rounds, args.calls, gen)
-                sg = statistics.median(times["sgemm"])
-                line = []
-                for name, ts in times.items():
-                    values = time_values(ts, sg, 2.0 * M * N * K)
-                    if name in bits:
-                        values.update(same_bits_as_g=bits[name][0], same_bits_as_default=bits[name][1])
-                    impl_method = method if name not in ("sgemm", "cublas_tf32") else "fp32"
-                    rows += measurement("gemm_register_a", name, impl_method, case(M=M, K=K, N=N), values, UNITS)
-                    line.append(f"{name} {values['x_sgemm']:.2f}x" + (f" bits g={bits[name][0]:d} def={bits[name][1]:d}"
-                                                            if name in bits else ""))
+                extra = {name: dict(same_bits_as_g=g, same_bits_as_default=d) for name, (g, d) in bits.items()}
+                new, logged = timing_rows("gemm_register_a", method, case(M=M, K=K, N=N), times, 2.0 * M * N * K,
+                                          UNITS, extra)
+                rows += new
+                line = [f"{name} {values['x_sgemm']:.2f}x" + (f" bits g={bits[name][0]:d} def={bits[name][1]:d}"
+                                                              if name in bits else "") for name, values in logged]
                 print(f"{method} {M}x{K}x{N}: " + ", ".join(line) + f"  [{time.time() - t0:.0f} s]", flush=True)
                 write_results(path, rows, prov)
                 torch.cuda.empty_cache()

@@ -34,21 +34,27 @@ Usage: ``PYTHONPATH=src python benchmarks/gemm_tma_store.py [--out DIR] [--budge
 
 from __future__ import annotations
 
-import argparse
 import os
-import statistics
 import time
 from dataclasses import replace
 
 import torch
 
 import tcemu
-from tcemu._results import Provenance, case, measurement, write_results
+from tcemu._results import Provenance, case, write_results
 from tcemu.emulation.gemm import KernelConfig, _gluon, emu_mm, split_t
 from tcemu.emulation.gemm.configs import pick_config
 from tcemu.emulation.methods import get_method
 
-from _gemm_variants import cublas_tf32, interleaved_times, same_bits, time_values  # noqa: E402
+from _gemm_variants import (  # noqa: E402
+    cublas_tf32,
+    interleaved_times,
+    parse_shapes,
+    same_bits,
+    save_figure,
+    timing_rows,
+    variant_parser,
+)
 
 #: M, K, N: PET-S's edge layers at 17,280 atoms, its node layer, and the square reference
 SHAPES = [(604800, 256, 1024), (604800, 1024, 256), (604800, 512, 256), (604800, 768, 256), (604800, 256, 256),
@@ -129,21 +135,11 @@ def plot(csv_path: str) -> str:
     ax.set_ylabel("x SGEMM with e / without e (M, K, N)")
     ax.set_title("TMA-store epilogue against the register-store epilogue (H200)")
     ax.legend(fontsize=7, ncol=5)
-    out = csv_path.removesuffix(".csv") + ".png"
-    fig.tight_layout()
-    fig.savefig(out, dpi=110)
-    return out
+    return save_figure(fig, csv_path)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--out", default=os.environ.get("OUT") or "benchmarks/results/h200/gemm_variants")
-    parser.add_argument("--methods", default="tf32x3,bf16x6,bf16x3")
-    parser.add_argument("--shapes", default="", help="MxKxN,... (default: the module's SHAPES)")
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--calls", type=int, default=4)
-    parser.add_argument("--budget-s", type=float, default=300.0)
-    parser.add_argument("--plot-only", default="", help="draw the figure from this CSV and exit")
+    parser = variant_parser(__doc__, budget_s=300.0)
     parser.add_argument("--once", default="", help="METHOD:MxKxN:CONFIG: run that forward product twice and exit")
     args = parser.parse_args()
     if args.plot_only:
@@ -161,7 +157,7 @@ def main() -> None:
                 emu_mm(x, pieces, method, config=KernelConfig.parse(text), b=w)
         torch.cuda.synchronize()
         return
-    shapes = [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")] if args.shapes else SHAPES
+    shapes = parse_shapes(args.shapes, SHAPES)
     torch.backends.cuda.matmul.fp32_precision = "ieee"
     from tcemu.emulation.gemm.launch import _WGMMA_FAILED
 
@@ -178,17 +174,13 @@ def main() -> None:
                         print(f"budget spent: {method} {direction} {M}x{K}x{N} not measured", flush=True)
                         continue
                     times, bits, default = measure(method, direction, M, K, N, args.rounds, args.calls, gen)
-                    sg = statistics.median(times["sgemm"])
-                    line = []
-                    for name, ts in times.items():
-                        values = time_values(ts, sg, 2.0 * M * N * K)
-                        if name in bits:
-                            values["same_bits"] = bits[name]
-                        impl = f"default:{name}" if name == default else name
-                        impl_method = method if name not in ("sgemm", "cublas_tf32") else "fp32"
-                        rows += measurement("gemm_tma_store", impl, impl_method,
-                                            case(direction=direction, M=M, K=K, N=N), values, UNITS)
-                        line.append(f"{impl} {values['x_sgemm']:.2f}x" + (f" bits={bits[name]:d}" if name in bits else ""))
+                    new, logged = timing_rows(
+                        "gemm_tma_store", method, case(direction=direction, M=M, K=K, N=N), times, 2.0 * M * N * K,
+                        UNITS, {name: dict(same_bits=b) for name, b in bits.items()},
+                        lambda name: f"default:{name}" if name == default else name)
+                    rows += new
+                    line = [f"{'default:' if name == default else ''}{name} {values['x_sgemm']:.2f}x"
+                            + (f" bits={bits[name]:d}" if name in bits else "") for name, values in logged]
                     print(f"{method} {direction} {M}x{K}x{N}: " + ", ".join(line) + f"  [{time.time() - t0:.0f} s]",
                           flush=True)
                     write_results(path, rows, prov)
