@@ -22,8 +22,8 @@ Derived (``impl`` ``fused:keep_a`` and ``fused:pieces_only``, metric ``x_sgemm``
 costs in the fused design, the kernel alone plus what writing the pieces adds to the producer
 (``kernel:ptgw + producer+pieces - producer``, resp. ``producer:pieces_only``).
 
-Checks (``same_bits``, must be True): the pieces ``producer+pieces`` writes against ``split_t`` of the A it writes, and ``kernel:ptgw``'s
-result against ``call:default``'s. Output: ``<out>/fused_split.csv`` (``tcemu._results`` long rows with the
+Checks (``same_bits``, must be True): the pieces ``producer+pieces`` writes against ``split_t`` of the A it
+writes, and ``kernel:ptgw``'s result against ``call:default``'s. Output: ``<out>/fused_split.csv`` (``tcemu._results`` long rows with the
 provenance), metrics ``median_ms``, ``p20_ms``, ``p80_ms``, ``tflops``, ``x_sgemm``, ``same_bits``; ``<out>``:
 ``--out``, else ``$OUT``, else ``benchmarks/results/h200/gemm_variants``; a figure beside it (``--plot-only CSV``
 draws it from a stored file).
