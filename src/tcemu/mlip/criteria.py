@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tcemu.mlip.report import SuiteResult
+    from tcemu.mlip.results import SuiteResult
 
 __all__ = ["REFERENCE_METHODS", "THRESHOLDS", "Verdict", "coverage_verdicts", "curve_threshold", "energy_ulp_reason",
            "method_status",

@@ -24,13 +24,14 @@ from tcemu.mlip.criteria import (
     relax_step_threshold,
     single_point_threshold,
 )
-from tcemu.mlip.distilled import potentials_line, weights_comparison
 from tcemu.mlip.labels import case_label, potential_label, system_label
+from tcemu.mlip.results import environment
 
 if TYPE_CHECKING:
-    from tcemu.mlip.report import SuiteResult
+    from tcemu.mlip.results import SuiteResult
 
-__all__ = ["coverage_table", "criteria_notes", "verdict_table", "write_report", "write_verdicts"]
+__all__ = ["coverage_table", "criteria_notes", "potentials_line", "verdict_table", "weights_comparison", "write_report",
+           "write_verdicts"]
 
 VERDICT_COLUMNS = ["method", "check", "value", "threshold", "verdict", "reason"]
 
@@ -256,13 +257,66 @@ def _relax_section(res: SuiteResult, L: list[str]) -> None:
         L.append(f"\n![relax](relax_{rc.potential}_{rc.system}.png)\n")
 
 
-def write_report(res: SuiteResult, out: str | Path) -> Path:
-    """Write ``out/report.md`` from a finished :class:`~tcemu.mlip.report.SuiteResult`."""
-    from tcemu.mlip.report import _environment
+#: Pairs the report compares: (trained, random twin of the same architecture).
+WEIGHT_PAIRS = (("pet-distilled", "pet-distilled-random"),)
 
+
+def weights_comparison(res) -> str:
+    """Markdown: each method's errors on trained and on random weights of the same architecture (suite result
+    ``res``): single-point errors against FP64 and in FP32 noise floors, curve jitter. Empty when no pair ran."""
+    lines: list[str] = []
+    for trained, random in WEIGHT_PAIRS:
+        sps = {(sp.potential, sp.system): sp for sp in res.single_point}
+        for (pot, system), sp_t in sps.items():
+            sp_r = sps.get((random, system))
+            if pot != trained or sp_r is None:
+                continue
+            lines.append(f"### {potential_label(trained)} and {potential_label(random)} on "
+                         f"{system_label(system, sp_t.n_atoms)}\n")
+            lines.append("| method | force err vs FP64 (eV/A): trained | random | ratio | x FP32 floor: trained | "
+                         "random | energy err (eV): trained | random |")
+            lines.append("|---|---|---|---|---|---|---|---|")
+            for m in sp_t.methods:
+                if m not in sp_r.methods:
+                    continue
+                ft = sp_t.error(m, "fp64").force_mean_err_eV_per_A
+                fr = sp_r.error(m, "fp64").force_mean_err_eV_per_A
+                lines.append(
+                    f"| {m} | {_fmt(ft)} | {_fmt(fr)} | {_fmt(ft / fr if fr else float('nan'))} | "
+                    f"{_fmt(sp_t.floor_multiple(m, 'force_mean_err'))} | {_fmt(sp_r.floor_multiple(m, 'force_mean_err'))} | "
+                    f"{_fmt(sp_t.error(m, 'fp64').energy_abs_err_eV)} | {_fmt(sp_r.error(m, 'fp64').energy_abs_err_eV)} |"
+                )
+            lines.append("")
+        curves = {c.potential: c for c in res.energy_curve}
+        if trained in curves and random in curves:
+            ct, cr = curves[trained], curves[random]
+            lines.append(f"### CO curve jitter, {potential_label(trained)} and {potential_label(random)}\n")
+            lines.append("| method | d2 RMS (meV): trained | random |")
+            lines.append("|---|---|---|")
+            for m in ct.methods:
+                if m in cr.methods:
+                    lines.append(f"| {m} | {_fmt(ct.jitter_rms_meV(m))} | {_fmt(cr.jitter_rms_meV(m))} |")
+            lines.append("")
+    if not lines:
+        return ""
+    head = ("## Trained and random weights\n\nThe same architecture and the same GEMM shapes, once with the distilled "
+            "(trained) weights and once with random ones: what changes between the columns is the weights alone. "
+            "Emulation error is relative to the size of the numbers multiplied, so trained weights, whose "
+            "magnitudes and activations differ from random ones, need not show the same errors.\n")
+    return head + "\n" + "\n".join(lines)
+
+
+def potentials_line(names) -> str:
+    """One line for the report: every potential the suite ran, labelled trained or random."""
+    return "Potentials: " + "; ".join(potential_label(n) for n in dict.fromkeys(names)) + "."
+
+
+def write_report(res: SuiteResult, out: str | Path, env: dict[str, str] | None = None) -> Path:
+    """Write ``out/report.md`` from a finished :class:`~tcemu.mlip.results.SuiteResult`; ``env``: the environment
+    it ran in (default: this process's, :func:`~tcemu.mlip.results.environment`)."""
     out = Path(out)
     cfg = res.config
-    env = _environment()
+    env = environment() if env is None else env
     L: list[str] = []
     L.append(f"# tcemu MLIP validation report ({cfg.name} suite)\n")
     L.append("Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "\n")
