@@ -6,7 +6,7 @@ Subcommands (each writes long-format CSV and a PNG plot under --out):
   curve   CO pulled off a Pt(111) top site: smoothness of E_method - E_FP64
   nve     velocity Verlet NVE: drift and fluctuation of the total energy
   relax   FIRE2 relaxation to a tight fmax: steps and lowest fmax, repeated
-  report  the whole suite, with verdicts.csv and report.md
+  report  the whole suite (also phonons, vibrations, elastic constants), with verdicts.csv and report.md
 
 Potentials: pet-distilled (trained weights, shipped: distilled from CHGNet, for validation), pet-distilled-random
 (its architecture, random weights), pet-tiny, pet-xs, pet-s, pet-s-nn32, pet-m, pet-l (random weights), ani1x, chgnet, mace-random,
@@ -132,7 +132,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated methods (default {METHODS_DEFAULT})"
     )
     p.add_argument(
-        "--checks", default="single_point,energy_curve,nve,relax", type=csv_list, help="comma-separated checks to run"
+        "--checks", default="single_point,energy_curve,nve,relax,second_order", type=csv_list,
+        help="comma-separated checks to run (second_order: phonons, water vibrations, elastic constants)"
     )
     _calculator(p)
     p.add_argument("--device", default=None, type=device, help="torch device (default: cuda if available, else cpu)")
@@ -227,7 +228,8 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
         if args.calculator:  # the calculator in every check, on the suite's systems
             spec = args.calculator
             over |= {"single_point": tuple((spec, sys_) for sys_ in dict.fromkeys(s for _, s in cfg.single_point)),
-                     "curve_potentials": (spec,), "nve_potential": spec, "relax_potential": spec}
+                     "curve_potentials": (spec,), "nve_potential": spec, "relax_potential": spec,
+                     "second_order_potential": spec}
         for attr, key in (
             ("nve_ps", "nve_ps"),
             ("relax_repeats", "relax_repeats"),

@@ -1,8 +1,9 @@
-"""The validation suite: run the four checks for every method, decide safe / not safe, write the report.
+"""The validation suite: run the five checks for every method, decide safe / not safe, write the report.
 
 ``run_suite(config, out)`` writes, under ``out``:
 
-- ``mlip_single_point.csv``, ``mlip_energy_curve.csv``, ``mlip_nve.csv``, ``mlip_relax.csv``: long-format results,
+- ``mlip_single_point.csv``, ``mlip_energy_curve.csv``, ``mlip_nve.csv``, ``mlip_relax.csv``,
+  ``mlip_second_order.csv``: long-format results,
 - ``*.png``: one figure per check and potential,
 - ``verdicts.csv``: ``method, check, value, threshold, verdict, reason`` (one row per method and criterion; the
   verdict is pass, fail, marginal pass, marginal fail or not discriminating, the reason says why not),
@@ -162,6 +163,20 @@ def _run_suite(config: SuiteConfig, out: str | Path, show_progress: bool, log) -
         except Exception as exc:  # noqa: BLE001
             _failed(res, log, "relax", f"{config.relax_potential}/{config.relax_system}", exc)
         res.wall_s["relax"] = time.perf_counter() - t0
+    if "second_order" in config.checks:
+        t0 = time.perf_counter()
+        pname = config.second_order_potential
+        log(f"[second order] {pname}: {', '.join(config.second_order_properties)} ({config.second_order_size})")
+        try:
+            so_cfg = tasks.SecondOrderConfig.for_size(config.second_order_size,
+                                                      properties=tuple(config.second_order_properties))
+            for r in tasks.second_order(pot(pname), methods, so_cfg, config.device, show_progress):
+                res.second_order.append(r)
+                save_check_figures(r, out, f"{r.check}_{pname}_{r.system}")
+            write_csv([x for r in res.second_order for x in r.to_rows()], out / "mlip_second_order.csv")
+        except Exception as exc:  # noqa: BLE001
+            _failed(res, log, "second_order", pname, exc)
+        res.wall_s["second_order"] = time.perf_counter() - t0
     res.verdicts = verdicts(res)
     write_verdicts(res, out)
     write_report(res, out)

@@ -26,6 +26,8 @@ class SuiteConfig:
         relax_potential, relax_system, relax_repeats, relax_fmax_eV_per_A, relax_max_steps, relax_optimizer: check 4.
         relax_include_fp64: relax with FP64 too, so that the steps criterion knows how far rounding alone moves
             the step count (no steps verdict when FP64 and FP32 differ by more than its margin).
+        second_order_potential, second_order_size, second_order_properties: check 5
+            (:mod:`tcemu.mlip.tasks.second_order`: ``"quick"`` or ``"full"`` sizes; phonons, vibrations, elastic).
         device: torch device of every model.
     """
 
@@ -47,7 +49,10 @@ class SuiteConfig:
     relax_optimizer: str = "fire2"
     relax_include_fp64: bool = True
     device: str = "cpu"
-    checks: tuple[str, ...] = ("single_point", "energy_curve", "nve", "relax")
+    second_order_potential: str = "pet-distilled"
+    second_order_size: str = "quick"
+    second_order_properties: tuple[str, ...] = ("phonons", "vibrations", "elastic")
+    checks: tuple[str, ...] = ("single_point", "energy_curve", "nve", "relax", "second_order")
     name: str = "custom"
 
     @classmethod
@@ -56,7 +61,9 @@ class SuiteConfig:
         ANI-1x on the water box, 20-point curves with both PETs, 0.05 ps of ANI-1x NVE
         of an 8-molecule water cluster, and ANI-1x relaxation of one water molecule (to 1e-3 eV/A in at most 300
         steps, one repeat: the CPU backend is deterministic). A water dimer would be a harder test, but with
-        ALCHEMI's FIRE2 defaults even FP32 needed 190 to over 300 steps on it, depending on rounding."""
+        ALCHEMI's FIRE2 defaults even FP32 needed 190 to over 300 steps on it, depending on rounding. Second order:
+        the distilled PET's phonons of fcc Pt (2 x 2 x 2 supercell) and its elastic constants; the water molecule's
+        vibrations (19 more evaluations per method, about a minute on 2 cores) are left to the full suite."""
         base = cls(
             single_point=(
                 ("pet-distilled", "water_192"), ("pet-distilled-random", "water_192"), ("ani1x", "water_192")),
@@ -69,6 +76,8 @@ class SuiteConfig:
             relax_system="water_cluster_3",
             relax_repeats=1,
             relax_max_steps=300,
+            second_order_size="quick",
+            second_order_properties=("phonons", "elastic"),
             name="quick",
         )
         return replace(base, **kw)
@@ -101,6 +110,7 @@ class SuiteConfig:
             relax_system="cantor_539",
             relax_repeats=3,
             relax_max_steps=500,
+            second_order_size="full",
             name="full",
         )
         return replace(base, **kw)
@@ -115,6 +125,7 @@ class SuiteResult:
     energy_curve: list = field(default_factory=list)
     nve: list = field(default_factory=list)
     relax: list = field(default_factory=list)
+    second_order: list = field(default_factory=list)
     wall_s: dict[str, float] = field(default_factory=dict)
     verdicts: list = field(default_factory=list)
     failures: list = field(default_factory=list)  # (check, case, error) of cases that raised
