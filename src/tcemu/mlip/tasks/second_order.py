@@ -205,7 +205,8 @@ def _eig(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def lattice_constant(potential, element: str = "Pt", a_guess_A: float = 3.92, device: str = "cpu") -> float:
-    """The fcc lattice constant where FP64's pressure is zero (secant steps on the one-atom cell, to 1e-6 A)."""
+    """The fcc lattice constant where FP64's pressure is zero (secant steps on the one-atom cell, to 1e-6 A,
+    within 20 % of ``a_guess_A``)."""
     from ase.build import bulk
 
     calc = potential.calculator("fp64", device)
@@ -215,12 +216,13 @@ def lattice_constant(potential, element: str = "Pt", a_guess_A: float = 3.92, de
         atoms.calc = calc
         return -float(np.mean(atoms.get_stress()[:3]))
 
+    lo, hi = 0.8 * a_guess_A, 1.2 * a_guess_A  # a model without a minimum there (random weights) stops at a bound
     a0, a1 = a_guess_A, a_guess_A * 1.01
     p0, p1 = pressure(a0), pressure(a1)
     for _ in range(20):
         if abs(a1 - a0) < 1e-6 or p1 == p0:
             break
-        a0, a1, p0 = a1, a1 - p1 * (a1 - a0) / (p1 - p0), p1
+        a0, a1, p0 = a1, min(hi, max(lo, a1 - p1 * (a1 - a0) / (p1 - p0))), p1
         p1 = pressure(a1)
     return float(a1)
 
