@@ -34,8 +34,8 @@ from tcemu.mlip.results import environment
 if TYPE_CHECKING:
     from tcemu.mlip.results import SuiteResult
 
-__all__ = ["coverage_table", "criteria_notes", "potentials_line", "verdict_table", "weights_comparison", "workflow_table",
-           "write_report", "write_verdicts"]
+__all__ = ["coverage_table", "criteria_notes", "potentials_line", "verdict_table", "weights_comparison",
+           "workflow_table", "write_report", "write_verdicts"]
 
 VERDICT_COLUMNS = ["method", "check", "value", "threshold", "verdict", "reason"]
 

@@ -7,10 +7,12 @@ with the atoms in another order, results mapped back):
 
 - ``phonons``: fcc Pt (bulk; the distilled PET knows Pt(111) slabs) by ASE's :class:`~ase.phonons.Phonons` (finite
   displacements, acoustic sum rule), frequencies along a band path from Gamma; beside them, the Gamma frequencies
-  without the sum rule, where rounding shows as spurious (often imaginary) acoustic modes;
+  without the sum rule, where forces that do not sum to zero would show as spurious acoustic modes (a model whose
+  forces are edge gradients, as PET's, sums them to zero up to rounding);
 - ``vibrations``: a water molecule (or cluster), ASE's :class:`~ase.vibrations.Vibrations`, the 3N - 6 modes;
 - ``elastic``: C11, C12, C44 of the cubic cell from stress-strain central differences (one combined normal and
-  shear strain, two stress evaluations), and the quantities whose sign is a physical conclusion: C11 - C12, C11 + 2 C12 (Born stability), C12 - C44 (the Cauchy pressure).
+  shear strain, two stress evaluations), and the quantities whose sign is a physical conclusion: C11 - C12,
+  C11 + 2 C12 (Born stability), C12 - C44 (the Cauchy pressure).
 
 Frequencies come from the mass-weighted force constants (Hessian or dynamical matrix) diagonalised here; each
 method's modes are matched to FP64's by their eigenvectors, so values[method][i] is the frequency of FP64's mode i
