@@ -284,8 +284,7 @@ def plot_second_order_values(res, ax=None):
     """FP64's values beside each method's: phonon branches along the q path, mode frequencies or elastic
     constants (by index)."""
     ax = _ax(ax)
-    n_branches = sum(1 for lab in res.labels if lab.startswith(res.labels[0].split(" b")[0] + " b")) \
-        if res.check == "phonons" else 1
+    n_branches = res.n_branches
     for m in ["fp64", *res.methods]:
         v = np.asarray(res.values[m])
         style = dict(color=METHOD_COLORS.get(m, "grey"), lw=2.0 if m == "fp64" else 1.0, alpha=0.85)

@@ -316,7 +316,24 @@ def _second_order_section(res: SuiteResult, L: list[str]) -> None:
             if r.check == "elastic":
                 cells += [f"{v:.2f}" for v in r.values[m]]
             L.append(f"| {m} | " + " | ".join(cells) + f" | {r.times_s.get(m, math.nan):.1f} |")
+        if r.check == "phonons":
+            _special_points_table(r, L)
         L.append(f"\n![{r.check}]({r.check}_{r.potential}_{r.system}.png)\n")
+
+
+def _special_points_table(r, L: list[str]) -> None:
+    """The phonon frequencies at the named q points (the first Gamma, X, W, K, L, ...) in THz, per method."""
+    thz_per_cm1 = 0.0299792458
+    first: dict[str, int] = {}
+    for i, lab in enumerate(r.labels):
+        first.setdefault(lab.split(" b")[0], i)
+    rows = {f"{q} b{b}": i + b for q, i in first.items() if not q.startswith("q") for b in range(r.n_branches)}
+    methods = ["fp64", *r.methods]
+    L.append("\nFrequencies at the special points (THz):\n")
+    L.append("| q, branch | " + " | ".join(methods) + " |")
+    L.append("|---|" + "---|" * len(methods))
+    for lab, i in rows.items():
+        L.append(f"| {lab} | " + " | ".join(f"{thz_per_cm1 * r.values[m][i]:.4f}" for m in methods) + " |")
 
 
 #: Pairs the report compares: (trained, random twin of the same architecture).

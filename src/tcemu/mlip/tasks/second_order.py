@@ -119,6 +119,14 @@ class SecondOrderResult:
         """Every method but the FP64 reference and the floor."""
         return [m for m in self.values if m not in ("fp64", FLOOR)]
 
+    @property
+    def n_branches(self) -> int:
+        """Values per q point (phonons: labels ``"<q> b<i>"``, q-major); 1 for other properties."""
+        if self.check != "phonons" or not self.labels:
+            return 1
+        q0 = self.labels[0].split(" b")[0]
+        return next((i for i, lab in enumerate(self.labels) if lab.split(" b")[0] != q0), len(self.labels))
+
     def errors(self, method: str, reference: str = "fp64") -> np.ndarray:
         """|value(method) - value(reference)| for each value."""
         return np.abs(np.asarray(self.values[method]) - np.asarray(self.values[reference]))
