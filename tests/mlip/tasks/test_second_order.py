@@ -165,6 +165,12 @@ def test_workflow_table_and_report_section(tmp_path):
     assert "vibrations:max_err[pot/water_3]" in (tmp_path / "verdicts.csv").read_text()
 
 
+def test_branches_per_q_point_on_a_path_through_gamma_twice():
+    labels = ("G b0", "G b1", "X b0", "X b1", "G b0", "G b1")
+    r = _result({"fp64": range(6), "fp32": range(6), FLOOR: range(6)}, labels=labels, check="phonons")
+    assert r.n_branches == 2 and _result({"fp64": [1.0], "fp32": [1.0], FLOOR: [1.0]}).n_branches == 1
+
+
 def test_bad_size_and_property():
     with pytest.raises(ValueError, match="unknown size"):
         SecondOrderConfig.for_size("huge")
