@@ -208,3 +208,15 @@ def test_distilled_pet_phonons_tf32_fails_and_tf32x3_passes():
                            SecondOrderConfig.quick(band_points=4, properties=("phonons",)), show_progress=False)
     _tf32_fails_tf32x3_passes(phon)
     assert max(phon.values["fp64"]) > 100 and phon.imaginary("fp64", second_order_threshold(phon)) == 0
+
+
+def test_vibrations_of_a_cluster_keep_its_internal_modes():
+    """A 2-molecule cluster (the full size's kind of system): 3N - 6 = 12 modes kept, matched per method."""
+    from tcemu.mlip import models
+    from tcemu.mlip.tasks.second_order import vibrations
+
+    r = vibrations(models.get_potential("pet-tiny"), ("tf32x3",),
+                   SecondOrderConfig.quick(water_molecules=2, relax_steps=3), show_progress=False)
+    assert r.system == "water_cluster_6" and len(r.labels) == 12
+    assert set(r.values) == {"fp64", "fp32", FLOOR, "tf32x3"} and r.coverage["tf32x3"] > 0.99
+    assert r.max_error("fp32") < 1e-3 * max(abs(v) for v in r.values["fp64"])
