@@ -476,16 +476,8 @@ def _merge(cfg, out: Path, pkls: list[Path], status: dict, wall: float, log, mps
         res.wall_s["parallel"] = wall
     res.verdicts = verdicts(res)
     write_verdicts(res, out)
-    if envs:  # the workers' environment (the device), not this process's
-        import tcemu.mlip.report as report
-
-        real, report._environment = report._environment, lambda: dict(envs[-1])
-        try:
-            write_report(res, out)
-        finally:
-            report._environment = real
-    else:
-        write_report(res, out)
+    # the workers' environment (the device), not this process's
+    write_report(res, out, env=dict(envs[-1]) if envs else None)
     write_suite_results(res, out, provs[-1] if provs else Provenance.current(cfg.device))
     if status:
         with (out / "report.md").open("a") as f:

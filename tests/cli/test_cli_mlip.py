@@ -94,9 +94,24 @@ def test_help_lists_subcommands(capsys):
     rc = main(["mlip"])
     assert rc == 2  # no subcommand: a bad argument
     err = capsys.readouterr().err
-    for sub in ("sp", "curve", "nve", "relax", "report"):
+    for sub in ("sp", "curve", "nve", "relax", "second-order", "report"):
         assert f"  {sub}" in err
-    assert err.strip().endswith("give a subcommand: sp, curve, nve, relax or report")
+    assert err.strip().endswith("give a subcommand: sp, curve, nve, relax, second-order or report")
+
+
+def test_second_order_subcommand(tmp_path, capsys):
+    rc = main(["mlip", "second-order", "--potential", "pet-tiny", "--properties", "elastic", "--size", "quick",
+               "--methods", "tf32x3", "--out", str(tmp_path), "--no-progress"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "elastic (pt_fcc_4, threshold" in out and "tf32x3   largest error" in out
+    rows = list(csv.DictReader((tmp_path / "mlip_second_order_pet-tiny.csv").open()))
+    assert {r["x_value"] for r in rows if r["metric"] == "value"} >= {"C11", "C12", "C44"}
+    assert (tmp_path / "elastic_pet-tiny_pt_fcc_4.png").stat().st_size > 0
+    rc = main(["mlip", "second-order", "--potential", "pet-tiny", "--properties", "phonon", "--out", str(tmp_path)])
+    assert rc == 2 and "--properties: unknown 'phonon'" in capsys.readouterr().err
+    rc = main(["mlip", "second-order", "--potential", "ani1x", "--out", str(tmp_path)])
+    assert rc == 2 and "ani1x does not know element(s) Pt" in capsys.readouterr().err
 
 
 def _one_error_line(capsys, command: str) -> str:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from tcemu.mlip import distilled, models, systems
+from tcemu.mlip import distilled, labels, models, systems
 from tcemu.testing import gamma, normwise_bound
 
 if not (distilled._data_file(distilled.CHECKPOINT_FILE)).is_file():
@@ -75,14 +75,14 @@ def test_random_twin_has_the_architecture_and_other_weights(pot):
 
 
 def test_labels_name_random_and_trained_weights():
-    assert distilled.potential_label("pet-s") == "PET-S (random weights)"
-    assert distilled.potential_label("pet-xs-compiled").endswith("(random weights)")
-    label = distilled.potential_label("pet-distilled")
+    assert labels.potential_label("pet-s") == "PET-S (random weights)"
+    assert labels.potential_label("pet-xs-compiled").endswith("(random weights)")
+    label = labels.potential_label("pet-distilled")
     assert label.startswith("PET distilled from CHGNet (")
     # "trained" only for the trained checkpoint; the CPU smoke checkpoint says it is not trained to use
     trained = distilled.metadata().get("status") == "h200"
     assert ("(trained, for validation)" in label) == trained and ("not trained to use" in label) != trained
-    assert distilled.potential_label("ani1x") == "ANI-1x"
+    assert labels.potential_label("ani1x") == "ANI-1x"
     with pytest.raises(ValueError, match="unknown distilled potential"):
         distilled.get("pet-distilled-large")
 

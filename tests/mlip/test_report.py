@@ -20,6 +20,8 @@ def suite(tmp_path_factory):
         relax_system="water_cluster_6",
         relax_max_steps=10,
         relax_fmax_eV_per_A=1e-3,
+        second_order_potential="pet-tiny",
+        second_order_properties=("elastic",),
     )
     res = run_suite(cfg, out, show_progress=False, log=lambda s: None)
     return res, out
@@ -32,12 +34,14 @@ def test_files(suite):
         "mlip_energy_curve.csv",
         "mlip_nve.csv",
         "mlip_relax.csv",
+        "mlip_second_order.csv",
         "verdicts.csv",
         "report.md",
         "single_point_pet-tiny_water_cluster_6.png",
         "energy_curve_pet-tiny.png",
         "nve_ani1x_water_cluster_6.png",
         "relax_ani1x_water_cluster_6.png",
+        "elastic_pet-tiny_pt_fcc_4.png",
     ):
         assert (out / name).stat().st_size > 0, name
 
@@ -48,7 +52,7 @@ def test_verdicts_csv(suite):
         rows = list(csv.DictReader(f))
     assert list(rows[0]) == ["method", "check", "value", "threshold", "verdict", "reason"]
     assert {r["method"] for r in rows} == {"fp32", "tf32", "tf32x3"}
-    assert {r["check"].split(":")[0] for r in rows} == {"single_point", "energy_curve", "nve", "relax"}
+    assert {r["check"].split(":")[0] for r in rows} == {"single_point", "energy_curve", "nve", "relax", "elastic"}
     assert {r["verdict"] for r in rows} <= {"pass", "fail", "marginal pass", "marginal fail", "not discriminating"}
     for r in rows:
         passed = float(r["value"]) <= float(r["threshold"])
@@ -56,7 +60,7 @@ def test_verdicts_csv(suite):
             assert passed
     # every case's coverage, per emulation method: all of PET's and ANI-1x's products emulated
     cov = [r for r in rows if ":not_emulated[" in r["check"]]
-    assert {r["method"] for r in cov} == {"tf32", "tf32x3"} and len(cov) == 2 * 4
+    assert {r["method"] for r in cov} == {"tf32", "tf32x3"} and len(cov) == 2 * 5
     assert all(r["verdict"] == "pass" and float(r["value"]) < 0.01 for r in cov), cov
     text = (out / "report.md").read_text()
     assert "**Coverage**" in text and "| single point | PET-tiny (random weights) on water cluster, 6 atoms |" in text

@@ -6,7 +6,8 @@ Subcommands (each writes long-format CSV and a PNG plot under --out):
   curve   CO pulled off a Pt(111) top site: smoothness of E_method - E_FP64
   nve     velocity Verlet NVE: drift and fluctuation of the total energy
   relax   FIRE2 relaxation to a tight fmax: steps and lowest fmax, repeated
-  report  the whole suite, with verdicts.csv and report.md
+  second-order  phonons of fcc Pt, water vibrations, elastic constants: errors vs FP64, conclusions changed
+  report  the whole suite (also phonons, vibrations, elastic constants), with verdicts.csv and report.md
 
 Potentials: pet-distilled (trained weights, shipped: distilled from CHGNet, for validation), pet-distilled-random
 (its architecture, random weights), pet-tiny, pet-xs, pet-s, pet-s-nn32, pet-m, pet-l (random weights), ani1x, chgnet, mace-random,
@@ -114,6 +115,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["fire2", "ase-fire2"],
         help="fire2: ours, ALCHEMI update and defaults; ase-fire2: ase.optimize.FIRE2",
     )
+    p = sub.add_parser("second-order", help="phonons, water vibrations, elastic constants: errors vs FP64")
+    _common(p, "pet-distilled", None)
+    p.add_argument("--size", choices=["quick", "full", "auto"], default="auto",
+                   help="quick: CPU-sized; full: 4x4x4 phonon supercell, 8-molecule cluster, 32-atom cell; "
+                   "auto (default): full on a CUDA device")
+    p.add_argument("--properties", default="phonons,vibrations,elastic", type=csv_list,
+                   help="comma-separated properties (default phonons,vibrations,elastic)")
     p = sub.add_parser("report", help="run the suite; write CSVs, plots, verdicts.csv and report.md")
     p.add_argument("--out", default="mlip-report", type=output_dir, help="output directory (default mlip-report)")
     size = p.add_mutually_exclusive_group()
@@ -132,7 +140,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated methods (default {METHODS_DEFAULT})"
     )
     p.add_argument(
-        "--checks", default="single_point,energy_curve,nve,relax", type=csv_list, help="comma-separated checks to run"
+        "--checks", default="single_point,energy_curve,nve,relax,second_order", type=csv_list,
+        help="comma-separated checks to run (second_order: phonons, water vibrations, elastic constants)"
     )
     _calculator(p)
     p.add_argument("--device", default=None, type=device, help="torch device (default: cuda if available, else cpu)")
@@ -193,7 +202,7 @@ def run(args: argparse.Namespace) -> int | None:
     cmd = getattr(args, "mlip_command", None)
     if cmd is None:
         print(__doc__, file=sys.stderr)
-        raise BadArgument("give a subcommand: sp, curve, nve, relax or report")
+        raise BadArgument("give a subcommand: sp, curve, nve, relax, second-order or report")
     from tcemu.mlip.report import every_gemm_emulated
 
     with every_gemm_emulated():  # validate the method itself, not the small-shape SGEMM fallback
@@ -227,7 +236,8 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
         if args.calculator:  # the calculator in every check, on the suite's systems
             spec = args.calculator
             over |= {"single_point": tuple((spec, sys_) for sys_ in dict.fromkeys(s for _, s in cfg.single_point)),
-                     "curve_potentials": (spec,), "nve_potential": spec, "relax_potential": spec}
+                     "curve_potentials": (spec,), "nve_potential": spec, "relax_potential": spec,
+                     "second_order_potential": spec}
         for attr, key in (
             ("nve_ps", "nve_ps"),
             ("relax_repeats", "relax_repeats"),
@@ -260,6 +270,8 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
                               f"({type(exc).__name__}: {exc})") from exc
     if args.compile and (args.calculator or args.potential.lower() in models.POTENTIALS):
         raise BadArgument(f"--compile runs PET models under torch.compile; {name} is not one")
+    if cmd == "second-order":
+        return _second_order(args, pot, methods, device, show, out)
     if cmd == "curve":
         from tcemu.mlip.systems import co_on_pt111
 
@@ -328,5 +340,37 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
     stem = stem.replace("/", "_").replace(":", "_")
     csv_path = write_csv(res.to_rows(), out / f"mlip_{stem}.csv")
     pngs = save_check_figures(res, out, stem)
+    print(f"wrote {csv_path} and {', '.join(str(p) for p in pngs)}")
+    return 0
+
+
+def _second_order(args: argparse.Namespace, pot, methods: list[str], device: str, show: bool, out) -> int:
+    """``tcemu mlip second-order``: each property's largest error vs FP64 and conclusions changed, CSV and PNGs."""
+    from tcemu.mlip._common import write_csv
+    from tcemu.mlip.criteria import conclusion_changes, second_order_threshold
+    from tcemu.mlip.plots import save_check_figures
+    from tcemu.mlip.tasks.second_order import SecondOrderConfig, second_order, water
+
+    check_choices("--properties", args.properties, ("phonons", "vibrations", "elastic"))
+    size = args.size if args.size != "auto" else ("full" if device.startswith("cuda") else "quick")
+    cfg = SecondOrderConfig.for_size(size, properties=tuple(dict.fromkeys(args.properties)))
+    from ase.build import bulk
+
+    with bad_argument(f"--potential {pot.name}"):  # before any computation
+        if {"phonons", "elastic"} & set(cfg.properties):
+            pot.check_atoms(bulk(cfg.element, "fcc", a=cfg.a_guess_A))
+        if "vibrations" in cfg.properties:
+            pot.check_atoms(water(cfg.water_molecules))
+    results = second_order(pot, methods, cfg, device, show_progress=show)
+    for r in results:
+        print(f"{r.check} ({r.system}, threshold {second_order_threshold(r):.3g} {r.unit}, FP32's floor "
+              f"{r.floor():.3g}):")
+        for m in r.methods:
+            changed, resolved = conclusion_changes(r, m)
+            print(f"  {m:8s} largest error {r.max_error(m):.3e} {r.unit}   conclusions changed {changed} of "
+                  f"{resolved}   coverage {100 * r.coverage.get(m, float('nan')):.2f} %")
+    name = pot.name.replace("/", "_").replace(":", "_")
+    csv_path = write_csv([x for r in results for x in r.to_rows()], out / f"mlip_second_order_{name}.csv")
+    pngs = [p for r in results for p in save_check_figures(r, out, f"{r.check}_{name}_{r.system}")]
     print(f"wrote {csv_path} and {', '.join(str(p) for p in pngs)}")
     return 0

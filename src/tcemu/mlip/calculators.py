@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from tcemu.mlip._torchani import import_torchani
-from tcemu.mlip.models import Potential, warnings_off
+from tcemu.mlip.potential import Potential, warnings_off
 
 __all__ = ["ANI_SPECIES", "ani1x", "build_ani1x", "build_chgnet", "build_mace", "chgnet", "find_modules",
            "from_calculator", "from_factory", "load_factory", "mace_potential", "mace_random"]

@@ -17,7 +17,12 @@ is "as accurate as FP32", not "as accurate as FP64":
   trajectory, max_t |dE_method(t) - dE_FP64(t)| <= 3 x FP32's: the integrator's own error, common to every method,
   cancels, so a short run separates the arithmetic;
 - relaxation: every repeat reaches the target fmax within the step limit (value: the worst repeat's lowest
-  fmax), and the median number of steps is <= 1.5 x FP32's median (or the step limit when FP32 fails).
+  fmax), and the median number of steps is <= 1.5 x FP32's median (or the step limit when FP32 fails);
+- second order (phonons, vibrations, elastic constants): the largest error vs FP64 of any frequency or constant
+  <= 3 x max(FP32's largest error vs FP64, FP32 noise floor); and no physical conclusion changed: no value whose
+  FP64 sign is resolved (|FP64 value| > that threshold) changes sign (an imaginary mode appears or goes, a
+  stability criterion flips), no two modes at one q point whose FP64 order is resolved (they differ by more than
+  twice the threshold) exchange their order (modes matched by their eigenvectors).
 
 Marginal: a verdict within 10 % of its threshold (``THRESHOLDS["marginal_band"]``), on either side, is marked
 "marginal pass" or "marginal fail": another run of a nearby size may land on the other side.
@@ -33,6 +38,8 @@ Not discriminating: a criterion that cannot separate the methods at the size it 
 - NVE energy change against FP64: FP32's trajectory has decorrelated from FP64's (its deviation reaches half
   of FP64's fluctuation): chaos, not arithmetic, sets the difference;
 - relaxation: FP32 itself does not reach the target (the target or the step limit is out of reach here);
+- second-order conclusions: no sign and no order of FP64's values is resolved beyond FP32's own noise (every
+  value within the threshold of zero and of each other): there is no conclusion to change;
 - single-point energy: one FP32 ulp of the energy sets the threshold at more than 10 x what FP32 achieved
   (``energy_ulp_dominance``; a model that sums its energy in float64, such as ANI-1x with its float64
   self energies): the criterion then asks only for the energy's FP32 resolution.
@@ -50,12 +57,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tcemu.mlip.report import SuiteResult
+    from tcemu.mlip.results import SuiteResult
 
-__all__ = ["REFERENCE_METHODS", "THRESHOLDS", "Verdict", "coverage_verdicts", "curve_threshold", "energy_ulp_reason",
-           "method_status",
-           "method_verdicts", "nve_energy_deviation_meV_per_atom", "nve_thresholds", "relax_step_threshold",
-           "single_point_threshold", "verdicts"]
+__all__ = ["REFERENCE_METHODS", "THRESHOLDS", "WORKFLOWS", "Verdict", "conclusion_changes", "coverage_verdicts",
+           "curve_threshold", "energy_ulp_reason", "method_status", "method_verdicts",
+           "nve_energy_deviation_meV_per_atom", "nve_thresholds", "relax_step_threshold", "second_order_threshold",
+           "single_point_threshold", "verdicts", "workflow_status"]
 
 #: Methods that are references (FP64) or the baseline (FP32), not judged.
 REFERENCE_METHODS = ("fp64", "fp32")
@@ -73,6 +80,16 @@ THRESHOLDS = {
     "nve_drift_resolved_factor": 2.0,
     "nve_decorrelated_fraction": 0.5,
     "energy_ulp_dominance": 10.0,
+    "second_order_factor": 3.0,
+}
+
+#: Workflows of the verdict table "which method for which workflow" and the checks that judge each.
+WORKFLOWS = {
+    "single points": ("single_point", "energy_curve"),
+    "MD": ("nve",),
+    "relaxation": ("relax",),
+    "vibrations": ("phonons", "vibrations"),
+    "elastic": ("elastic",),
 }
 
 
@@ -249,6 +266,9 @@ def verdicts(result: SuiteResult) -> list[Verdict]:
         out.extend(_nve_verdicts(n))
     for rc in result.relax:
         out.extend(_relax_verdicts(rc))
+    for r in getattr(result, "second_order", ()):
+        out.extend(_second_order_verdicts(r))
+        out.extend(coverage_verdicts(r, r.check))
     for check, results in (("single_point", result.single_point), ("energy_curve", result.energy_curve),
                            ("nve", result.nve), ("relax", result.relax)):
         for r in results:
@@ -306,6 +326,51 @@ def _relax_verdicts(rc) -> list[Verdict]:
     return out
 
 
+def second_order_threshold(r) -> float:
+    """The pass threshold of a second-order result (its unit): 3 x max(FP32's largest error vs FP64, its floor)."""
+    return THRESHOLDS["second_order_factor"] * max(r.max_error("fp32"), r.floor())
+
+
+def conclusion_changes(r, method: str) -> tuple[int, int]:
+    """(changed, resolved): of FP64's conclusions resolved beyond :func:`second_order_threshold`, the signs of
+    values and (where ``r.ordered``) the order of two modes at one q point, how many ``method`` changes."""
+    import numpy as np
+
+    thr = second_order_threshold(r)
+    v64, v = np.asarray(r.values["fp64"]), np.asarray(r.values[method])
+    signs = np.abs(v64) > thr
+    changed = int(np.sum(signs & (np.sign(v) != np.sign(v64))))
+    resolved = int(signs.sum())
+    if r.ordered:
+        groups = [lab.split(" b")[0] if " b" in lab else "" for lab in r.labels]
+        for g in dict.fromkeys(groups):
+            idx = [i for i, x in enumerate(groups) if x == g]
+            d64 = v64[idx][:, None] - v64[idx][None, :]
+            d = v[idx][:, None] - v[idx][None, :]
+            pairs = np.triu(np.abs(d64) > 2 * thr, 1)
+            resolved += int(pairs.sum())
+            changed += int(np.sum(pairs & (np.sign(d) != np.sign(d64))))
+    return changed, resolved
+
+
+def _second_order_verdicts(r) -> list[Verdict]:
+    tag = f"{r.potential}/{r.system}"
+    thr = second_order_threshold(r)
+    resolved = conclusion_changes(r, "fp32")[1] if not math.isnan(thr) else 0
+    reason = "" if resolved else (
+        f"not discriminating at this size: every FP64 value is within {thr:.3g} {r.unit} (3 x FP32's own error or "
+        "noise floor) of zero and of the others, so no sign or order is resolved beyond FP32's noise")
+    out = []
+    for m in r.methods:
+        err = r.max_error(m)
+        out.append(Verdict(m, f"{r.check}:max_err[{tag}]", err, thr, r.unit, _le(err, thr),
+                           f"{r.imaginary(m, thr)} imaginary"))
+        changed, _ = conclusion_changes(r, m)
+        out.append(Verdict(m, f"{r.check}:conclusions_changed[{tag}]", float(changed), 0.0, "conclusions",
+                           changed == 0, "", not reason, reason, graded=False))
+    return out
+
+
 def coverage_verdicts(r, check: str) -> list[Verdict]:
     """One criterion per emulation method of a case, ``<check>:not_emulated[<case>]``: the share of the float32
     contraction FLOPs its run did not emulate, in %, at most ``100 (1 - min_coverage)`` = 1 % (FP64 and FP32 are
@@ -345,3 +410,18 @@ def method_status(vs: list[Verdict], method: str) -> str:
         return f"not validated: {'n/a' if math.isnan(worst) else f'{100 - worst:.3g}'} % emulated"
     judged = [v for v in mine if v.discriminating]
     return "safe" if judged and all(v.passed for v in judged) else "not safe"
+
+
+def workflow_status(vs: list[Verdict], method: str, checks: tuple[str, ...]) -> str:
+    """A method's verdict for one workflow (its ``checks``, :data:`WORKFLOWS`): ``safe``, ``not safe (N failed)``,
+    ``not validated`` (coverage below the minimum), ``not discriminating`` (every criterion run is) or ``not run``."""
+    mine = [v for v in vs if v.method == method and v.check.split(":")[0] in checks]
+    if not mine:
+        return "not run"
+    if any(":not_emulated[" in v.check and not v.passed for v in mine):
+        return "not validated"
+    judged = [v for v in mine if v.discriminating]
+    if not judged:
+        return "not discriminating"
+    failed = [v for v in judged if not v.passed]
+    return f"not safe ({len(failed)} failed)" if failed else "safe"

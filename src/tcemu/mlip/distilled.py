@@ -19,8 +19,6 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
-from tcemu.mlip.labels import potential_label, system_label
-
 __all__ = [
     "CHECKPOINT_FILE",
     "METADATA_FILE",
@@ -31,7 +29,6 @@ __all__ = [
     "metadata",
     "pet_distilled",
     "pet_distilled_random",
-    "potential_label",
 ]
 
 CHECKPOINT_FILE = "pet_distilled.ckpt"
@@ -73,10 +70,10 @@ def _description(meta: dict) -> str:
 
 def pet_distilled(compile: bool = False):
     """The shipped distilled PET (trained weights), loaded offline from the package."""
-    from tcemu.mlip import models
+    from tcemu.mlip.pet import pet_checkpoint
 
     meta = metadata()
-    pot = models.pet_checkpoint(checkpoint_path(), compile=compile)
+    pot = pet_checkpoint(checkpoint_path(), compile=compile)
     return replace(pot, name="pet-distilled" + ("-compiled" if compile else ""), description=_description(meta),
                    extra={**pot.extra, "status": meta.get("status", "-"), "weights": "trained"})
 
@@ -96,9 +93,9 @@ def _random_twin(seed: int):
 
 def pet_distilled_random(seed: int = 0, compile: bool = False):
     """``pet-distilled``'s architecture with random weights (seed ``seed``): the same GEMM shapes, no training."""
-    from tcemu.mlip import models
+    from tcemu.mlip.pet import pet_checkpoint
 
-    pot = models.pet_checkpoint(checkpoint_path(), compile=compile)
+    pot = pet_checkpoint(checkpoint_path(), compile=compile)
     return replace(pot, name="pet-distilled-random" + ("-compiled" if compile else ""),
                    build_module=lambda: _random_twin(seed),
                    description=f"pet-distilled's architecture with random weights (seed {seed}), untrained",
@@ -117,69 +114,7 @@ def get(name: str, compile: bool = False):
 
 def is_random_weights(potential_name: str) -> bool:
     """Whether a suite potential name (``pet-xs``, ``pet-distilled-random``, ...) runs random weights."""
-    from tcemu.mlip.models import PET_SHAPES
+    from tcemu.mlip.pet import PET_SHAPES
 
     key = potential_name.lower().removesuffix("-compiled")
     return key == "pet-distilled-random" or (key.startswith("pet-") and key[4:] in PET_SHAPES)
-
-
-# ---------------------------------------------------------------------------------------------
-# The report's comparison of trained and random weights
-# ---------------------------------------------------------------------------------------------
-
-#: Pairs the report compares: (trained, random twin of the same architecture).
-WEIGHT_PAIRS = (("pet-distilled", "pet-distilled-random"),)
-
-
-def _fmt(x: float) -> str:
-    return "-" if x != x else f"{x:.3g}"  # noqa: PLR0124 - NaN test
-
-
-def weights_comparison(res) -> str:
-    """Markdown: each method's errors on trained and on random weights of the same architecture (suite result
-    ``res``): single-point errors against FP64 and in FP32 noise floors, curve jitter. Empty when no pair ran."""
-    lines: list[str] = []
-    for trained, random in WEIGHT_PAIRS:
-        sps = {(sp.potential, sp.system): sp for sp in res.single_point}
-        for (pot, system), sp_t in sps.items():
-            sp_r = sps.get((random, system))
-            if pot != trained or sp_r is None:
-                continue
-            lines.append(f"### {potential_label(trained)} and {potential_label(random)} on "
-                         f"{system_label(system, sp_t.n_atoms)}\n")
-            lines.append("| method | force err vs FP64 (eV/A): trained | random | ratio | x FP32 floor: trained | "
-                         "random | energy err (eV): trained | random |")
-            lines.append("|---|---|---|---|---|---|---|---|")
-            for m in sp_t.methods:
-                if m not in sp_r.methods:
-                    continue
-                ft = sp_t.error(m, "fp64").force_mean_err_eV_per_A
-                fr = sp_r.error(m, "fp64").force_mean_err_eV_per_A
-                lines.append(
-                    f"| {m} | {_fmt(ft)} | {_fmt(fr)} | {_fmt(ft / fr if fr else float('nan'))} | "
-                    f"{_fmt(sp_t.floor_multiple(m, 'force_mean_err'))} | {_fmt(sp_r.floor_multiple(m, 'force_mean_err'))} | "
-                    f"{_fmt(sp_t.error(m, 'fp64').energy_abs_err_eV)} | {_fmt(sp_r.error(m, 'fp64').energy_abs_err_eV)} |"
-                )
-            lines.append("")
-        curves = {c.potential: c for c in res.energy_curve}
-        if trained in curves and random in curves:
-            ct, cr = curves[trained], curves[random]
-            lines.append(f"### CO curve jitter, {potential_label(trained)} and {potential_label(random)}\n")
-            lines.append("| method | d2 RMS (meV): trained | random |")
-            lines.append("|---|---|---|")
-            for m in ct.methods:
-                if m in cr.methods:
-                    lines.append(f"| {m} | {_fmt(ct.jitter_rms_meV(m))} | {_fmt(cr.jitter_rms_meV(m))} |")
-            lines.append("")
-    if not lines:
-        return ""
-    head = ("## Trained and random weights\n\nThe same architecture and the same GEMM shapes, once with the distilled "
-            "(trained) weights and once with random ones: what changes between the columns is the weights alone. "
-            "Emulation error is relative to the size of the numbers multiplied, so trained weights, whose "
-            "magnitudes and activations differ from random ones, need not show the same errors.\n")
-    return head + "\n" + "\n".join(lines)
-
-
-def potentials_line(names) -> str:
-    """One line for the report: every potential the suite ran, labelled trained or random."""
-    return "Potentials: " + "; ".join(potential_label(n) for n in dict.fromkeys(names)) + "."

@@ -15,6 +15,7 @@ _SYSTEMS = (
     (r"water_(\d+)", "water"),
     (r"pt111_co(?:_(\d+))?", "CO on Pt(111)"),
     (r"cantor_(\d+)", "Co-Cr-Fe-Mn-Ni slab"),
+    (r"pt_fcc_(\d+)", "fcc Pt (bulk)"),
 )
 
 

@@ -1,4 +1,4 @@
-"""Plots of the four checks: each takes a result (or its CSV rows), draws on ``ax`` (made if None), returns ``ax``.
+"""Plots of the five checks: each takes a result (or its CSV rows), draws on ``ax`` (made if None), returns ``ax``.
 
 matplotlib is imported lazily (``Agg`` when no display) and every axis carries its unit.
 """
@@ -17,6 +17,8 @@ __all__ = [
     "plot_nve",
     "plot_nve_deviation",
     "plot_relax",
+    "plot_second_order",
+    "plot_second_order_values",
     "plot_single_point",
     "save_check_figures",
 ]
@@ -253,9 +255,69 @@ def plot_relax(res, ax=None):
     return ax
 
 
+def plot_second_order(res, ax=None):
+    """Each method's largest error vs FP64 (log scale) of a second-order result, FP32's noise floor (dashed) and
+    the pass threshold."""
+    from tcemu.mlip.criteria import THRESHOLDS, second_order_threshold
+
+    ax = _ax(ax)
+    methods = res.methods
+    vals = [res.max_error(m) for m in methods]
+    ax.bar(methods, vals, color=[METHOD_COLORS.get(m, "grey") for m in methods])
+    floor = res.floor()
+    if floor > 0:
+        ax.axhline(floor, ls="--", color="k", lw=1, label="FP32 noise floor (atoms permuted)")
+    thr = second_order_threshold(res)
+    if thr == thr and thr > 0:  # noqa: PLR0124 - NaN test
+        ax.axhline(thr, color="tab:red", lw=1.2,
+                   label=f"pass threshold {thr:.2g}: {THRESHOLDS['second_order_factor']:g} x max(FP32 err, floor)")
+    ax.set_yscale("log")
+    _room_for_legend(ax, [*vals, floor, thr])
+    _legend(ax, loc="upper right", fontsize=7)
+    ax.set_ylabel(f"largest error vs FP64 ({res.unit})")
+    ax.tick_params(axis="x", labelsize=8)
+    _title(ax, "error (the criterion)")
+    return ax
+
+
+def plot_second_order_values(res, ax=None):
+    """FP64's values beside each method's: phonon branches along the q path, mode frequencies or elastic
+    constants (by index)."""
+    ax = _ax(ax)
+    n_branches = res.n_branches
+    for m in ["fp64", *res.methods]:
+        v = np.asarray(res.values[m])
+        style = dict(color=METHOD_COLORS.get(m, "grey"), lw=2.0 if m == "fp64" else 1.0, alpha=0.85)
+        if res.check == "phonons":
+            v = v.reshape(-1, n_branches)
+            for b in range(n_branches):
+                ax.plot(v[:, b], label=m if b == 0 else None, **style)
+        else:
+            ax.plot(v, marker="o", ms=3, ls="" if m != "fp64" else "-", label=m, **style)
+    if res.check == "phonons":
+        names = [lab.split(" b")[0] for lab in res.labels[::n_branches]]
+        ticks = [k for k, name in enumerate(names) if not name.startswith("q")]
+        ax.set_xticks(ticks, [names[k] for k in ticks])
+        ax.set_xlabel("q path")
+    else:
+        ax.set_xticks(range(len(res.labels)), res.labels, rotation=45 if res.check == "elastic" else 90, fontsize=7)
+    ax.axhline(0, color="k", lw=0.5)
+    freq = res.unit == "cm^-1"
+    ax.set_ylabel("frequency (cm^-1; negative: imaginary)" if freq else f"elastic constant ({res.unit})")
+    _title(ax, "values")
+    _legend(ax, fontsize=6)
+    return ax
+
+
 def save_check_figures(result, out: str | Path, stem: str) -> list[Path]:
     """Save the figure(s) of one check result as ``out/stem*.png``; returns the paths."""
-    from tcemu.mlip.tasks import EnergyCurveResult, NVECheckResult, RelaxCheckResult, SinglePointResult
+    from tcemu.mlip.tasks import (
+        EnergyCurveResult,
+        NVECheckResult,
+        RelaxCheckResult,
+        SecondOrderResult,
+        SinglePointResult,
+    )
 
     plt = _plt()
     out = Path(out)
@@ -282,6 +344,12 @@ def save_check_figures(result, out: str | Path, stem: str) -> list[Path]:
     elif isinstance(result, RelaxCheckResult):
         fig, ax = plt.subplots(figsize=(7, 4.4))
         plot_relax(result, ax)
+    elif isinstance(result, SecondOrderResult):
+        fig, axs = plt.subplots(1, 2, figsize=(12, 4.4))
+        _suptitle(fig, f"{result.check.capitalize()}: "
+                  f"{case_label(result.potential, result.system, result.n_atoms, short=True)}")
+        plot_second_order_values(result, axs[0])
+        plot_second_order(result, axs[1])
     else:
         raise TypeError(f"no plot for {type(result).__name__}")
     fig.tight_layout()

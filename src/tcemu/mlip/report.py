@@ -1,26 +1,25 @@
-"""The validation suite: run the four checks for every method, decide safe / not safe, write the report.
+"""The validation suite: run the five checks for every method, decide safe / not safe, write the report.
 
 ``run_suite(config, out)`` writes, under ``out``:
 
-- ``mlip_single_point.csv``, ``mlip_energy_curve.csv``, ``mlip_nve.csv``, ``mlip_relax.csv``: long-format results,
+- ``mlip_single_point.csv``, ``mlip_energy_curve.csv``, ``mlip_nve.csv``, ``mlip_relax.csv``,
+  ``mlip_second_order.csv``: long-format results,
 - ``*.png``: one figure per check and potential,
 - ``verdicts.csv``: ``method, check, value, threshold, verdict, reason`` (one row per method and criterion; the
   verdict is pass, fail, marginal pass, marginal fail or not discriminating, the reason says why not),
 - ``report.md``: tables, figures and a verdict per method with its evidence.
 
-Criteria, coverage rule and verdicts: :mod:`tcemu.mlip.criteria`; the text: :mod:`tcemu.mlip.report_text`
-(both re-exported here).
+Configuration and results: :mod:`tcemu.mlip.results`; criteria, coverage rule and verdicts: :mod:`tcemu.mlip.criteria`;
+the text: :mod:`tcemu.mlip.report_text` (all re-exported here).
 """
 
 from __future__ import annotations
 
-import platform
 import time
-from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tcemu.emulation.dispatch import every_gemm_emulated
-from tcemu.mlip._common import ALL_METHODS, write_csv
+from tcemu.mlip._common import write_csv
 from tcemu.mlip.criteria import (
     THRESHOLDS,
     Verdict,
@@ -30,6 +29,7 @@ from tcemu.mlip.criteria import (
     verdicts,
 )
 from tcemu.mlip.report_text import coverage_table, verdict_table, write_report, write_verdicts
+from tcemu.mlip.results import SuiteConfig, SuiteResult, environment
 
 __all__ = [
     "THRESHOLDS",
@@ -38,6 +38,7 @@ __all__ = [
     "Verdict",
     "coverage_table",
     "coverage_verdicts",
+    "environment",
     "method_status",
     "method_verdicts",
     "run_suite",
@@ -46,153 +47,6 @@ __all__ = [
     "write_report",
     "write_verdicts",
 ]
-
-@dataclass(frozen=True)
-class SuiteConfig:
-    """What the suite runs. :meth:`quick` is CPU-sized (minutes); :meth:`full` is the GPU-sized suite of the issue.
-
-    Attributes:
-        methods: emulation methods compared with FP32 (FP64 is always the reference).
-        single_point: (potential, system) pairs for check 1; systems are names in ``tcemu.mlip.systems.SYSTEMS``.
-        floor: how FP32's noise floor is made (``"permute"`` or ``"compile"``).
-        curve_potentials: potentials for check 2 (CO on Pt(111)); ``curve_points`` heights from 1.2 to 6.0 A.
-        nve_potential, nve_system, nve_ps, nve_timestep_fs: check 3.
-        relax_potential, relax_system, relax_repeats, relax_fmax_eV_per_A, relax_max_steps, relax_optimizer: check 4.
-        relax_include_fp64: relax with FP64 too, so that the steps criterion knows how far rounding alone moves
-            the step count (no steps verdict when FP64 and FP32 differ by more than its margin).
-        device: torch device of every model.
-    """
-
-    methods: tuple[str, ...] = ALL_METHODS[1:]
-    single_point: tuple[tuple[str, str], ...] = (
-        ("pet-distilled", "water_192"), ("pet-distilled-random", "water_192"), ("ani1x", "water_192"))
-    floor: str = "permute"
-    curve_potentials: tuple[str, ...] = ("pet-distilled", "pet-distilled-random")
-    curve_points: int = 60
-    nve_potential: str = "ani1x"
-    nve_system: str = "water_192"
-    nve_ps: float = 0.5
-    nve_timestep_fs: float = 0.5
-    relax_potential: str = "chgnet"
-    relax_system: str = "cantor_539"
-    relax_repeats: int = 3
-    relax_fmax_eV_per_A: float = 1e-3
-    relax_max_steps: int = 500
-    relax_optimizer: str = "fire2"
-    relax_include_fp64: bool = True
-    device: str = "cpu"
-    checks: tuple[str, ...] = ("single_point", "energy_curve", "nve", "relax")
-    name: str = "custom"
-
-    @classmethod
-    def quick(cls, **kw) -> SuiteConfig:
-        """CPU-sized: the distilled PET (trained weights, ``tcemu.mlip.distilled``), its random-weight twin and
-        ANI-1x on the water box, 20-point curves with both PETs, 0.05 ps of ANI-1x NVE
-        of an 8-molecule water cluster, and ANI-1x relaxation of one water molecule (to 1e-3 eV/A in at most 300
-        steps, one repeat: the CPU backend is deterministic). A water dimer would be a harder test, but with
-        ALCHEMI's FIRE2 defaults even FP32 needed 190 to over 300 steps on it, depending on rounding."""
-        base = cls(
-            single_point=(
-                ("pet-distilled", "water_192"), ("pet-distilled-random", "water_192"), ("ani1x", "water_192")),
-            curve_potentials=("pet-distilled", "pet-distilled-random"),
-            curve_points=20,
-            nve_potential="ani1x",
-            nve_system="water_cluster_24",
-            nve_ps=0.05,
-            relax_potential="ani1x",
-            relax_system="water_cluster_3",
-            relax_repeats=1,
-            relax_max_steps=300,
-            name="quick",
-        )
-        return replace(base, **kw)
-
-    @classmethod
-    def full(cls, **kw) -> SuiteConfig:
-        """The issue's sizes: the distilled PET (trained) and its random twin on the 192-atom box, the distilled
-        PET and random PET S on the 17,280-atom supercell, random PET S, S-nn32, M, L on the box (sizes), ANI-1x and
-        CHGNet on water; CHGNet and both distilled-architecture PET curves (60 points); ANI-1x NVE of the water box;
-        CHGNet FIRE2 relaxation of the 539-atom Cantor slab, 3 repeats, 500 steps."""
-        base = cls(
-            single_point=(
-                ("pet-distilled", "water_192"),
-                ("pet-distilled-random", "water_192"),
-                ("pet-distilled", "water_17280"),
-                ("pet-s", "water_192"),
-                ("ani1x", "water_192"),
-                ("pet-s", "water_17280"),
-                ("pet-m", "water_192"),
-                ("pet-l", "water_192"),
-                ("pet-s-nn32", "water_192"),
-                ("chgnet", "water_192"),
-            ),
-            curve_potentials=("chgnet", "pet-distilled", "pet-distilled-random"),
-            curve_points=60,
-            nve_potential="ani1x",
-            nve_system="water_192",
-            nve_ps=2.0,
-            relax_potential="chgnet",
-            relax_system="cantor_539",
-            relax_repeats=3,
-            relax_max_steps=500,
-            name="full",
-        )
-        return replace(base, **kw)
-
-
-@dataclass
-class SuiteResult:
-    """Everything one suite run produced (results per check, verdicts, timings)."""
-
-    config: SuiteConfig
-    single_point: list = field(default_factory=list)
-    energy_curve: list = field(default_factory=list)
-    nve: list = field(default_factory=list)
-    relax: list = field(default_factory=list)
-    wall_s: dict[str, float] = field(default_factory=dict)
-    verdicts: list = field(default_factory=list)
-    failures: list = field(default_factory=list)  # (check, case, error) of cases that raised
-
-
-def _environment() -> dict[str, str]:
-    import numpy
-    import torch
-
-    env = {
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": numpy.__version__,
-        "machine": platform.machine(),
-        "cpu": platform.processor() or platform.machine(),
-        "threads": str(torch.get_num_threads()),
-    }
-    if torch.cuda.is_available():
-        env["gpu"] = torch.cuda.get_device_name(0)
-        env["small_shape_fallback"] = "off: every GEMM runs the method"
-    for pkg in ("ase", "metatrain", "torchani", "chgnet", "tcemu"):
-        try:
-            from importlib.metadata import version
-
-            env[pkg] = version(pkg)
-        except Exception:  # noqa: BLE001
-            env[pkg] = "-"
-    try:
-        import subprocess
-
-        env["git"] = (
-            subprocess.run(
-                ["git", "rev-parse", "--short", "HEAD"],
-                capture_output=True,
-                text=True,
-                check=False,
-                cwd=Path(__file__).parent,
-            ).stdout.strip()
-            or "-"
-        )
-    except Exception:  # noqa: BLE001
-        env["git"] = "-"
-    return env
-
 
 def _failed(res: SuiteResult, log, check: str, case: str, exc: Exception) -> None:
     res.failures.append((check, case, f"{type(exc).__name__}: {exc}"))
@@ -309,6 +163,20 @@ def _run_suite(config: SuiteConfig, out: str | Path, show_progress: bool, log) -
         except Exception as exc:  # noqa: BLE001
             _failed(res, log, "relax", f"{config.relax_potential}/{config.relax_system}", exc)
         res.wall_s["relax"] = time.perf_counter() - t0
+    if "second_order" in config.checks:
+        t0 = time.perf_counter()
+        pname = config.second_order_potential
+        log(f"[second order] {pname}: {', '.join(config.second_order_properties)} ({config.second_order_size})")
+        try:
+            so_cfg = tasks.SecondOrderConfig.for_size(config.second_order_size,
+                                                      properties=tuple(config.second_order_properties))
+            for r in tasks.second_order(pot(pname), methods, so_cfg, config.device, show_progress):
+                res.second_order.append(r)
+                save_check_figures(r, out, f"{r.check}_{pname}_{r.system}")
+            write_csv([x for r in res.second_order for x in r.to_rows()], out / "mlip_second_order.csv")
+        except Exception as exc:  # noqa: BLE001
+            _failed(res, log, "second_order", pname, exc)
+        res.wall_s["second_order"] = time.perf_counter() - t0
     res.verdicts = verdicts(res)
     write_verdicts(res, out)
     write_report(res, out)

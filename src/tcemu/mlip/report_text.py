@@ -16,21 +16,26 @@ from typing import TYPE_CHECKING
 from tcemu.mlip.criteria import (
     REFERENCE_METHODS,
     THRESHOLDS,
+    WORKFLOWS,
+    conclusion_changes,
     curve_threshold,
     method_status,
     method_verdicts,
     nve_energy_deviation_meV_per_atom,
     nve_thresholds,
     relax_step_threshold,
+    second_order_threshold,
     single_point_threshold,
+    workflow_status,
 )
-from tcemu.mlip.distilled import potentials_line, weights_comparison
 from tcemu.mlip.labels import case_label, potential_label, system_label
+from tcemu.mlip.results import environment
 
 if TYPE_CHECKING:
-    from tcemu.mlip.report import SuiteResult
+    from tcemu.mlip.results import SuiteResult
 
-__all__ = ["coverage_table", "criteria_notes", "verdict_table", "write_report", "write_verdicts"]
+__all__ = ["coverage_table", "criteria_notes", "potentials_line", "verdict_table", "weights_comparison",
+           "workflow_table", "write_report", "write_verdicts"]
 
 VERDICT_COLUMNS = ["method", "check", "value", "threshold", "verdict", "reason"]
 
@@ -77,7 +82,7 @@ def verdict_table(res: SuiteResult) -> str:
     text = "\n".join(lines)
     cases = {}
     for check, rs in (("single point", res.single_point), ("energy curve", res.energy_curve), ("nve", res.nve),
-                      ("relax", res.relax)):
+                      ("relax", res.relax), ("second order", res.second_order)):
         for r in rs:
             cases.setdefault(f"{r.potential}/{r.system}", case_label(r.potential, r.system, r.n_atoms))
     if cases:
@@ -97,6 +102,7 @@ def coverage_table(res: SuiteResult) -> str:
     """Markdown table: each case's coverage per method (% of float32 contraction FLOPs emulated)."""
     cases = [(check, r) for check, rs in (("single point", res.single_point), ("energy curve", res.energy_curve),
                                           ("nve", res.nve), ("relax", res.relax)) for r in rs]
+    cases += [(r.check, r) for r in res.second_order]
     methods = list(dict.fromkeys(m for _, r in cases for m in getattr(r, "coverage", {})
                                  if m not in REFERENCE_METHODS))
     if not cases or not methods:
@@ -140,6 +146,9 @@ def criteria_notes() -> str:
          f"fluctuation <= {k['nve_fluct_factor']:g} x max(FP64's, FP32's); the total energy's change against "
          f"FP64's along the same start <= {k['nve_energy_dev_factor']:g} x FP32's;"),
         f"- relaxation: every repeat reaches the target fmax; median steps <= {k['relax_steps_factor']:g} x FP32's;",
+        (f"- second order (phonons, vibrations, elastic constants): largest error vs FP64 <= "
+         f"{k['second_order_factor']:g} x max(FP32's, FP32 noise floor); no sign or mode order that FP64 resolves "
+         "beyond that threshold changed;"),
         f"- coverage: at least {100 * k['min_coverage']:.0f} % of the float32 contraction FLOPs emulated;",
         f"- **marginal**: within {100 * k['marginal_band']:.0f} % of the threshold, either side;",
         ("- **not discriminating**: the criterion cannot separate the methods at this size (the reason gives the "
@@ -256,24 +265,151 @@ def _relax_section(res: SuiteResult, L: list[str]) -> None:
         L.append(f"\n![relax](relax_{rc.potential}_{rc.system}.png)\n")
 
 
-def write_report(res: SuiteResult, out: str | Path) -> Path:
-    """Write ``out/report.md`` from a finished :class:`~tcemu.mlip.report.SuiteResult`."""
-    from tcemu.mlip.report import _environment
+def workflow_table(res: SuiteResult) -> str:
+    """Markdown table "which method for which workflow": each method's verdict over the checks of each workflow
+    (:data:`~tcemu.mlip.criteria.WORKFLOWS`)."""
+    methods = [m for m in dict.fromkeys(v.method for v in res.verdicts) if m not in REFERENCE_METHODS]
+    if not methods:
+        return "No method was judged."
+    lines = ["| method | " + " | ".join(WORKFLOWS) + " |", "|---|" + "---|" * len(WORKFLOWS)]
+    for m in methods:
+        cells = [workflow_status(res.verdicts, m, checks) for checks in WORKFLOWS.values()]
+        lines.append(f"| {m} | " + " | ".join(f"**{c}**" if c == "safe" else c for c in cells) + " |")
+    checks = "; ".join(f"{w}: {', '.join(c)}" for w, c in WORKFLOWS.items())
+    return ("\n".join(lines) + f"\n\nChecks of each workflow: {checks}. *not discriminating*: every criterion that "
+            "ran cannot separate the methods at this size (no verdict); *not run*: no check of it ran.")
 
+
+def _second_order_section(res: SuiteResult, L: list[str]) -> None:
+    L.append("## 5. Second-order properties\n")
+    L.append("Finite differences of forces (phonons, vibrations; displacement in the heading) or stresses (elastic "
+             "constants), each method against FP64 on the same structure (FP64's zero-pressure lattice constant, "
+             "FP64's relaxed water). Modes are matched to FP64's by their eigenvectors; negative frequencies are "
+             "imaginary modes. 'Conclusions changed': signs and mode orders that FP64 resolves beyond the "
+             "threshold and the method changes.\n")
+    for r in res.second_order:
+        thr = second_order_threshold(r)
+        extra = ", ".join(f"{k} {v:.4g}" for k, v in r.info.items())
+        L.append(f"### {r.check.capitalize()}: {case_label(r.potential, r.system, r.n_atoms)} ({extra})\n")
+        L.append(f"Pass threshold: largest error <= {_fmt(thr)} {r.unit} ({THRESHOLDS['second_order_factor']:g} x "
+                 f"max(FP32's error {_fmt(r.max_error('fp32'))}, noise floor {_fmt(r.floor())})).\n")
+        tag = f"[{r.potential}/{r.system}]"
+        head = "| method | largest error vs FP64 | verdict | conclusions changed (of resolved) | verdict |"
+        if r.unit == "cm^-1":
+            head += " imaginary modes (below -threshold) | max frequency |"
+        if r.gamma_raw_cm1:
+            head += " Gamma without sum rule: lowest |"
+        if r.check == "elastic":
+            head += " " + " | ".join(r.labels) + " |"
+        L.append(head + " wall (s) |")
+        L.append("|" + "---|" * (head.count("|") - 1 + 1))
+        for m in ["fp64", *r.methods]:
+            cells = ["reference", "", "", ""]
+            if m != "fp64":
+                changed, resolved = conclusion_changes(r, m)
+                cells = [f"{_fmt(r.max_error(m))} {r.unit}", _mark(res.verdicts, m, f"{r.check}:max_err{tag}"),
+                         f"{changed} of {resolved}", _mark(res.verdicts, m, f"{r.check}:conclusions_changed{tag}")]
+            if r.unit == "cm^-1":
+                cells += [str(r.imaginary(m, thr)), f"{max(r.values[m]):.2f}"]
+            if r.gamma_raw_cm1:
+                cells.append(f"{min(r.gamma_raw_cm1[m]):.3g}")
+            if r.check == "elastic":
+                cells += [f"{v:.2f}" for v in r.values[m]]
+            L.append(f"| {m} | " + " | ".join(cells) + f" | {r.times_s.get(m, math.nan):.1f} |")
+        if r.check == "phonons":
+            _special_points_table(r, L)
+        L.append(f"\n![{r.check}]({r.check}_{r.potential}_{r.system}.png)\n")
+
+
+def _special_points_table(r, L: list[str]) -> None:
+    """The phonon frequencies at the named q points (the first Gamma, X, W, K, L, ...) in THz, per method."""
+    thz_per_cm1 = 0.0299792458
+    first: dict[str, int] = {}
+    for i, lab in enumerate(r.labels):
+        first.setdefault(lab.split(" b")[0], i)
+    rows = {f"{q} b{b}": i + b for q, i in first.items() if not q.startswith("q") for b in range(r.n_branches)}
+    methods = ["fp64", *r.methods]
+    L.append("\nFrequencies at the special points (THz):\n")
+    L.append("| q, branch | " + " | ".join(methods) + " |")
+    L.append("|---|" + "---|" * len(methods))
+    for lab, i in rows.items():
+        L.append(f"| {lab} | " + " | ".join(f"{thz_per_cm1 * r.values[m][i]:.4f}" for m in methods) + " |")
+
+
+#: Pairs the report compares: (trained, random twin of the same architecture).
+WEIGHT_PAIRS = (("pet-distilled", "pet-distilled-random"),)
+
+
+def weights_comparison(res) -> str:
+    """Markdown: each method's errors on trained and on random weights of the same architecture (suite result
+    ``res``): single-point errors against FP64 and in FP32 noise floors, curve jitter. Empty when no pair ran."""
+    lines: list[str] = []
+    for trained, random in WEIGHT_PAIRS:
+        sps = {(sp.potential, sp.system): sp for sp in res.single_point}
+        for (pot, system), sp_t in sps.items():
+            sp_r = sps.get((random, system))
+            if pot != trained or sp_r is None:
+                continue
+            lines.append(f"### {potential_label(trained)} and {potential_label(random)} on "
+                         f"{system_label(system, sp_t.n_atoms)}\n")
+            lines.append("| method | force err vs FP64 (eV/A): trained | random | ratio | x FP32 floor: trained | "
+                         "random | energy err (eV): trained | random |")
+            lines.append("|---|---|---|---|---|---|---|---|")
+            for m in sp_t.methods:
+                if m not in sp_r.methods:
+                    continue
+                ft = sp_t.error(m, "fp64").force_mean_err_eV_per_A
+                fr = sp_r.error(m, "fp64").force_mean_err_eV_per_A
+                lines.append(
+                    f"| {m} | {_fmt(ft)} | {_fmt(fr)} | {_fmt(ft / fr if fr else float('nan'))} | "
+                    f"{_fmt(sp_t.floor_multiple(m, 'force_mean_err'))} | {_fmt(sp_r.floor_multiple(m, 'force_mean_err'))} | "
+                    f"{_fmt(sp_t.error(m, 'fp64').energy_abs_err_eV)} | {_fmt(sp_r.error(m, 'fp64').energy_abs_err_eV)} |"
+                )
+            lines.append("")
+        curves = {c.potential: c for c in res.energy_curve}
+        if trained in curves and random in curves:
+            ct, cr = curves[trained], curves[random]
+            lines.append(f"### CO curve jitter, {potential_label(trained)} and {potential_label(random)}\n")
+            lines.append("| method | d2 RMS (meV): trained | random |")
+            lines.append("|---|---|---|")
+            for m in ct.methods:
+                if m in cr.methods:
+                    lines.append(f"| {m} | {_fmt(ct.jitter_rms_meV(m))} | {_fmt(cr.jitter_rms_meV(m))} |")
+            lines.append("")
+    if not lines:
+        return ""
+    head = ("## Trained and random weights\n\nThe same architecture and the same GEMM shapes, once with the distilled "
+            "(trained) weights and once with random ones: what changes between the columns is the weights alone. "
+            "Emulation error is relative to the size of the numbers multiplied, so trained weights, whose "
+            "magnitudes and activations differ from random ones, need not show the same errors.\n")
+    return head + "\n" + "\n".join(lines)
+
+
+def potentials_line(names) -> str:
+    """One line for the report: every potential the suite ran, labelled trained or random."""
+    return "Potentials: " + "; ".join(potential_label(n) for n in dict.fromkeys(names)) + "."
+
+
+def write_report(res: SuiteResult, out: str | Path, env: dict[str, str] | None = None) -> Path:
+    """Write ``out/report.md`` from a finished :class:`~tcemu.mlip.results.SuiteResult`; ``env``: the environment
+    it ran in (default: this process's, :func:`~tcemu.mlip.results.environment`)."""
     out = Path(out)
     cfg = res.config
-    env = _environment()
+    env = environment() if env is None else env
     L: list[str] = []
     L.append(f"# tcemu MLIP validation report ({cfg.name} suite)\n")
     L.append("Environment: " + ", ".join(f"{k} {v}" for k, v in env.items()) + "\n")
     L.append(potentials_line([p for p, _ in cfg.single_point] + list(cfg.curve_potentials)
-                             + [cfg.nve_potential, cfg.relax_potential]) + "\n")
+                             + [cfg.nve_potential, cfg.relax_potential]
+                             + ([cfg.second_order_potential] if "second_order" in cfg.checks else [])) + "\n")
     L.append(
         f"Device: `{cfg.device}`. Methods: fp64 (reference), fp32, {', '.join(cfg.methods)}. "
         f"Wall time per check (s): " + ", ".join(f"{k} {v:.0f}" for k, v in res.wall_s.items()) + "\n"
     )
     L.append("## Verdicts\n")
     L.append(verdict_table(res) + "\n")
+    L.append("**Which method for which workflow:**\n")
+    L.append(workflow_table(res) + "\n")
     L.append("**Coverage** (share of the float32 contraction FLOPs, forward and backward, that each method's run "
              "emulated, measured by `tcemu.coverage()` on its first calculation; below "
              f"{100 * THRESHOLDS['min_coverage']:.0f} % a method is not validated):\n")
@@ -292,6 +428,8 @@ def write_report(res: SuiteResult, out: str | Path) -> Path:
         _nve_section(res, L)
     if res.relax:
         _relax_section(res, L)
+    if res.second_order:
+        _second_order_section(res, L)
     if comparison := weights_comparison(res):
         L.append(comparison)
     L.append("## Configuration\n")
