@@ -23,6 +23,9 @@ __all__ = ["mma", "infer_input_format"]
 
 _DTYPE_FORMATS = {
     np.dtype(np.float16): "fp16",
+    np.dtype(np.float64): "fp64",
+    np.dtype(ml_dtypes.float8_e4m3fnuz): "e4m3fnuz",
+    np.dtype(ml_dtypes.float8_e5m2fnuz): "e5m2fnuz",
     np.dtype(ml_dtypes.bfloat16): "bf16",
     np.dtype(ml_dtypes.float8_e4m3fn): "e4m3",
     np.dtype(ml_dtypes.float8_e5m2): "e5m2",
@@ -68,7 +71,7 @@ def mma(
     arch: str | None = None,
     instruction: str = "mma.sync",
     input_format: str | None = None,
-    output_format: str = "fp32",
+    output_format: str | None = None,
     params: MMAParams | None = None,
 ) -> np.ndarray:
     """D = A @ B + C as the Tensor Core computes it, bit for bit.
@@ -84,7 +87,7 @@ def mma(
             to on ``arch`` (e.g. a tf32 m16n16k8 WMMA is two chained m16n8k4 per output, not one m16n8k8).
         input_format: ``fp16``, ``bf16``, ``tf32``, ``e4m3``, ``e5m2``; inferred from the dtype if None.
             tf32 operands are float32 arrays; like the hardware, the model ignores their low 13 bits.
-        output_format: ``fp32`` or ``fp16``.
+        output_format: ``fp32`` or ``fp16``; ``fp64`` for fp64 inputs (the default then).
         params: an explicit model (what-if); overrides the preset. Its formats must agree with the inputs.
 
     K must be a multiple of the instruction's K; instructions are chained in increasing k, each
@@ -100,6 +103,8 @@ def mma(
     b = np.asarray(b)
     c = np.asarray(c)
     fin = _input_format(a, b, input_format)
+    if output_format is None:  # fp32, or fp64 for fp64 inputs (DMMA, v_mfma_f64)
+        output_format = "fp64" if fin == "fp64" else "fp32"
     if params is None:
         if arch is None:
             raise ValueError("pass arch= (v100, a100, ada, h100, h200, b200) or params=")
@@ -107,7 +112,7 @@ def mma(
     else:
         if params.input_format != fin:
             raise ValueError(f"params.input_format is {params.input_format} but the inputs are {fin}")
-        want_c = "fp16" if get_format(output_format).name == "fp16" else "fp32"
+        want_c = {"fp16": "fp16", "fp64": "fp64"}.get(get_format(output_format).name, "fp32")
         if params.c_format != want_c:
             raise ValueError(f"params give {params.c_format} output but output_format={output_format!r}")
     _check_operand_dtypes(a, b, fin)

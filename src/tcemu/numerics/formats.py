@@ -19,6 +19,10 @@ name             exponent     fraction   bias   notes
 ``e8m13``        8            13         127    internal FP8 accumulator; binary32 container, low 10 bits 0
 ================ ============ ========== ====== ======================================
 
+Wider and AMD formats (FP64 DMMA, AMD CDNA Matrix Cores): ``fp64`` (IEEE binary64, uint64 container; decoded,
+not encoded here), ``e4m3fnuz`` and ``e5m2fnuz`` (AMD CDNA3 FP8/BF8, bias 8 and 16: no Inf, no -0, the pattern
+0x80 is the only NaN; decoded, not encoded here).
+
 Encoding (:func:`encode`) rounds an exact integer value ``(negative, mag, q)`` once, with any
 :class:`~tcemu.numerics.rounding.Rounding`, including gradual underflow and overflow to Inf (or
 to the largest finite value, for IEEE round-toward-zero semantics).
@@ -81,6 +85,7 @@ class FloatFormat:
     container_bits: int = 0
     container_shift: int = 0
     numpy_dtype: object = None
+    fnuz: bool = False  # AMD FNUZ fp8: no Inf, no -0; 0x80 (sign bit alone) is the only NaN
 
     @property
     def precision(self) -> int:
@@ -105,7 +110,7 @@ class FloatFormat:
 
     @property
     def container_dtype(self) -> type:
-        return {8: np.uint8, 16: np.uint16, 32: np.uint32}[self.container_bits or self.width]
+        return {8: np.uint8, 16: np.uint16, 32: np.uint32, 64: np.uint64}[self.container_bits or self.width]
 
     @property
     def max_finite_field(self) -> int:
@@ -132,6 +137,9 @@ FORMATS: dict[str, FloatFormat] = {
         FloatFormat("fp32", 8, 23, 127, numpy_dtype=np.float32),
         FloatFormat("fp16", 5, 10, 15, numpy_dtype=np.float16),
         FloatFormat("bf16", 8, 7, 127, numpy_dtype=ml_dtypes.bfloat16),
+        FloatFormat("fp64", 11, 52, 1023, numpy_dtype=np.float64),
+        FloatFormat("e4m3fnuz", 4, 3, 8, ieee_specials=False, numpy_dtype=ml_dtypes.float8_e4m3fnuz, fnuz=True),
+        FloatFormat("e5m2fnuz", 5, 2, 16, ieee_specials=False, numpy_dtype=ml_dtypes.float8_e5m2fnuz, fnuz=True),
         FloatFormat("tf32", 8, 10, 127, container_bits=32, container_shift=13),
         FloatFormat("e4m3", 4, 3, 7, ieee_specials=False, numpy_dtype=ml_dtypes.float8_e4m3fn),
         FloatFormat("e5m2", 5, 2, 15, numpy_dtype=ml_dtypes.float8_e5m2),
@@ -143,6 +151,10 @@ _ALIASES = {
     "float32": "fp32",
     "f32": "fp32",
     "float16": "fp16",
+    "float64": "fp64",
+    "f64": "fp64",
+    "float8_e4m3fnuz": "e4m3fnuz",
+    "float8_e5m2fnuz": "e5m2fnuz",
     "f16": "fp16",
     "half": "fp16",
     "bfloat16": "bf16",
@@ -150,6 +162,7 @@ _ALIASES = {
     "e4m3fn": "e4m3",
     "float8_e5m2": "e5m2",
     "f32_e8m13": "e8m13",
+    "xf32": "tf32",
 }
 
 
@@ -181,7 +194,9 @@ def decode(bits: np.ndarray, fmt: str | FloatFormat) -> tuple[np.ndarray, np.nda
         ``SPECIAL_EXP``.
     """
     f = get_format(fmt)
-    u = np.asarray(bits).astype(np.int64) >> f.container_shift
+    u = np.asarray(bits).astype(np.uint64).astype(np.int64) >> f.container_shift  # fp64: sign bit -> negative
+    if f.fnuz:
+        return _decode_fnuz(u, f)
     frac_mask = (1 << f.frac_bits) - 1
     exp_mask = (1 << f.exp_bits) - 1
     negative = ((u >> (f.width - 1)) & 1).astype(bool)
@@ -204,6 +219,18 @@ def decode(bits: np.ndarray, fmt: str | FloatFormat) -> tuple[np.ndarray, np.nda
     sig = np.where(special, 0, sig)
     e = np.where(special, SPECIAL_EXP, e)
     return negative, sig.astype(np.int64), e.astype(np.int64), cls
+
+
+def _decode_fnuz(u: np.ndarray, f: FloatFormat) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`decode` of an AMD FNUZ fp8 format: every exponent field is finite, 0x80 is NaN, no -0, no Inf."""
+    nan = u == 1 << (f.width - 1)
+    efield = (u >> f.frac_bits) & ((1 << f.exp_bits) - 1)
+    frac = u & ((1 << f.frac_bits) - 1)
+    normal = efield != 0
+    sig = np.where(nan, 0, np.where(normal, frac | (1 << f.frac_bits), frac)).astype(np.int64)
+    e = np.where(nan, SPECIAL_EXP, np.where(normal, efield - f.bias, f.emin)).astype(np.int64)
+    cls = np.where(nan, NAN, np.where(sig == 0, ZERO, FINITE)).astype(np.uint8)
+    return ((u >> (f.width - 1)) & 1).astype(bool) & ~nan, sig, e, cls
 
 
 @lru_cache(maxsize=None)
@@ -249,6 +276,8 @@ def encode(
         Bits in the format's container dtype.
     """
     f = get_format(fmt)
+    if f.fnuz or f.width > 32:
+        raise ValueError(f"tcemu: encoding to {f.name} is not modelled (it is an input format only)")
     negative = np.asarray(negative, dtype=bool)
     mag = np.asarray(mag, dtype=np.int64)
     q = np.asarray(q, dtype=np.int64)

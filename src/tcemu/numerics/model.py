@@ -430,6 +430,8 @@ def block_fma_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p
     if a_bits.ndim != 2 or a_bits.shape != b_bits.shape or c_bits.shape != a_bits.shape[:1]:
         raise ValueError(f"need a_bits, b_bits (S, K) and c_bits (S,), got {a_bits.shape}, {b_bits.shape}, "
                          f"{c_bits.shape}")
+    if params.scheme is not None:  # FMA chains and AMD MFMA (model_fma, model_amd)
+        return params.scheme.bits(a_bits, b_bits, c_bits, params)
     c_dtype = get_format(params.c_format).container_dtype
     c_bits = c_bits.astype(c_dtype)
     s = a_bits.shape[0]

@@ -248,6 +248,10 @@ def oracle_dot(
     Returns:
         Result bits (int) in ``params.c_format``'s container.
     """
+    if params.scheme is not None:  # FMA chains, AMD MFMA: oracle_schemes (no per-block trace)
+        from .oracle_schemes import scheme_oracle_dot
+
+        return scheme_oracle_dot(a_bits, b_bits, c_bits, params)
     prm = params
     fin = prm.input_format
     c_fmt = prm.c_format
@@ -289,5 +293,5 @@ def oracle_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, para
     """:func:`oracle_dot` over rows: ``(S, K), (S, K), (S,) -> (S,)`` bits, same contract as the fast model."""
     out = [oracle_dot(a, b, c, params) for a, b, c in zip(np.asarray(a_bits).tolist(), np.asarray(b_bits).tolist(),
                                                           np.asarray(c_bits).tolist())]
-    dtype = np.uint16 if params.c_format == "fp16" else np.uint32
-    return np.array(out, dtype=np.int64).astype(dtype)
+    dtype = {"fp16": np.uint16, "fp64": np.uint64}.get(params.c_format, np.uint32)
+    return np.array(out, dtype=np.uint64).astype(dtype)

@@ -47,6 +47,7 @@ class MMAParams:
     czero_floor: int | None = -126  # c == 0: E_max = max(E_max, czero_floor); None: no floor (disputed, T24-T25)
     c_exp_floor: int | None = -126  # exponent used to align c is max(true exponent of c, c_exp_floor) (T26)
     tf32_truncate: bool = True  # tf32 operands given as fp32 bits: low 13 bits ignored (else they must be 0)
+    scheme: object = None  # None: the block FMA above; else another accumulation (model_fma, model_amd schemes)
     interleave: tuple[tuple[int, ...], ...] | None = None  # FP8 emulation: groups of k mod period, in order
     c_add_rounding: Rounding | None = None  # with interleave: c added last by an IEEE add with this rounding
     overflow: str = "inf"  # "inf": overflow gives Inf even under RZ (both models); "ieee": RZ stops at max finite
@@ -55,9 +56,11 @@ class MMAParams:
     sources: str = field(default="", compare=False)  # citations for the values
 
     def __post_init__(self) -> None:
-        if self.input_format not in _INPUTS:
+        if self.scheme is not None:
+            self.scheme.check(self)  # its own formats (fp64, fp32, AMD fp8) and fields
+        elif self.input_format not in _INPUTS:
             raise ValueError(f"input_format {self.input_format!r} not one of {_INPUTS}")
-        if self.output_format not in _OUTPUTS:
+        elif self.output_format not in _OUTPUTS:
             raise ValueError(f"output_format {self.output_format!r} not one of {_OUTPUTS}")
         if self.n_fma < 1 or self.k_instr < 1 or self.k_instr % self.n_fma and self.interleave is None:
             raise ValueError(f"need 1 <= n_fma dividing k_instr, got n_fma={self.n_fma}, k_instr={self.k_instr}")
@@ -83,7 +86,7 @@ class MMAParams:
     @property
     def c_format(self) -> str:
         """Format of c and d as the caller sees them: fp16 for fp16 output, else fp32."""
-        return "fp16" if self.output_format == "fp16" else "fp32"
+        return self.output_format if self.output_format in ("fp16", "fp64") else "fp32"
 
     @property
     def product_format(self) -> str:
@@ -97,6 +100,8 @@ class MMAParams:
 
     def describe(self) -> str:
         """One line: what this model does."""
+        if self.scheme is not None:
+            return f"{self.label}: {self.scheme.describe(self)}"
         fin = get_format(self.input_format).name
         czero = "none" if self.czero_floor is None else str(self.czero_floor)
         cexp = "none" if self.c_exp_floor is None else str(self.c_exp_floor)

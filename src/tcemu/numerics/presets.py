@@ -189,6 +189,11 @@ def get_preset(
         ValueError: unknown names or a combination the sources do not cover; the message lists the
             valid combinations.
     """
+    from .presets_extra import extra_preset  # Turing, FP64 DMMA, AMD CDNA (literature-based)
+
+    extra = extra_preset(arch, instruction, input_format, output_format, variant)
+    if extra is not None:
+        return extra
     from .formats import get_format
 
     a, i, k_shape = _canon(arch, instruction)
@@ -237,7 +242,9 @@ def list_presets() -> list[tuple[str, str, str, str]]:
     keys += [(arch, "wmma", fin, out) for (arch, fin) in WMMA_LOWERING for out in ("fp32", "fp16")
              if out == "fp32" or fin == "fp16"]
     keys += [("h200",) + k[1:] for k in keys if k[0] == "h100"]
-    return sorted(keys)
+    from .presets_extra import extra_keys
+
+    return sorted(keys) + extra_keys()
 
 
 def _wmma_preset(a: str, key_arch: str, fin: str, fout: str, shape: str | None, variant: str) -> MMAParams:

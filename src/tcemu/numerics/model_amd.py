@@ -1,0 +1,187 @@
+"""FAST vectorised models of AMD CDNA Matrix Core (``v_mfma_*``) accumulation, as MMA-Sim describes it.
+
+Two schemes besides the FMA chains of :mod:`tcemu.numerics.model_fma` (fp32 and fp64 MFMA), each a frozen
+record set as :attr:`MMAParams.scheme`; ``n_fma`` is the group size, ``k_instr`` the instruction's K:
+
+- :class:`PairwiseTree` (CDNA1/CDNA2 fp16 and bf16): each group of ``n_fma`` products (exact, rounded to
+  fp32) is summed by a balanced binary tree of fp32 additions rounded to nearest even, and the group sum is
+  added to the accumulator with one more fp32 addition. CDNA2 flushes subnormal inputs, c, every partial
+  sum and the accumulator to zero (``flush_subnormals``).
+- :class:`FusedRoundDown` (CDNA3 xf32, fp16, bf16, fp8): per group, the products are aligned to their own
+  largest exponent ``e`` and truncated toward zero to ``frac_bits`` (24) fraction bits and summed exactly;
+  then the sum and c are aligned to ``max(e, e_c)`` by rounding *down* (toward -Inf): the sum to
+  ``sum_frac_bits`` (31) fraction bits, c to ``c_frac_bits`` (24); their exact sum is rounded to fp32 to
+  nearest even. FP8 (``fp8_pairs``): the even-k and the odd-k products are two such sums, each aligned to its
+  own maximum, then joined by rounding down to 24 bits at the larger one; c is dropped when its exponent is
+  more than ``c_drop_gap`` (25) below the joint maximum. A zero factor counts at exponent ``zero_exp`` (-126)
+  in the products' maximum, and a product of magnitude >= 2^128 makes the result Inf (both as MMA-Sim).
+
+The exact rational reference of both is :mod:`tcemu.numerics.oracle_schemes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .formats import FINITE, INF, NAN, ZERO, decode, decode_table, encode, get_format
+from .rounding import Rounding, bit_length
+
+__all__ = ["PairwiseTree", "FusedRoundDown", "AMD_NAN32"]
+
+AMD_NAN32 = 0x7FC00000  # NaN results: the IEEE default quiet NaN (assumed; the sources do not document it)
+
+
+def _values32(bits: np.ndarray, fmt: str) -> np.ndarray:
+    """Exact float32 values of fp16/bf16 bits."""
+    f = get_format(fmt)
+    return np.asarray(bits).astype(f.container_dtype).view(f.numpy_dtype).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class PairwiseTree:
+    """CDNA1/CDNA2 fp16/bf16 MFMA: pairwise fp32 sums of ``n_fma`` products, then one fp32 add per group."""
+
+    flush_subnormals: bool = False
+    nan_bits: int = AMD_NAN32
+    kind: str = "pairwise"
+
+    def check(self, p) -> None:
+        if p.input_format not in ("fp16", "bf16") or p.output_format != "fp32":
+            raise ValueError(f"tcemu: the pairwise MFMA scheme takes fp16/bf16 -> fp32, got {p.input_format} -> "
+                             f"{p.output_format}")
+        if p.n_fma & (p.n_fma - 1) or p.k_instr % p.n_fma:
+            raise ValueError(f"tcemu: pairwise groups need n_fma a power of two dividing k_instr, got {p.n_fma}, "
+                             f"{p.k_instr}")
+
+    def describe(self, p) -> str:
+        flush = ", subnormal inputs, c, partial sums and results flushed to zero" if self.flush_subnormals else ""
+        return (f"K={p.k_instr}, groups of {p.n_fma} products summed pairwise in fp32 (RNE), each group sum "
+                f"added to the fp32 accumulator (RNE){flush}; NaN results {self.nan_bits:#x}")
+
+    def _flush(self, x: np.ndarray) -> np.ndarray:
+        return np.where(np.abs(x) < np.float32(2.0**-126), x * np.float32(0), x) if self.flush_subnormals else x
+
+    def _tree(self, prods: list[np.ndarray]) -> np.ndarray:
+        if len(prods) == 1:
+            return prods[0]
+        m = len(prods) // 2
+        return self._flush(self._tree(prods[:m]) + self._tree(prods[m:]))
+
+    def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
+        a = np.ascontiguousarray(_values32(a_bits, p.input_format).T)  # (K, S)
+        b = np.ascontiguousarray(_values32(b_bits, p.input_format).T)
+        d = np.asarray(c_bits).astype(np.uint32).view(np.float32).copy()
+        tiny_in = np.float32(2.0 ** get_format(p.input_format).emin)
+        with np.errstate(invalid="ignore", over="ignore", under="ignore"):
+            if self.flush_subnormals:  # inputs and c: subnormals become +0
+                a = np.where(np.abs(a) < tiny_in, np.float32(0), a)
+                b = np.where(np.abs(b) < tiny_in, np.float32(0), b)
+                d = np.where(np.abs(d) < np.float32(2.0**-126), np.float32(0), d)
+            prod = a * b  # fp32 rounding of the exact product (exact for fp16; bf16 may overflow or underflow)
+            prod = np.where((a == 0) | (b == 0), np.float32(0), prod)  # fma(a, b, +0): an exact zero is +0
+            prod = self._flush(prod)
+            for k0 in range(0, a.shape[0], p.n_fma):
+                d = self._flush(d + self._tree(list(prod[k0 : k0 + p.n_fma])))
+        out = d.view(np.uint32).copy()
+        out[np.isnan(d)] = self.nan_bits
+        return out
+
+
+@dataclass(frozen=True)
+class FusedRoundDown:
+    """CDNA3 MFMA: per group, truncated products summed exactly, then sum and c aligned by rounding down."""
+
+    sum_frac_bits: int = 31
+    c_frac_bits: int = 24
+    fp8_pairs: bool = False
+    c_drop_gap: int | None = None
+    zero_exp: int | None = -126
+    b_format: str | None = None
+    nan_bits: int = AMD_NAN32
+    kind: str = "fused_rd"
+
+    def check(self, p) -> None:
+        ins = ("tf32", "fp16", "bf16", "e4m3fnuz", "e5m2fnuz")
+        if p.input_format not in ins or (self.b_format or p.input_format) not in ins or p.output_format != "fp32":
+            raise ValueError(f"tcemu: the fused round-down MFMA scheme takes {ins} -> fp32, got {p.input_format} "
+                             f"x {self.b_format or p.input_format} -> {p.output_format}")
+        if p.k_instr % p.n_fma or (self.fp8_pairs and p.n_fma % 2):
+            raise ValueError(f"tcemu: n_fma must divide k_instr (and be even with fp8_pairs), got {p.n_fma}")
+        if not p.frac_bits <= self.sum_frac_bits <= 40 or self.c_frac_bits > self.sum_frac_bits:
+            raise ValueError("tcemu: need frac_bits <= sum_frac_bits <= 40 and c_frac_bits <= sum_frac_bits")
+
+    def describe(self, p) -> str:
+        fin = p.input_format + (f" x {self.b_format}" if self.b_format else "")
+        s = (f"{fin}, K={p.k_instr}, groups of {p.n_fma}: products truncated to F={p.frac_bits} at their maximum "
+             f"exponent, summed exactly; sum and c rounded down to {self.sum_frac_bits} and {self.c_frac_bits} "
+             f"fraction bits at max(that, c); fp32 RNE")
+        if self.fp8_pairs:
+            s += f"; even and odd k summed apart, joined rounding down; c dropped {self.c_drop_gap} below"
+        zero = "left out" if self.zero_exp is None else f"at exponent {self.zero_exp}"
+        return s + f"; zero factors {zero}; NaN results {self.nan_bits:#x}"
+
+    def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
+        fa, fb = get_format(p.input_format), get_format(self.b_format or p.input_format)
+        ia = np.ascontiguousarray(np.asarray(a_bits).astype(np.int64).T) >> fa.container_shift  # (K, S)
+        ib = np.ascontiguousarray(np.asarray(b_bits).astype(np.int64).T) >> fb.container_shift
+        d = np.asarray(c_bits).astype(np.uint32)
+        for k0 in range(0, ia.shape[0], p.n_fma):
+            d = self._group(ia[k0 : k0 + p.n_fma], ib[k0 : k0 + p.n_fma], d, fa, fb, p.frac_bits)
+        return d
+
+    def _group(self, ia, ib, c_bits, fa, fb, frac_bits: int) -> np.ndarray:
+        na, sa, ea, ca = decode_table(fa.name)
+        nb, sb, eb, cb = decode_table(fb.name)
+        cla, clb = ca[ia], cb[ib]
+        if self.zero_exp is not None:
+            ea = np.where(ca == ZERO, self.zero_exp, ea)
+            eb = np.where(cb == ZERO, self.zero_exp, eb)
+        m = sa[ia] * sb[ib]  # exact products, value m * 2**(e - fa.frac_bits - fb.frac_bits)
+        e = ea[ia] + eb[ib]
+        if self.zero_exp is None:
+            e = np.where(m == 0, -(1 << 20), e)
+        neg = na[ia] ^ nb[ib]
+        base = fa.frac_bits + fb.frac_bits
+        c_neg, c_sig, c_e, c_cls = decode(c_bits, "fp32")
+        if self.fp8_pairs:
+            s0, e0 = self._trunc_sum(m[0::2], e[0::2], neg[0::2], base, frac_bits)
+            s1, e1 = self._trunc_sum(m[1::2], e[1::2], neg[1::2], base, frac_bits)
+            e_s = np.maximum(e0, e1)
+            total = (s0 >> np.minimum(e_s - e0, 62)) + (s1 >> np.minimum(e_s - e1, 62))  # rounded down (floor)
+        else:
+            total, e_s = self._trunc_sum(m, e, neg, base, frac_bits)
+        e_c = np.where(c_cls == FINITE, c_e, -126)  # zero and subnormal c at -126 (fp32 emin)
+        e_max = np.maximum(e_s, e_c)
+        lift = self.sum_frac_bits - frac_bits
+        s_al = (total << lift) >> np.minimum(e_max - e_s, 62)  # floor on 2**(e_max - sum_frac_bits)
+        c_signed = np.where(c_neg, -c_sig, c_sig)
+        c_al = (c_signed << (self.c_frac_bits - 23)) >> np.minimum(e_max - e_c, 62)  # floor on 2**(e_max - c_frac)
+        if self.c_drop_gap is not None:
+            c_al = np.where(e_c < e_max - self.c_drop_gap, 0, c_al)
+        out_sum = s_al + (c_al << (self.sum_frac_bits - self.c_frac_bits))
+        out = encode(out_sum < 0, np.abs(out_sum), e_max - self.sum_frac_bits, "fp32", Rounding.RNE)
+        # special values: IEEE sum of the (exact) products and c; else products beyond fp32's range give Inf
+        nan = (cla == NAN).any(0) | (clb == NAN).any(0) | (c_cls == NAN)
+        nan |= ((cla == INF) & (clb == ZERO)).any(0) | ((cla == ZERO) & (clb == INF)).any(0)
+        inf_p = (cla == INF) | (clb == INF)
+        pos = (inf_p & ~neg).any(0) | ((c_cls == INF) & ~c_neg)
+        negi = (inf_p & neg).any(0) | ((c_cls == INF) & c_neg)
+        big = ~inf_p & (cla == FINITE) & (clb == FINITE) & (bit_length(m) - 1 - base + e >= 128)
+        pos_big, neg_big = (big & ~neg).any(0), (big & neg).any(0)
+        special = pos | negi
+        nan |= pos & negi
+        nan |= ~special & pos_big & neg_big
+        out = np.where(~special & pos_big, np.uint32(0x7F800000), out)
+        out = np.where(~special & neg_big, np.uint32(0xFF800000), out)
+        out = np.where(pos & ~negi, np.uint32(0x7F800000), out)
+        out = np.where(negi & ~pos, np.uint32(0xFF800000), out)
+        return np.where(nan, np.uint32(self.nan_bits), out).astype(np.uint32)
+
+    @staticmethod
+    def _trunc_sum(m, e, neg, base: int, frac_bits: int):
+        """Products truncated toward zero on 2**(e_max - frac_bits), e_max their largest exponent; exact sum."""
+        e_max = np.maximum.reduce(e, axis=0)
+        t = (m << frac_bits) >> np.clip(base + e_max - e, 0, 62)
+        return np.add.reduce(np.where(neg, -t, t), axis=0), e_max

@@ -1,0 +1,146 @@
+"""FAST vectorised chains of IEEE FMAs: FP64 DMMA (NVIDIA) and AMD fp32/fp64 MFMA.
+
+``d = c; for k in 0..K-1: d = fma(a_k, b_k, d)``, each FMA the exact ``a_k b_k + d`` rounded once to nearest
+even in the operands' format (fp32 or fp64), as the PTX ISA describes ``mma`` with ``.f64`` and as MMA-Sim
+models ``mma.*.f64`` and AMD's ``v_mfma_f32_*_f32`` / ``v_mfma_f64_*`` (docs/numerics.md, "FMA chains").
+
+NumPy has no FMA, so each one is built from error-free float operations, all exact:
+
+- fp32: the product of two fp32 values is exact in float64; ``a b + d`` is summed in float64 with its exact
+  error (TwoSum) and rounded to odd; rounding that to fp32 (nearest even) rounds the exact value once, since
+  53 >= 24 + 2 bits (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums: proved algorithms
+  using rounding to odd", IEEE TC 57(4), 2008).
+- fp64: the product is split exactly (Dekker's TwoProduct), ``d + hi`` exactly (TwoSum), the two low parts
+  rounded to odd, and the sum rounded once (the same paper's FMA emulation). Its proof needs no overflow or
+  underflow, so elements outside a safe exponent window (nonzero |a|, |b| in [2^-400, 2^400], d zero or
+  in [2^-800, 2^800]) take an exact rational path instead (:func:`fma64_exact_scalar`); so do non-finite ones.
+
+The exact rational reference of the same chain is :mod:`tcemu.numerics.oracle_schemes`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+__all__ = ["FMAChain", "fma32", "fma64", "fma64_exact_scalar"]
+
+_SPLIT = 134217729.0  # 2**27 + 1: Veltkamp's splitter for binary64
+_LO, _HI = 2.0**-400, 2.0**400  # safe window of nonzero a and b for the float64 path
+_CLO, _CHI = 2.0**-800, 2.0**800  # of a nonzero accumulator d
+
+
+def _to_odd(v: np.ndarray, err: np.ndarray, int_dtype) -> np.ndarray:
+    """Round-to-odd of the exact ``v + err`` given ``v`` = its nearest value and ``err`` the exact remainder."""
+    inexact = err != 0
+    toward_zero = inexact & ((err > 0) != (v > 0))  # |v| > |v + err|: step one ulp toward zero
+    bits = v.view(int_dtype) - toward_zero.astype(int_dtype)
+    return np.where(inexact, bits | 1, bits).view(v.dtype)
+
+
+def _two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    s = x + y
+    z = s - x
+    return s, (x - (s - z)) + (y - z)
+
+
+def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Elementwise IEEE fp32 FMA ``a b + c`` rounded once to nearest even (float32 arrays in and out)."""
+    a64, b64, c64 = a.astype(np.float64), b.astype(np.float64), c.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        p = a64 * b64  # exact: 48-bit significands, exponents within binary64's range
+        s, err = _two_sum(p, c64)
+        finite = np.isfinite(s)
+        err = np.where(finite, err, 0.0)
+        return _to_odd(s, err, np.int64).astype(np.float32)  # odd at 53 bits, then nearest even at 24: one rounding
+
+
+def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Elementwise IEEE fp64 FMA ``a b + c`` rounded once to nearest even (float64 arrays in and out)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        ph = a * b
+        t = _SPLIT * a
+        ah = t - (t - a)
+        al = a - ah
+        t = _SPLIT * b
+        bh = t - (t - b)
+        bl = b - bh
+        pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl  # a b = ph + pl exactly (in the safe window)
+        th, tl = _two_sum(c, ph)
+        v, err = _two_sum(tl, pl)
+        out = th + _to_odd(v, err, np.int64)
+        aa, ab, ac = np.abs(a), np.abs(b), np.abs(c)
+        safe = (aa >= _LO) & (aa <= _HI) & (ab >= _LO) & (ab <= _HI) & ((ac == 0) | ((ac >= _CLO) & (ac <= _CHI)))
+        zero_prod = ((a == 0) & np.isfinite(b)) | ((b == 0) & np.isfinite(a))
+        out = np.where(zero_prod, c + ph, out)  # c + (+-0): c, or IEEE's sign of a zero sum; exact
+    rest = np.nonzero(~(safe | zero_prod))[0]
+    if rest.size:
+        out[rest] = [fma64_exact_scalar(x, y, z) for x, y, z in zip(a[rest].tolist(), b[rest].tolist(),
+                                                                    c[rest].tolist())]
+    return out
+
+
+def fma64_exact_scalar(a: float, b: float, c: float) -> float:
+    """One fp64 FMA through exact rationals (the fallback of :func:`fma64`; Inf/NaN by IEEE rules)."""
+    import math
+
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return a * b + c  # Inf x nonzero = Inf, Inf x 0 = NaN, NaN: then IEEE addition, as the FMA
+    if not math.isfinite(c):
+        return c  # a finite (exact) product plus Inf or NaN
+    if a == 0 or b == 0:
+        return c + a * b
+    x = Fraction(a) * Fraction(b) + Fraction(c)
+    if x == 0:
+        return 0.0  # an exact zero sum of nonzero terms is +0 under round to nearest
+    try:
+        return float(x)  # CPython's int / int division is correctly rounded (nearest even), subnormals included
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
+@dataclass(frozen=True)
+class FMAChain:
+    """Accumulation scheme: a chain of IEEE FMAs in increasing k from c, each rounded to nearest even.
+
+    ``nan_bits``: the bits a NaN result is returned as (None: the IEEE default quiet NaN, 0x7FC00000 or
+    0x7FF8000000000000); the sources do not document it.
+    """
+
+    nan_bits: int | None = None
+    kind: str = "fma_chain"
+
+    def check(self, p) -> None:
+        if p.input_format not in ("fp32", "fp64") or p.output_format != p.input_format:
+            raise ValueError(f"tcemu: an FMA chain takes fp32 -> fp32 or fp64 -> fp64, got "
+                             f"{p.input_format} -> {p.output_format}")
+        if self.nan_bits is not None and self.nan_bits >> (32 if p.output_format == "fp32" else 64):
+            raise ValueError(f"tcemu: nan_bits {self.nan_bits:#x} wider than {p.output_format}")
+        if p.n_fma != 1 or p.k_instr < 1:
+            raise ValueError(f"tcemu: an FMA chain has n_fma = 1 and k_instr >= 1, got {p.n_fma}, {p.k_instr}")
+
+    def describe(self, p) -> str:
+        return (f"K={p.k_instr}, chain of IEEE {p.input_format} FMAs in increasing k from c, each rounded to "
+                f"nearest even; NaN results {self.nan_of(p.output_format):#x}")
+
+    def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
+        """(S, K), (S, K), (S,) container bits -> (S,) result bits."""
+        fdt, udt, step = (np.float32, np.uint32, fma32) if p.input_format == "fp32" else (np.float64, np.uint64, fma64)
+        a = np.ascontiguousarray(np.asarray(a_bits).astype(udt).T).view(fdt)  # (K, S)
+        b = np.ascontiguousarray(np.asarray(b_bits).astype(udt).T).view(fdt)
+        d = np.asarray(c_bits).astype(udt).view(fdt)
+        for k in range(a.shape[0]):
+            d = step(a[k], b[k], d)
+        out = d.view(udt).copy()
+        nan = np.isnan(d)
+        if np.any(nan):
+            out[nan] = udt(self.nan_of(p.output_format))
+        return out
+
+    def nan_of(self, fmt: str) -> int:
+        """The NaN result's bits in ``fmt`` (fp32 or fp64)."""
+        if self.nan_bits is not None:
+            return self.nan_bits
+        return 0x7FC00000 if fmt == "fp32" else 0x7FF8000000000000
