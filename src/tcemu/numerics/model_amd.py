@@ -80,7 +80,8 @@ class PairwiseTree:
                 b = np.where(np.abs(b) < tiny_in, np.float32(0), b)
                 d = np.where(np.abs(d) < np.float32(2.0**-126), np.float32(0), d)
             prod = a * b  # fp32 rounding of the exact product (exact for fp16; bf16 may overflow or underflow)
-            prod = np.where((a == 0) | (b == 0), np.float32(0), prod)  # fma(a, b, +0): an exact zero is +0
+            exact_zero = (prod == 0) & ((a == 0) | (b == 0))
+            prod = np.where(exact_zero, np.float32(0), prod)  # fma(a, b, +0): an exact zero product gives +0
             prod = self._flush(prod)
             for k0 in range(0, a.shape[0], p.n_fma):
                 d = self._flush(d + self._tree(list(prod[k0 : k0 + p.n_fma])))

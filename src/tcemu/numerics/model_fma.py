@@ -48,8 +48,8 @@ def _two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Elementwise IEEE fp32 FMA ``a b + c`` rounded once to nearest even (float32 arrays in and out)."""
-    a64, b64, c64 = a.astype(np.float64), b.astype(np.float64), c.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
+        a64, b64, c64 = a.astype(np.float64), b.astype(np.float64), c.astype(np.float64)
         p = a64 * b64  # exact: 48-bit significands, exponents within binary64's range
         s, err = _two_sum(p, c64)
         finite = np.isfinite(s)
