@@ -22,6 +22,7 @@ The exact rational reference of both is :mod:`tcemu.numerics.oracle_schemes`.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -31,6 +32,39 @@ from .rounding import Rounding, bit_length
 __all__ = ["PairwiseTree", "FusedRoundDown", "AMD_NAN32"]
 
 AMD_NAN32 = 0x7FC00000  # NaN results: the IEEE default quiet NaN (assumed; the sources do not document it)
+_CHUNK = 1 << 13  # rows per chunk
+_ZERO_SENTINEL = -(1 << 20)  # exponent of a zero factor left out (zero_exp None): never the maximum
+_SPECIAL_SENTINEL = 1 << 24  # exponent of Inf/NaN: the group maximum flags the row
+
+
+@lru_cache(maxsize=None)
+def _packed(fmt: str, lshift: int, zero_exp: int | None) -> np.ndarray:
+    """int64 per bit pattern: low half the signed significand << lshift, high half the exponent (zero: zero_exp
+    or a sentinel below everything; Inf/NaN: a sentinel above everything)."""
+    neg, sig, e, cls = decode_table(fmt)
+    e = np.where(cls >= INF, _SPECIAL_SENTINEL, np.where(cls == ZERO, _ZERO_SENTINEL if zero_exp is None
+                                                          else zero_exp, e)).astype(np.int64)
+    signed = np.where(neg, -(sig << lshift), sig << lshift).astype(np.int64)
+    packed = (e << 32) | (signed & 0xFFFFFFFF)
+    packed.setflags(write=False)
+    return packed
+
+
+def _fields(idx: np.ndarray, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    pair = np.take(table, idx).view(np.int32).reshape(idx.shape + (2,))
+    return (pair[..., 0], pair[..., 1]) if np.little_endian else (pair[..., 1], pair[..., 0])  # pragma: no branch
+
+
+def _trunc_sum32(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Signed products (pre-shifted to F fraction bits at their own exponent) truncated toward zero at the
+    group's largest exponent and summed exactly: (int64 sum on 2**(e_max - F), e_max)."""
+    e_max = np.maximum.reduce(e, axis=0)
+    sh = np.minimum(e_max - e, 31)
+    t = np.abs(m) >> sh
+    sgn = m >> 31
+    t ^= sgn
+    t -= sgn
+    return np.add.reduce(t, axis=0, dtype=np.int64), e_max.astype(np.int64)
 
 
 def _values32(bits: np.ndarray, fmt: str) -> np.ndarray:
@@ -125,12 +159,47 @@ class FusedRoundDown:
 
     def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
         fa, fb = get_format(p.input_format), get_format(self.b_format or p.input_format)
-        ia = np.ascontiguousarray(np.asarray(a_bits).astype(np.int64).T) >> fa.container_shift  # (K, S)
-        ib = np.ascontiguousarray(np.asarray(b_bits).astype(np.int64).T) >> fb.container_shift
-        d = np.asarray(c_bits).astype(np.uint32)
-        for k0 in range(0, ia.shape[0], p.n_fma):
-            d = self._group(ia[k0 : k0 + p.n_fma], ib[k0 : k0 + p.n_fma], d, fa, fb, p.frac_bits)
-        return d
+        c_all = np.asarray(c_bits).astype(np.uint32)
+        out = np.empty_like(c_all)
+        for r0 in range(0, len(c_all), _CHUNK):  # (K, chunk) operands stay in cache
+            rs = slice(r0, r0 + _CHUNK)
+            ia = np.ascontiguousarray(np.asarray(a_bits[rs]).astype(np.int64).T) >> fa.container_shift  # (K, S)
+            ib = np.ascontiguousarray(np.asarray(b_bits[rs]).astype(np.int64).T) >> fb.container_shift
+            d = c_all[rs]
+            for k0 in range(0, ia.shape[0], p.n_fma):
+                d = self._group_fast(ia[k0 : k0 + p.n_fma], ib[k0 : k0 + p.n_fma], d, fa, fb, p.frac_bits)
+            out[rs] = d
+        return out
+
+    def _group_fast(self, ia, ib, c_bits, fa, fb, frac_bits: int) -> np.ndarray:
+        """One group in int32 through packed tables; rows with Inf/NaN or huge products go to :meth:`_group`."""
+        lshift = frac_bits - fa.frac_bits - fb.frac_bits  # significands pre-shifted: every alignment a right shift
+        if lshift < 0:
+            return self._group(ia, ib, c_bits, fa, fb, frac_bits)
+        sa, ea = _fields(ia, _packed(fa.name, lshift, self.zero_exp))
+        sb, eb = _fields(ib, _packed(fb.name, 0, self.zero_exp))
+        m = sa * sb  # signed, |m| < 2**(frac_bits + 2)
+        e = ea + eb
+        if self.fp8_pairs:
+            s0, e0 = _trunc_sum32(m[0::2], e[0::2])
+            s1, e1 = _trunc_sum32(m[1::2], e[1::2])
+            e_s = np.maximum(e0, e1)
+            total = (s0 >> np.minimum(e_s - e0, 62)) + (s1 >> np.minimum(e_s - e1, 62))  # rounded down (floor)
+        else:
+            total, e_s = _trunc_sum32(m, e)
+        c_neg, c_sig, c_e, c_cls = decode(c_bits, "fp32")
+        e_max = np.maximum(e_s, c_e)  # zero and subnormal c at -126 (decode's emin)
+        s_al = (total << (self.sum_frac_bits - frac_bits)) >> np.minimum(e_max - e_s, 62)  # floor
+        c_al = (np.where(c_neg, -c_sig, c_sig) << (self.c_frac_bits - 23)) >> np.minimum(e_max - c_e, 62)  # floor
+        if self.c_drop_gap is not None:
+            c_al = np.where(c_e < e_max - self.c_drop_gap, 0, c_al)
+        out_sum = s_al + (c_al << (self.sum_frac_bits - self.c_frac_bits))
+        out = encode(out_sum < 0, np.abs(out_sum), e_max - self.sum_frac_bits, "fp32", Rounding.RNE)
+        slow = (e_s >= 125) | (c_cls >= INF)  # Inf/NaN inputs (sentinel exponents), products near 2^128, Inf/NaN c
+        if np.any(slow):
+            rows = np.nonzero(slow)[0]
+            out[rows] = self._group(ia[:, rows], ib[:, rows], c_bits[rows], fa, fb, frac_bits)
+        return out
 
     def _group(self, ia, ib, c_bits, fa, fb, frac_bits: int) -> np.ndarray:
         na, sa, ea, ca = decode_table(fa.name)

@@ -12,8 +12,8 @@ NumPy has no FMA, so each one is built from error-free float operations, all exa
   using rounding to odd", IEEE TC 57(4), 2008).
 - fp64: the product is split exactly (Dekker's TwoProduct), ``d + hi`` exactly (TwoSum), the two low parts
   rounded to odd, and the sum rounded once (the same paper's FMA emulation). Its proof needs no overflow or
-  underflow, so elements outside a safe exponent window (nonzero |a|, |b| in [2^-400, 2^400], d zero or
-  in [2^-800, 2^800]) take an exact rational path instead (:func:`fma64_exact_scalar`); so do non-finite ones.
+  underflow, so rows with an operand outside a safe exponent window (nonzero |a|, |b| in [2^-400, 2^400],
+  |c| <= 2^800) take an exact rational path instead (:func:`fma64_exact_scalar`); so do non-finite ones.
 
 The exact rational reference of the same chain is :mod:`tcemu.numerics.oracle_schemes`.
 """
@@ -29,15 +29,16 @@ __all__ = ["FMAChain", "fma32", "fma64", "fma64_exact_scalar"]
 
 _SPLIT = 134217729.0  # 2**27 + 1: Veltkamp's splitter for binary64
 _LO, _HI = 2.0**-400, 2.0**400  # safe window of nonzero a and b for the float64 path
-_CLO, _CHI = 2.0**-800, 2.0**800  # of a nonzero accumulator d
+_CHI = 2.0**800  # largest c for the float64 path
+_CHUNK = 1 << 13  # rows per chunk
 
 
 def _to_odd(v: np.ndarray, err: np.ndarray, int_dtype) -> np.ndarray:
     """Round-to-odd of the exact ``v + err`` given ``v`` = its nearest value and ``err`` the exact remainder."""
+    bits = v.view(int_dtype)
     inexact = err != 0
-    toward_zero = inexact & ((err > 0) != (v > 0))  # |v| > |v + err|: step one ulp toward zero
-    bits = v.view(int_dtype) - toward_zero.astype(int_dtype)
-    return np.where(inexact, bits | 1, bits).view(v.dtype)
+    toward_zero = inexact & ((err.view(int_dtype) ^ bits) < 0)  # opposite signs: |v| > |v + err|, one ulp down
+    return ((bits - toward_zero) | inexact).view(v.dtype)
 
 
 def _two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -46,39 +47,79 @@ def _two_sum(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s, (x - (s - z)) + (y - z)
 
 
+def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Veltkamp's split: x = hi + lo exactly, each with at most 26 significant bits (|x| < 2**996)."""
+    t = _SPLIT * x
+    hi = t - (t - x)
+    return hi, x - hi
+
+
 def fma32(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Elementwise IEEE fp32 FMA ``a b + c`` rounded once to nearest even (float32 arrays in and out)."""
     with np.errstate(invalid="ignore", over="ignore"):
-        a64, b64, c64 = a.astype(np.float64), b.astype(np.float64), c.astype(np.float64)
-        p = a64 * b64  # exact: 48-bit significands, exponents within binary64's range
-        s, err = _two_sum(p, c64)
-        finite = np.isfinite(s)
-        err = np.where(finite, err, 0.0)
+        p = a.astype(np.float64) * b  # exact: 48-bit significands, exponents within binary64's range
+        s, err = _two_sum(p, c.astype(np.float64))
+        err[~np.isfinite(s)] = 0.0
         return _to_odd(s, err, np.int64).astype(np.float32)  # odd at 53 bits, then nearest even at 24: one rounding
+
+
+def _fma64_safe(a, b, c, ah, al, bh, bl, zeros: bool = True) -> np.ndarray:
+    """fp64 FMA on elements inside the safe window (split operands given); ``zeros``: some a or b may be zero."""
+    ph = a * b
+    pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl  # a b = ph + pl exactly
+    th, tl = _two_sum(c, ph)
+    v, err = _two_sum(tl, pl)
+    out = th + _to_odd(v, err, np.int64)
+    if zeros:  # a zero product and a zero c: th is IEEE's c + (+-0) (an exact cancellation gives +0 either way)
+        out = np.where((out == 0) & (th == 0), th, out)
+    return out
+
+
+def _safe_rows(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Rows (columns of the (K, S) arrays) whose every FMA may take the float64 path: nonzero |a|, |b| in
+    [2^-400, 2^400] (so every product and its error term are exact normal numbers) and |c| <= 2^800 (no
+    overflow for K < 2^100); a tiny accumulator is fine (TwoSum is exact under gradual underflow)."""
+    ok = np.ones(c.shape, bool)
+    for x in (a, b):
+        ax = np.abs(x)
+        ok &= (((ax >= _LO) & (ax <= _HI)) | (ax == 0)).all(axis=0)
+    return ok & (np.abs(c) <= _CHI)
 
 
 def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     """Elementwise IEEE fp64 FMA ``a b + c`` rounded once to nearest even (float64 arrays in and out)."""
+    a, b, c = (np.asarray(x, np.float64) for x in np.broadcast_arrays(a, b, c))
+    out = np.empty(a.shape)
+    safe = _safe_rows(a[None], b[None], c)
     with np.errstate(invalid="ignore", over="ignore"):
-        ph = a * b
-        t = _SPLIT * a
-        ah = t - (t - a)
-        al = a - ah
-        t = _SPLIT * b
-        bh = t - (t - b)
-        bl = b - bh
-        pl = ((ah * bh - ph) + ah * bl + al * bh) + al * bl  # a b = ph + pl exactly (in the safe window)
-        th, tl = _two_sum(c, ph)
-        v, err = _two_sum(tl, pl)
-        out = th + _to_odd(v, err, np.int64)
-        aa, ab, ac = np.abs(a), np.abs(b), np.abs(c)
-        safe = (aa >= _LO) & (aa <= _HI) & (ab >= _LO) & (ab <= _HI) & ((ac == 0) | ((ac >= _CLO) & (ac <= _CHI)))
-        zero_prod = ((a == 0) & np.isfinite(b)) | ((b == 0) & np.isfinite(a))
-        out = np.where(zero_prod, c + ph, out)  # c + (+-0): c, or IEEE's sign of a zero sum; exact
-    rest = np.nonzero(~(safe | zero_prod))[0]
-    if rest.size:
-        out[rest] = [fma64_exact_scalar(x, y, z) for x, y, z in zip(a[rest].tolist(), b[rest].tolist(),
-                                                                    c[rest].tolist())]
+        out[safe] = _fma64_safe(a[safe], b[safe], c[safe], *_split(a[safe]), *_split(b[safe]))
+    out[~safe] = [fma64_exact_scalar(x, y, z) for x, y, z in zip(a[~safe].tolist(), b[~safe].tolist(),
+                                                                 c[~safe].tolist())]
+    return out
+
+
+def _chain64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The fp64 chain on (K, S) operands: float64 path for safe rows, exact fallback for the others."""
+    out = c.copy()
+    safe = _safe_rows(a, b, c)
+    if safe.all():
+        cols = slice(None)
+    else:
+        cols = np.nonzero(safe)[0]
+    with np.errstate(invalid="ignore", over="ignore"):
+        sa, sb = a[:, cols], b[:, cols]
+        ah, al = _split(sa)
+        bh, bl = _split(sb)
+        d = c[cols]
+        zeros = bool((sa == 0).any() or (sb == 0).any())
+        for k in range(a.shape[0]):
+            d = _fma64_safe(sa[k], sb[k], d, ah[k], al[k], bh[k], bl[k], zeros)
+        out[cols] = d
+    for j in np.nonzero(~safe)[0]:
+        d = float(c[j])
+        for x, y in zip(a[:, j].tolist(), b[:, j].tolist()):
+            d = fma64_exact_scalar(x, y, d)
+        out[j] = d
     return out
 
 
@@ -127,12 +168,20 @@ class FMAChain:
 
     def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
         """(S, K), (S, K), (S,) container bits -> (S,) result bits."""
-        fdt, udt, step = (np.float32, np.uint32, fma32) if p.input_format == "fp32" else (np.float64, np.uint64, fma64)
-        a = np.ascontiguousarray(np.asarray(a_bits).astype(udt).T).view(fdt)  # (K, S)
-        b = np.ascontiguousarray(np.asarray(b_bits).astype(udt).T).view(fdt)
-        d = np.asarray(c_bits).astype(udt).view(fdt)
-        for k in range(a.shape[0]):
-            d = step(a[k], b[k], d)
+        fdt, udt = (np.float32, np.uint32) if p.input_format == "fp32" else (np.float64, np.uint64)
+        c_all = np.asarray(c_bits).astype(udt).view(fdt)
+        d = np.empty_like(c_all)
+        for r0 in range(0, len(c_all), _CHUNK):  # (K, chunk) operands stay in cache
+            rs = slice(r0, r0 + _CHUNK)
+            a = np.ascontiguousarray(np.asarray(a_bits[rs]).astype(udt).T).view(fdt)
+            b = np.ascontiguousarray(np.asarray(b_bits[rs]).astype(udt).T).view(fdt)
+            if fdt is np.float64:
+                d[rs] = _chain64(a, b, c_all[rs])
+            else:
+                acc = c_all[rs]
+                for k in range(a.shape[0]):
+                    acc = fma32(a[k], b[k], acc)
+                d[rs] = acc
         out = d.view(udt).copy()
         nan = np.isnan(d)
         if np.any(nan):
