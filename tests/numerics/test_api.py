@@ -85,7 +85,8 @@ def test_params_override_and_frozen():
         (dict(arch="v100", input_format="bf16"), "no preset .* v100 .* supports"),
         (dict(arch="a100", instruction="wgmma"), "no preset .*instructions"),
         (dict(arch="h100", instruction="dmma"), "unknown instruction .* valid"),
-        (dict(arch="h100", output_format="fp64"), "unknown format"),
+        (dict(arch="h100", output_format="fp128"), "unknown format"),
+        (dict(arch="h100", output_format="fp64"), "no preset .*fp16->fp64"),  # fp64 D: fp64 inputs (DMMA) only
     ],
 )
 def test_refusals_name_valid_choices(kwargs, match):

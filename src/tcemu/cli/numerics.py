@@ -121,7 +121,19 @@ def _presets() -> int:
               f"{floor(ms.czero_floor) + '/' + floor(tb.czero_floor):>16s} {floor(p.c_exp_floor):>11s}  {notes}")
     print("\nc=0 floor and c exponent floor: the 'measured' variant (what the H200 answered, docs/hardware/h200.md); "
           "the literature's mmasim/toolbox choices in brackets. Sources: tcemu.numerics.get_preset(...).sources")
+    _literature_presets()
     return 0
+
+
+def _literature_presets() -> None:
+    """The literature-based presets (Turing, FP64 DMMA, AMD MFMA), one line each with its sources."""
+    from tcemu.numerics import get_preset
+    from tcemu.numerics.presets_extra import extra_keys
+
+    print("\nLiterature-based (no hardware data here): Turing, FP64 DMMA (FMA chains), AMD CDNA MFMA")
+    for key in extra_keys():
+        p = get_preset(*key)
+        print(f"{' '.join(key)}: {p.describe()}\n    sources: {p.sources}")
 
 
 def _data(args: argparse.Namespace) -> int:

@@ -116,12 +116,11 @@ def _canon_format(fmt: str) -> str:
 
 def amd_preset(arch: str, instruction: str = "mfma", input_format: str = "fp16", output_format: str = "fp32",
                variant: str = "measured") -> MMAParams:
-    """The preset of an AMD MFMA instruction (see the module docstring); ``variant``: ``measured`` or ``mmasim``
-    (the same: no hardware data exist here, so both are MMA-Sim's model)."""
+    """The preset of an AMD MFMA instruction (see the module docstring). Every ``variant`` gives MMA-Sim's model:
+    no hardware data exist here, and the toolbox's AMD models are not encoded (docs/numerics.md)."""
     cdna = canon_amd_arch(arch)
-    if variant not in ("measured", "mmasim"):
-        raise ValueError(f"tcemu: AMD presets have variant 'measured' or 'mmasim' (both MMA-Sim's model), got "
-                         f"{variant!r}")
+    if variant not in ("measured", "mmasim", "toolbox"):
+        raise ValueError(f"tcemu: variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
     fin = _canon_format(input_format)
     ins = str(instruction).lower().removeprefix("v_mfma_")
     quals = _LISTS[cdna]

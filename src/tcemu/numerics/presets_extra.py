@@ -44,9 +44,8 @@ def _turing(instruction: str, fin: str, fout: str, variant: str) -> MMAParams:
         raise ValueError(f"tcemu: turing has mma.m16n8k8 and mma.m8n8k4 (fp16), not {instruction!r}")
     if fin != "fp16" or fout not in ("fp32", "fp16"):
         raise ValueError(f"tcemu: turing mma takes fp16 -> fp32 or fp16, not {fin} -> {fout}")
-    if variant not in ("measured", "mmasim"):
-        raise ValueError(f"tcemu: turing presets have variant 'measured' or 'mmasim' (the toolbox has no Turing "
-                         f"model), got {variant!r}")
+    if variant not in ("measured", "mmasim", "toolbox"):  # all MMA-Sim's choices: no toolbox Turing model
+        raise ValueError(f"tcemu: variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
     fp16_out = fout == "fp16"
     return MMAParams("fp16", fout, k, k, 24, Rounding.RNE if fp16_out else Rounding.RZ,
                      czero_floor=None if fp16_out else -126, c_exp_floor=-14 if fp16_out else -126,
