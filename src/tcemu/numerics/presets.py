@@ -168,7 +168,7 @@ def get_preset(
     arch: str,
     instruction: str = "mma.sync",
     input_format: str = "fp16",
-    output_format: str = "fp32",
+    output_format: str | None = None,
     *,
     variant: str = "measured",
 ) -> MMAParams:
@@ -180,7 +180,8 @@ def get_preset(
             shorter PTX shape, e.g. ``mma.sync.m16n8k8`` (fp16/bf16) or ``mma.sync.m16n8k4`` (tf32): one
             instruction then holds K products in blocks of ``min(N, K)``, and a longer K chains them.
         input_format: ``fp16``, ``bf16``, ``tf32``, ``e4m3``, ``e5m2`` (ml_dtypes names accepted).
-        output_format: ``fp32`` or ``fp16`` (fp32 output of FP8 on Ada and Hopper ``wgmma`` is e8m13).
+        output_format: ``fp32`` (default) or ``fp16`` (fp32 output of FP8 on Ada and Hopper ``wgmma`` is e8m13);
+            ``fp64`` for fp64 inputs (the default then).
         variant: ``measured`` (what the H200 answered), ``mmasim`` or ``toolbox``: whose choice to take
             for the c = 0 floor and c exponent floor that the literature disputes (docs/numerics.md,
             "Disputed points and the choices made").
@@ -191,6 +192,8 @@ def get_preset(
     """
     from .presets_extra import extra_preset  # Turing, FP64 DMMA, AMD CDNA (literature-based)
 
+    if output_format is None:  # fp32, or fp64 for fp64 inputs
+        output_format = "fp64" if str(input_format).lower() in ("fp64", "f64", "float64") else "fp32"
     extra = extra_preset(arch, instruction, input_format, output_format, variant)
     if extra is not None:
         return extra

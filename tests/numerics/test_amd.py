@@ -1,0 +1,182 @@
+"""AMD CDNA Matrix Core presets (v_mfma_*): hand vectors that each decide one point of MMA-Sim's description, written
+from the description (not computed by the model), the mma API, names and refusals; what-if schemes and a
+sensitivity check (the oracle with another parameter disagrees with the model).
+"""
+
+import zlib
+from dataclasses import replace
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tcemu.numerics import block_fma_bits, get_preset, list_presets, mma
+from tcemu.numerics.inputs_schemes import scheme_operands
+from tcemu.numerics.oracle import oracle_bits
+
+
+def _bits(values, dtype, container):
+    return np.array(values, dtype=np.float64).astype(dtype).view(container)
+
+
+def _run(arch, instruction, fmt, dtype, container, a, b, c, b_dtype=None):
+    p = get_preset(arch, instruction, fmt)
+    k = p.k_instr
+    a = list(a) + [0.0] * (k - len(a))
+    b = list(b) + [0.0] * (k - len(b))
+    ab = _bits([a], dtype, container)
+    bb = _bits([b], b_dtype or dtype, container)
+    cb = np.array([c], np.float32).view(np.uint32)
+    got = int(block_fma_bits(ab, bb, cb, p)[0])
+    assert got == int(oracle_bits(ab, bb, cb, p)[0])
+    return got, p
+
+
+F16 = (np.float16, np.uint16)
+BF16 = (ml_dtypes.bfloat16, np.uint16)
+FP8 = (ml_dtypes.float8_e4m3fnuz, np.uint8)
+
+
+def test_cdna3_sum_rounded_down_not_truncated():
+    """c = 1 + 2^-23, products -2^-24 and +2^-40: the sum -2^-24 + 2^-40 rounded *down* on the 2^-31 grid is -2^-24,
+    so the result is the tie 1 + 2^-24, rounded to even: 1.0. Truncation toward zero, or the exact sum, give
+    1 + 2^-23."""
+    got, _ = _run("mi300", "v_mfma_f32_16x16x16_f16", "fp16", *F16, [-(2.0**-12), 2.0**-20], [2.0**-12, 2.0**-20],
+                  1 + 2.0**-23)
+    assert got == 0x3F800000
+
+
+def test_cdna3_far_negative_c_rounded_down_except_fp8():
+    """c = -2^-30 below a product of 1: fp16/bf16 round c down on the 2^-24 grid (to -2^-24: 1 - 2^-24); fp8 drops
+    a c more than 25 binades below (1.0)."""
+    got16, _ = _run("mi300", "mfma", "fp16", *F16, [1.0], [1.0], -(2.0**-30))
+    got8, _ = _run("mi300", "mfma", "fp8", *FP8, [1.0], [1.0], -(2.0**-30))
+    assert (got16, got8) == (0x3F7FFFFF, 0x3F800000)
+
+
+def test_cdna3_fp8_even_and_odd_halves():
+    """fp8: k = 0 gives 2^14, k = 1, 3, 5, 7 give 2^-11 each. One 24-bit sum at 2^14 truncates each 2^-11 to 0;
+    the odd half sums them first (2^-9), which survives the join: 2^14 + 2^-9."""
+    a = [2.0**7] + [2.0**-5, 0.0] * 4
+    b = [2.0**7] + [2.0**-6, 0.0] * 4
+    a = [a[0], a[1], 0.0, a[1], 0.0, a[1], 0.0, a[1]]
+    b = [b[0], b[1], 0.0, b[1], 0.0, b[1], 0.0, b[1]]
+    got, p = _run("mi300", "mfma", "fp8", *FP8, a, b, 0.0)
+    assert got == 0x46800001
+    joint = replace(p, scheme=replace(p.scheme, fp8_pairs=False))
+    ab, bb = _bits([a + [0.0] * 24], *FP8), _bits([b + [0.0] * 24], *FP8)
+    assert int(block_fma_bits(ab, bb, np.zeros(1, np.uint32), joint)[0]) == 0x46800000
+
+
+def test_cdna3_zero_factor_counts_at_minus_126():
+    """bf16: 0 x 2^127 counts at exponent 1 (-126 + 127), so 2^-60 x 2^-60 = 2^-120 is truncated away (+0); with
+    zero factors left out (the rule measured on the H100 for NVIDIA) it survives."""
+    got, p = _run("mi300", "mfma", "bf16", *BF16, [0.0, 2.0**-60], [2.0**127, 2.0**-60], 0.0)
+    assert got == 0
+    out = replace(p, scheme=replace(p.scheme, zero_exp=None))
+    ab = _bits([[0.0, 2.0**-60] + [0.0] * 14], *BF16)
+    bb = _bits([[2.0**127, 2.0**-60] + [0.0] * 14], *BF16)
+    assert int(block_fma_bits(ab, bb, np.zeros(1, np.uint32), out)[0]) == np.float32(2.0**-120).view(np.uint32)
+
+
+def test_cdna1_pairwise_tree():
+    """Products 2^24, 1, 1, -2^24 in one group of 4: (2^24 + 1) rounds to 2^24, (1 - 2^24) is exact, their sum is 1.
+    The exact sum is 2, a k-order chain gives 0."""
+    got, _ = _run("mi100", "mfma", "fp16", *F16, [4096.0, 1.0, 1.0, -4096.0], [4096.0, 1.0, 1.0, 4096.0], 0.0)
+    assert got == 0x3F800000
+
+
+def test_cdna2_flushes_subnormals():
+    """An fp16 subnormal input (2^-20): kept on CDNA1 (2^-20), flushed to zero on CDNA2."""
+    got1, _ = _run("mi100", "mfma", "fp16", *F16, [2.0**-20], [1.0], 0.0)
+    got2, _ = _run("mi250", "mfma", "fp16", *F16, [2.0**-20], [1.0], 0.0)
+    assert (got1, got2) == (0x35800000, 0)
+
+
+def test_bf16_product_overflow_and_nan():
+    """bf16 products beyond fp32's range: Inf on CDNA3 even if another product would cancel it (+Inf and -Inf:
+    NaN); Inf x 0 is NaN (0x7FC00000, the assumed NaN bits)."""
+    big = 2.0**100
+    assert _run("mi300", "mfma", "bf16", *BF16, [big, 1.0], [big, -1.0], 0.0)[0] == 0x7F800000
+    assert _run("mi300", "mfma", "bf16", *BF16, [big, -big], [big, big], 0.0)[0] == 0x7FC00000
+    assert _run("mi100", "mfma", "bf16", *BF16, [np.inf], [0.0], 0.0)[0] == 0x7FC00000
+
+
+def test_fp32_mfma_is_an_fma_chain():
+    """fp32: a b + c with a = 1 + 2^-12, b = 1 - 2^-12, c = -1 is -2^-24 only if a b is not rounded first."""
+    p = get_preset("mi100", "v_mfma_f32_4x4x1f32", "fp32")
+    ab = np.array([[1 + 2.0**-12]], np.float32).view(np.uint32)
+    bb = np.array([[1 - 2.0**-12]], np.float32).view(np.uint32)
+    got = block_fma_bits(ab, bb, np.array([-1.0], np.float32).view(np.uint32), p)
+    assert got.view(np.float32)[0] == -(2.0**-24)
+
+
+@pytest.mark.parametrize("arch", ["mi100", "cdna1", "gfx908", "MI250", "gfx90a", "mi210", "cdna3", "gfx942", "mi300x"])
+def test_arch_names(arch):
+    assert get_preset(arch, "mfma", "fp16").scheme is not None
+
+
+def test_instruction_names_and_refusals():
+    p = get_preset("mi300", "v_mfma_f32_32x32x8_f16", "fp16")
+    assert (p.k_instr, p.n_fma) == (8, 8)
+    assert get_preset("mi300", "v_mfma_f32_32x32x8f16", "fp16") == p  # either spelling
+    assert get_preset("mi250", "f32_32x32x4bf16_1k", "bf16").n_fma == 4
+    assert get_preset("mi250", "v_mfma_f32_32x32x4bf16", "bf16").n_fma == 2
+    assert get_preset("mi300", "mfma", "fp8.bf8").scheme.b_format == "e5m2fnuz"
+    assert get_preset("mi300", "mfma", "xf32").input_format == "tf32"
+    with pytest.raises(ValueError, match="no e4m3fnuz MFMA on mi250"):
+        get_preset("mi250", "mfma", "fp8")
+    with pytest.raises(ValueError, match="unknown instruction .*valid: v_mfma_"):
+        get_preset("mi100", "v_mfma_f32_16x16x8_xf32", "xf32")
+    with pytest.raises(ValueError, match="returns fp32"):
+        get_preset("mi300", "mfma", "fp16", "fp16")
+    with pytest.raises(ValueError, match="takes fp16 inputs"):
+        get_preset("mi300", "v_mfma_f32_16x16x16_f16", "bf16")
+
+
+def test_listing_has_every_mfma_with_sources():
+    keys = [k for k in list_presets() if k[1].startswith("v_mfma_")]
+    assert len(keys) == 64
+    for key in keys:
+        p = get_preset(*key)
+        assert "MMA-Sim @ c785138" in p.sources and "literature" in p.sources
+
+
+def test_mma_api_runs_every_format():
+    rng = np.random.default_rng(3)
+    c = rng.standard_normal((3, 2)).astype(np.float32)
+    for arch, dtype, fmt, k in [("mi300", ml_dtypes.float8_e4m3fnuz, None, 64), ("mi300", np.float16, None, 32),
+                                ("mi250", ml_dtypes.bfloat16, None, 32), ("mi300", np.float32, "xf32", 16),
+                                ("mi100", np.float32, "fp32", 8)]:
+        a = rng.standard_normal((3, k)).astype(dtype)
+        b = rng.standard_normal((k, 2)).astype(dtype)
+        d = mma(a, b, c, arch=arch, input_format=fmt)
+        if fmt == "xf32":  # the hardware reads the top 19 bits of each fp32 operand
+            a, b = ((x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32) for x in (a, b))
+        a64, b64 = a.astype(np.float64), b.astype(np.float64)
+        # bound: each of the K products and group sums loses at most 2^-23 relative (truncation, round-down, RNE)
+        bound = k * 2.0**-22 * (np.abs(a64) @ np.abs(b64) + np.abs(c))
+        assert d.dtype == np.float32 and np.all(np.abs(d - (a64 @ b64 + c)) <= bound)
+    a = rng.standard_normal((3, 8))
+    d = mma(a, a.T[:, :2].copy(), c.astype(np.float64), arch="mi250")  # fp64: an FMA chain, ~1 ulp per step
+    assert d.dtype == np.float64 and np.allclose(d, a @ a.T[:, :2] + c, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("change", ["frac_bits", "c_frac_bits", "zero_exp", "flush", "group"])
+def test_oracle_sensitivity(change):
+    """The comparison can fail: the oracle with one parameter changed disagrees with the model on the same inputs."""
+    arch, fmt = ("mi250", "fp16") if change in ("flush", "group") else ("mi300", "bf16")
+    p = get_preset(arch, "mfma", fmt)
+    s = p.scheme
+    other = {"frac_bits": lambda: replace(p, frac_bits=23),
+             "c_frac_bits": lambda: replace(p, scheme=replace(s, c_frac_bits=25)),
+             "zero_exp": lambda: replace(p, scheme=replace(s, zero_exp=None)),
+             "flush": lambda: replace(p, scheme=replace(s, flush_subnormals=False)),
+             "group": lambda: replace(p, n_fma=2)}[change]()
+    rng = np.random.default_rng(zlib.crc32(change.encode()))
+    kind = {"flush": "tiny", "zero_exp": "wide"}.get(change, "cancel")
+    a, b, c = scheme_operands(p, 300, p.k_instr, kind, rng)
+    if change == "zero_exp":  # zero factors beside large partners
+        b[:, 0] = np.float32(2.0**127).view(np.uint32) >> 16
+        a[:, 0] = 0
+    assert np.any(block_fma_bits(a, b, c, p) != oracle_bits(a, b, c, other))
