@@ -128,6 +128,9 @@ def _hexbits(bits: int, fmt: str) -> str:
 def explain(a_bits, b_bits, c_bits: int, params: MMAParams) -> str:
     """The step-by-step account of one dot product ``a . b + c`` under ``params`` (bits in)."""
     p = params
+    if p.scheme is not None:
+        raise ValueError(f"tcemu: explain shows the block-FMA model; {p.label} is a {p.scheme.kind} scheme "
+                         "(tcemu.numerics.oracle_schemes computes it exactly)")
     a_bits = [int(x) for x in a_bits]
     b_bits = [int(x) for x in b_bits]
     trace: list[OracleTrace] = []
