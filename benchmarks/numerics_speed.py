@@ -27,6 +27,10 @@ Metrics per (method, kernel): ``outputs_per_cpu_s``, the plan's ``plan_outputs``
 the H200 run's twin for ``--outputs`` outputs per (method, kernel). Stored run:
 ``benchmarks/results/cpu/numerics/twin_speed_ci_machine.csv``.
 
+``--schemes``: the FMA-chain (FP64 DMMA, AMD fp32/fp64), AMD MFMA and Turing presets, in CPU time, with the h100
+fp16 block-FMA row as the same run's baseline; metrics ``dot_products_per_cpu_s`` and ``k16_equivalent_per_cpu_s``.
+Stored run: ``benchmarks/results/cpu/numerics/model_speed_schemes_ci_machine.csv``.
+
 Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]
 [--out out/numerics_speed.csv]``; ``python benchmarks/numerics_speed.py --twin [--outputs 4e6] [--gemms 6]
 [--twin-rows 24] --out out/twin_speed.csv``
@@ -99,9 +103,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--outputs", type=float, default=4e6, help="--twin: outputs per (method, kernel) of the plan")
     ap.add_argument("--gemms", type=int, default=6, help="--twin: GEMMs timed per (method, kernel)")
     ap.add_argument("--twin-rows", type=int, default=24, help="--twin: rows of each GEMM timed")
+    ap.add_argument("--schemes", action="store_true",
+                    help="time the FMA-chain, AMD MFMA and Turing presets (CPU time; beside the h100 baseline)")
     args = ap.parse_args(argv)
     if args.twin:
         return _twin(args)
+    if args.schemes:
+        return _schemes(args)
     rows, repeats = (1 << 17, 3) if args.quick else (args.rows, args.repeats)
     rng = np.random.default_rng(0)
     prov = Provenance.current(device="cpu")
@@ -168,6 +176,53 @@ def _twin(args) -> int:
     print(f"plan: {total:.0f} CPU s")
     out_rows += measurement("numerics_speed", "tcemu.numerics.emulated", "", case(kernel="all"),
                             {"plan_outputs": sum(j.m * j.n for j in jobs), "plan_cpu_s": total}, units)
+    prov = Provenance.current(device="cpu")
+    prov = dataclasses.replace(prov, gpu=f"{prov.gpu} (1 core)")
+    print(f"wrote {write_results(args.out, out_rows, prov)}")
+    return 0
+
+
+SCHEME_CONFIGS = [  # (arch, instruction, input, output, K); the h100 block-FMA row is the baseline of the same run
+    ("h100", "mma.sync", "fp16", "fp32", 16),
+    ("turing", "mma", "fp16", "fp32", 16),
+    ("h100", "mma.m16n8k16", "fp64", "fp64", 16),
+    ("a100", "mma", "fp64", "fp64", 16),
+    ("mi100", "mfma", "fp32", "fp32", 16),
+    ("mi250", "mfma", "fp64", "fp64", 16),
+    ("mi100", "mfma", "fp16", "fp32", 16),
+    ("mi250", "mfma", "fp16", "fp32", 16),
+    ("mi250", "v_mfma_f32_32x32x4bf16", "bf16", "fp32", 16),
+    ("mi300", "mfma", "xf32", "fp32", 16),
+    ("mi300", "mfma", "fp16", "fp32", 16),
+    ("mi300", "mfma", "bf16", "fp32", 16),
+    ("mi300", "mfma", "fp8", "fp32", 32),
+    ("mi300", "mfma", "fp8.bf8", "fp32", 32),
+]
+
+
+def _schemes(args) -> int:
+    """--schemes: dot products per CPU second (``time.process_time``: on a loaded machine wall time would count
+    the other jobs) of the presets in :data:`SCHEME_CONFIGS`, and the K = 16-equivalent rate (rate x K / 16)."""
+    from tcemu.numerics.inputs_schemes import scheme_operands
+
+    rows, repeats = (1 << 16, 3) if args.quick else (min(args.rows, 1 << 18), args.repeats)
+    rng = np.random.default_rng(0)
+    units = {"dot_products_per_cpu_s": "1/s", "k16_equivalent_per_cpu_s": "1/s"}
+    out_rows = []
+    for arch, instr, fin, fout, k in SCHEME_CONFIGS:
+        p = get_preset(arch, instr, fin, fout)
+        a, b, c = (scheme_operands if p.scheme is not None else make_operands)(p, rows, k, "normal", rng)
+        block_fma_bits(a[:256], b[:256], c[:256], p)  # warm-up: tables
+        times = []
+        for _ in range(repeats):
+            t0 = time.process_time()
+            block_fma_bits(a, b, c, p)
+            times.append(time.process_time() - t0)
+        rate = rows / float(np.median(times))
+        recipe = f"{p.label}"
+        print(f"{recipe:40s} K={k:<3d} {rate:10.3g} dot products per CPU s, K=16-equivalent {rate * k / 16:10.3g}")
+        out_rows += measurement("numerics_speed", "tcemu.numerics.block_fma_bits", "", case(recipe=recipe, K=k),
+                                {"dot_products_per_cpu_s": rate, "k16_equivalent_per_cpu_s": rate * k / 16}, units)
     prov = Provenance.current(device="cpu")
     prov = dataclasses.replace(prov, gpu=f"{prov.gpu} (1 core)")
     print(f"wrote {write_results(args.out, out_rows, prov)}")
