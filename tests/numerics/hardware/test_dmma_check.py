@@ -1,0 +1,50 @@
+"""The FP64 DMMA hardware check: its tile layout on CPU (a stand-in runner that applies the PTX fragment semantics
+with the exact fp64 FMA), and on the GPU (skipped without one)."""
+
+import shutil
+
+import numpy as np
+import pytest
+
+from tcemu.numerics.hardware.dmma_check import check
+from tcemu.numerics.model_fma import fma64
+
+
+def _ptx_semantics(lib, a, b, c):
+    """d[t, i, j] = fma chain over slices s and k of a[t, s, i, k] * b[t, s, k, j], from c[t, i, j]."""
+    d = c.copy()
+    for s in range(a.shape[1]):
+        for k in range(4):
+            d = fma64(np.ascontiguousarray(np.broadcast_to(a[:, s, :, k][:, :, None], d.shape)).ravel(),
+                      np.ascontiguousarray(np.broadcast_to(b[:, s, k, :][:, None, :], d.shape)).ravel(),
+                      d.ravel()).reshape(d.shape)
+    return d
+
+
+def test_tile_layout_on_cpu():
+    out = check(None, "h100", tiles=6, slices=2, runner=_ptx_semantics)
+    assert out["agree_all"], out
+    bad = check(None, "h100", tiles=6, slices=2, runner=lambda lib, a, b, c: _ptx_semantics(lib, a[:, ::-1], b[:, ::-1], c))
+    assert not bad["agree_all"]  # the slices in the other order: the check can fail
+
+
+def _cuda() -> bool:
+    try:
+        import torch
+
+        return torch.cuda.is_available() and shutil.which("nvcc") is not None
+    except ImportError:  # pragma: no cover
+        return False
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA device (sm_80+) and nvcc")
+def test_dmma_on_gpu():
+    import torch
+
+    from tcemu.numerics.hardware.dmma_check import build
+
+    major, minor = torch.cuda.get_device_capability()
+    arch = "90a" if major == 9 else f"{major}{minor}"
+    out = check(build(arch), "h100" if major == 9 else "a100", tiles=64, slices=4)
+    assert out["agree_all"], out
