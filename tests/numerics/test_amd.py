@@ -134,6 +134,17 @@ def test_instruction_names_and_refusals():
         get_preset("mi300", "v_mfma_f32_16x16x16_f16", "bf16")
 
 
+def test_toolbox_variant():
+    """The toolbox agrees on CDNA2 and the FMA chains; its CDNA1 model differs and its CDNA3 model is missing:
+    refused with the reason."""
+    assert get_preset("mi250", "mfma", "fp16", variant="toolbox") == get_preset("mi250", "mfma", "fp16")
+    assert get_preset("mi100", "mfma", "fp32", variant="toolbox") == get_preset("mi100", "mfma", "fp32")
+    with pytest.raises(ValueError, match="MI100MC sums each group .* exactly"):
+        get_preset("mi100", "mfma", "bf16", variant="toolbox")
+    with pytest.raises(ValueError, match="MI300MC, which is not in the toolbox"):
+        get_preset("mi300", "mfma", "fp8", variant="toolbox")
+
+
 def test_listing_has_every_mfma_with_sources():
     keys = [k for k in list_presets() if k[1].startswith("v_mfma_")]
     assert len(keys) == 64

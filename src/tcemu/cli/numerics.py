@@ -111,7 +111,7 @@ def _presets() -> int:
 
     print(f"{'arch':5s} {'instruction':9s} {'in':5s} {'out':5s} {'K':>3s} {'N':>3s} {'F':>3s} {'D format':8s} "
           f"{'round':5s} {'c=0 floor':>9s} {'(mmasim/toolbox)':>16s} {'c exp floor':>11s}  notes")
-    for key in list_presets():
+    for key in list_presets(extra=False):  # the literature-based ones: _literature_presets
         p = get_preset(*key)
         ms = get_preset(*key, variant="mmasim")
         tb = get_preset(*key, variant="toolbox")

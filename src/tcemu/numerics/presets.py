@@ -239,15 +239,16 @@ _MEASURED_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin, MMA-S
                  "docs/hardware/h200-probe.json (T24, T24b, T25, T25b, T26)")
 
 
-def list_presets() -> list[tuple[str, str, str, str]]:
-    """Every (arch, instruction, input, output) with a preset (h200 listed like h100; wmma per architecture)."""
+def list_presets(extra: bool = True) -> list[tuple[str, str, str, str]]:
+    """Every (arch, instruction, input, output) with a preset (h200 listed like h100; wmma per architecture);
+    ``extra``: also the literature-based Turing, FP64 DMMA and AMD presets (:mod:`.presets_extra`)."""
     keys = list(PRESETS)
     keys += [(arch, "wmma", fin, out) for (arch, fin) in WMMA_LOWERING for out in ("fp32", "fp16")
              if out == "fp32" or fin == "fp16"]
     keys += [("h200",) + k[1:] for k in keys if k[0] == "h100"]
     from .presets_extra import extra_keys
 
-    return sorted(keys) + extra_keys()
+    return sorted(keys) + (extra_keys() if extra else [])
 
 
 def _wmma_preset(a: str, key_arch: str, fin: str, fout: str, shape: str | None, variant: str) -> MMAParams:

@@ -68,6 +68,14 @@ _FORMAT_ALIASES = {"tf32": "xf32", "fp8": "e4m3fnuz", "bf8": "e5m2fnuz", "float8
                    "f64": "fp64", "float16": "fp16", "f16": "fp16", "bfloat16": "bf16"}
 _QUAL = re.compile(r"^f(?:32|64)_(\d+)x(\d+)x(\d+)(?:_\d+b)?_?(f64|f32|xf32|f16|bf16|fp8|bf8)(?:_(fp8|bf8))?(_1k)?$")
 _SRC = "MMA-Sim @ c785138 mmasim/simulator/amd.py + arithmetic.py (literature; no hardware data here)"
+# the Khattak & Mikaitis toolbox @ b12b5a7 (models/MI100MC.m, MI210MC.m, MI300XMC.m, tools/Generic_BFMA_TC.m):
+# fp32/fp64 are sequential FMAs there too; CDNA2 (MI210MC: pairwise fp32 sums, subnormals flushed, products
+# limited to fp32's range) has MMA-Sim's structure; these two are not encoded as variants:
+_TOOLBOX_GAPS = {
+    "cdna1": "the toolbox's MI100MC sums each group of 4 (bf16: 2) products and c exactly and rounds once to "
+             "nearest even (correct_rounding = 1), where MMA-Sim sums the products pairwise in fp32 and then adds c",
+    "cdna3": "the toolbox's MI300XMC/MI300AMC call MI300MC, which is not in the toolbox at b12b5a7",
+}
 
 
 def _params(arch: str, qual: str) -> MMAParams:
@@ -116,11 +124,13 @@ def _canon_format(fmt: str) -> str:
 
 def amd_preset(arch: str, instruction: str = "mfma", input_format: str = "fp16", output_format: str = "fp32",
                variant: str = "measured") -> MMAParams:
-    """The preset of an AMD MFMA instruction (see the module docstring). Every ``variant`` gives MMA-Sim's model:
-    no hardware data exist here, and the toolbox's AMD models are not encoded (docs/numerics.md)."""
+    """The preset of an AMD MFMA instruction (see the module docstring): MMA-Sim's model for ``measured`` (no
+    hardware data exist here) and ``mmasim``; ``toolbox`` gives the same where the toolbox agrees (FMA chains,
+    CDNA2) and refuses where its model differs or is missing (CDNA1 fp16/bf16, CDNA3: ``_TOOLBOX_GAPS``)."""
     cdna = canon_amd_arch(arch)
     if variant not in ("measured", "mmasim", "toolbox"):
         raise ValueError(f"tcemu: variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
+    toolbox_gap = _TOOLBOX_GAPS.get(cdna) if variant == "toolbox" else None
     fin = _canon_format(input_format)
     ins = str(instruction).lower().removeprefix("v_mfma_")
     quals = _LISTS[cdna]
@@ -135,6 +145,9 @@ def amd_preset(arch: str, instruction: str = "mfma", input_format: str = "fp16",
         raise ValueError(f"tcemu: unknown instruction {instruction!r} on {arch} ({cdna}); valid: "
                          f"{', '.join('v_mfma_' + q for q in quals)}, or 'mfma'")
     prm = AMD_PRESETS[cdna, ins]
+    if toolbox_gap and prm.scheme.kind != "fma_chain":
+        raise ValueError(f"tcemu: variant='toolbox' is not encoded for {arch} {prm.input_format}: {toolbox_gap}; "
+                         "use variant='mmasim'")
     want = prm.input_format if prm.scheme.kind != "fused_rd" or not prm.scheme.b_format else \
         f"{prm.input_format}.{prm.scheme.b_format}"
     if fin not in (want, "xf32" if want == "tf32" else want):
