@@ -66,7 +66,8 @@ def _compare(sim, p, name: str, kinds, reps: int) -> dict:
             res["agree"] += int(same.sum())
             for i in np.nonzero(~same)[0][:3]:
                 res["disagreements"].append({"kind": kind, "a": ar[i].tolist(), "b": br[i].tolist(),
-                                             "c": int(C.reshape(-1)[i]), "tcemu": int(d_me[i]), "mmasim": int(d_sim[i])})
+                                             "c": int(C.reshape(-1)[i]), "tcemu": int(d_me[i]),
+                                             "mmasim": int(d_sim[i])})
     return res
 
 

@@ -24,7 +24,10 @@ def _ptx_semantics(lib, a, b, c):
 def test_tile_layout_on_cpu():
     out = check(None, "h100", tiles=6, slices=2, runner=_ptx_semantics)
     assert out["agree_all"], out
-    bad = check(None, "h100", tiles=6, slices=2, runner=lambda lib, a, b, c: _ptx_semantics(lib, a[:, ::-1], b[:, ::-1], c))
+    def reversed_slices(lib, a, b, c):
+        return _ptx_semantics(lib, a[:, ::-1], b[:, ::-1], c)
+
+    bad = check(None, "h100", tiles=6, slices=2, runner=reversed_slices)
     assert not bad["agree_all"]  # the slices in the other order: the check can fail
 
 
