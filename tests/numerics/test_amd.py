@@ -135,12 +135,17 @@ def test_instruction_names_and_refusals():
 
 
 def test_toolbox_variant():
-    """The toolbox agrees on CDNA2 and the FMA chains; its CDNA1 model differs and its CDNA3 model is missing:
-    refused with the reason."""
+    """The toolbox agrees on CDNA2 and the FMA chains; its CDNA1 model differs (exact group sums: its own scheme);
+    its CDNA3 model is missing: refused with the reason."""
     assert get_preset("mi250", "mfma", "fp16", variant="toolbox") == get_preset("mi250", "mfma", "fp16")
     assert get_preset("mi100", "mfma", "fp32", variant="toolbox") == get_preset("mi100", "mfma", "fp32")
-    with pytest.raises(ValueError, match="MI100MC sums each group .* exactly"):
-        get_preset("mi100", "mfma", "bf16", variant="toolbox")
+    tb = get_preset("mi100", "mfma", "fp16", variant="toolbox")
+    assert tb.scheme.kind == "exact_group" and "MI100MC" in tb.sources
+    # the pairwise-tree vector (products 2^24, 1, 1, -2^24): exact group sum 2 under the toolbox, 1 under MMA-Sim
+    a = np.array([[4096.0, 1.0, 1.0, -4096.0] + [0.0] * 12], np.float16).view(np.uint16)
+    b = np.array([[4096.0, 1.0, 1.0, 4096.0] + [0.0] * 12], np.float16).view(np.uint16)
+    c = np.zeros(1, np.uint32)
+    assert block_fma_bits(a, b, c, tb)[0] == 0x40000000 and oracle_bits(a, b, c, tb)[0] == 0x40000000
     with pytest.raises(ValueError, match="MI300MC, which is not in the toolbox"):
         get_preset("mi300", "mfma", "fp8", variant="toolbox")
 
@@ -171,6 +176,15 @@ def test_mma_api_runs_every_format():
     a = rng.standard_normal((3, 8))
     d = mma(a, a.T[:, :2].copy(), c.astype(np.float64), arch="mi250")  # fp64: an FMA chain, ~1 ulp per step
     assert d.dtype == np.float64 and np.allclose(d, a @ a.T[:, :2] + c, rtol=1e-14, atol=1e-14)
+
+
+@pytest.mark.parametrize("kind", ["normal", "bits", "wide", "cancel", "tiny", "special", "extreme"])
+@pytest.mark.parametrize("instruction,fmt", [("v_mfma_f32_16x16x16f16", "fp16"), ("v_mfma_f32_32x32x4bf16", "bf16")])
+def test_toolbox_cdna1_equals_oracle(instruction, fmt, kind):
+    p = get_preset("mi100", instruction, fmt, variant="toolbox")
+    rng = np.random.default_rng(zlib.crc32(f"{instruction}{kind}".encode()))
+    a, b, c = scheme_operands(p, 40, 2 * p.k_instr, kind, rng)
+    assert np.array_equal(block_fma_bits(a, b, c, p), oracle_bits(a, b, c, p))
 
 
 @pytest.mark.parametrize("change", ["frac_bits", "c_frac_bits", "zero_exp", "flush", "group"])

@@ -1,7 +1,8 @@
 """FAST vectorised models of AMD CDNA Matrix Core (``v_mfma_*``) accumulation, as MMA-Sim describes it.
 
-Two schemes besides the FMA chains of :mod:`tcemu.numerics.model_fma` (fp32 and fp64 MFMA), each a frozen
-record set as :attr:`MMAParams.scheme`; ``n_fma`` is the group size, ``k_instr`` the instruction's K:
+Schemes besides the FMA chains of :mod:`tcemu.numerics.model_fma` (fp32 and fp64 MFMA), each a frozen record
+set as :attr:`MMAParams.scheme`; ``n_fma`` is the group size, ``k_instr`` the instruction's K (and
+:class:`ExactGroupRound`, the Khattak & Mikaitis toolbox's CDNA1 model, ``variant="toolbox"``):
 
 - :class:`PairwiseTree` (CDNA1/CDNA2 fp16 and bf16): each group of ``n_fma`` products (exact, rounded to
   fp32) is summed by a balanced binary tree of fp32 additions rounded to nearest even, and the group sum is
@@ -29,7 +30,7 @@ import numpy as np
 from .formats import FINITE, INF, NAN, ZERO, decode, decode_table, encode, get_format
 from .rounding import Rounding, bit_length
 
-__all__ = ["PairwiseTree", "FusedRoundDown", "AMD_NAN32"]
+__all__ = ["PairwiseTree", "FusedRoundDown", "ExactGroupRound", "AMD_NAN32"]
 
 AMD_NAN32 = 0x7FC00000  # NaN results: the IEEE default quiet NaN (assumed; the sources do not document it)
 _CHUNK = 1 << 13  # rows per chunk
@@ -255,3 +256,79 @@ class FusedRoundDown:
         e_max = np.maximum.reduce(e, axis=0)
         t = (m << frac_bits) >> np.clip(base + e_max - e, 0, 62)
         return np.add.reduce(np.where(neg, -t, t), axis=0), e_max
+
+
+@dataclass(frozen=True)
+class ExactGroupRound:
+    """The toolbox's CDNA1 model (MI100MC, ``correct_rounding = 1``): each group of ``n_fma`` products and the
+    accumulator summed exactly and rounded once to fp32, to nearest even; subnormals kept, products unlimited.
+
+    An exact zero sum is +0 and a nonzero sum that rounds to zero keeps its sign (assumed: the toolbox's MATLAB
+    does not pin them down).
+    """
+
+    nan_bits: int = AMD_NAN32
+    kind: str = "exact_group"
+
+    def check(self, p) -> None:
+        if p.input_format not in ("fp16", "bf16") or p.output_format != "fp32" or p.k_instr % p.n_fma:
+            raise ValueError(f"tcemu: the exact-group scheme takes fp16/bf16 -> fp32 with n_fma dividing k_instr, "
+                             f"got {p.input_format} -> {p.output_format}, {p.n_fma}, {p.k_instr}")
+
+    def describe(self, p) -> str:
+        return (f"K={p.k_instr}, each group of {p.n_fma} products and the accumulator summed exactly, rounded once "
+                f"to fp32 (RNE); NaN results {self.nan_bits:#x}")
+
+    def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
+        f = get_format(p.input_format)
+        c_all = np.asarray(c_bits).astype(np.uint32)
+        out = np.empty_like(c_all)
+        for r0 in range(0, len(c_all), _CHUNK):
+            rs = slice(r0, r0 + _CHUNK)
+            ia = np.ascontiguousarray(np.asarray(a_bits[rs]).astype(np.int64).T)
+            ib = np.ascontiguousarray(np.asarray(b_bits[rs]).astype(np.int64).T)
+            d = c_all[rs]
+            for k0 in range(0, ia.shape[0], p.n_fma):
+                d = self._group(ia[k0 : k0 + p.n_fma], ib[k0 : k0 + p.n_fma], d, f)
+            out[rs] = d
+        return out
+
+    def _group(self, ia, ib, c_bits, f) -> np.ndarray:
+        neg_t, sig_t, e_t, cls_t = decode_table(f.name)
+        m = sig_t[ia] * sig_t[ib]
+        m = np.where(neg_t[ia] ^ neg_t[ib], -m, m)
+        q = e_t[ia] + e_t[ib] - 2 * f.frac_bits  # value = m * 2**q
+        c_neg, c_sig, c_e, c_cls = decode(c_bits, "fp32")
+        mc = np.where(c_neg, -c_sig, c_sig)
+        qc = c_e - 23
+        terms = np.concatenate([m, mc[None]])  # (n + 1, S)
+        qs = np.concatenate([q, qc[None]])
+        live = (terms != 0) & (qs < 1 << 11)  # nonzero finite terms (Inf/NaN: sig 0 or flagged below)
+        big = 1 << 30
+        q_lo = np.min(np.where(live, qs, big), axis=0)
+        top = np.max(np.where(live, qs + bit_length(np.abs(terms)), -big), axis=0)
+        fast = (top - q_lo <= 49) | ~live.any(0)  # the sum stays below 2**53 (encode reads its bit length)
+        q_lo = np.where(live.any(0), q_lo, 0)
+        sh = np.where(live, qs - q_lo, 0)
+        total = np.where(fast, (terms << np.clip(sh, 0, 62)).sum(axis=0), 0)
+        out = encode(total < 0, np.abs(total), q_lo, "fp32", Rounding.RNE)
+        for j in np.nonzero(~fast)[0]:  # a span beyond int64: Python integers, compressed with a sticky bit
+            lo = int(q_lo[j])
+            exact = sum(int(t) << int(s - lo) for t, s, ok in zip(terms[:, j], qs[:, j], live[:, j]) if ok)
+            mag, qq = abs(exact), lo
+            extra = max(mag.bit_length() - 52, 0)
+            if extra:
+                mag, qq = (mag >> extra) | int(mag & ((1 << extra) - 1) != 0), lo + extra  # odd: exact for RNE at 24
+            out[j] = encode(np.array([exact < 0]), np.array([mag]), np.array([qq]), "fp32", Rounding.RNE)[0]
+        # Inf and NaN as the IEEE sum of the products and c
+        ca, cb = cls_t[ia], cls_t[ib]
+        negp = neg_t[ia] ^ neg_t[ib]
+        nan = (ca == NAN).any(0) | (cb == NAN).any(0) | (c_cls == NAN)
+        nan |= ((ca == INF) & (cb == ZERO)).any(0) | ((ca == ZERO) & (cb == INF)).any(0)
+        inf_p = (ca == INF) | (cb == INF)
+        pos = (inf_p & ~negp).any(0) | ((c_cls == INF) & ~c_neg)
+        negi = (inf_p & negp).any(0) | ((c_cls == INF) & c_neg)
+        nan |= pos & negi
+        out = np.where(pos, np.uint32(0x7F800000), out)
+        out = np.where(negi, np.uint32(0xFF800000), out)
+        return np.where(nan, np.uint32(self.nan_bits), out).astype(np.uint32)

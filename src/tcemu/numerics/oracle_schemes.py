@@ -178,6 +178,15 @@ def _fused_group(av, bv, c: float, p) -> float:
     return round_ieee(total + c_al, "fp32")
 
 
+def _exact_group(av, bv, c: float) -> float:
+    """The products and c summed exactly, rounded once to fp32 (RNE); Inf/NaN by the IEEE sum."""
+    prods = [a * b for a, b in zip(av, bv)]  # exact in float64, or Inf/NaN
+    if not all(math.isfinite(x) for x in prods + [c]):
+        return sum(prods) + c
+    s = sum((Fraction(a) * Fraction(b) for a, b in zip(av, bv)), Fraction(c))
+    return 0.0 if s == 0 else round_ieee(s, "fp32")
+
+
 def scheme_oracle_dot(a_bits, b_bits, c_bits: int, params) -> int:
     """One dot product through ``params.scheme``, exactly; bits in (container bits), bits out."""
     s = params.scheme
@@ -190,6 +199,11 @@ def scheme_oracle_dot(a_bits, b_bits, c_bits: int, params) -> int:
         nan = s.nan_of(out)
     elif s.kind == "pairwise":
         d = _pairwise(av, bv, c, params)
+        nan = s.nan_bits
+    elif s.kind == "exact_group":
+        d = c
+        for k0 in range(0, len(av), params.n_fma):
+            d = _exact_group(av[k0 : k0 + params.n_fma], bv[k0 : k0 + params.n_fma], d)
         nan = s.nan_bits
     elif s.kind == "fused_rd":
         d = c

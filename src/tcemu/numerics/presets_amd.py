@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from .model_amd import FusedRoundDown, PairwiseTree
+from .model_amd import ExactGroupRound, FusedRoundDown, PairwiseTree
 from .model_fma import FMAChain
 from .params import MMAParams
 from .rounding import Rounding
@@ -71,11 +71,10 @@ _SRC = "MMA-Sim @ c785138 mmasim/simulator/amd.py + arithmetic.py (literature; n
 # the Khattak & Mikaitis toolbox @ b12b5a7 (models/MI100MC.m, MI210MC.m, MI300XMC.m, tools/Generic_BFMA_TC.m):
 # fp32/fp64 are sequential FMAs there too; CDNA2 (MI210MC: pairwise fp32 sums, subnormals flushed, products
 # limited to fp32's range) has MMA-Sim's structure; these two are not encoded as variants:
-_TOOLBOX_GAPS = {
-    "cdna1": "the toolbox's MI100MC sums each group of 4 (bf16: 2) products and c exactly and rounds once to "
-             "nearest even (correct_rounding = 1), where MMA-Sim sums the products pairwise in fp32 and then adds c",
-    "cdna3": "the toolbox's MI300XMC/MI300AMC call MI300MC, which is not in the toolbox at b12b5a7",
-}
+_TOOLBOX_GAPS = {"cdna3": "the toolbox's MI300XMC/MI300AMC call MI300MC, which is not in the toolbox at b12b5a7"}
+_TOOLBOX_CDNA1_SRC = ("toolbox @ b12b5a7 models/MI100MC.m (fma = 4, bf16 2; correct_rounding = 1: each group of "
+                      "products and c summed exactly, rounded once RNE; recursive over groups); differs from MMA-Sim "
+                      "(pairwise fp32); literature, no hardware data here")
 
 
 def _params(arch: str, qual: str) -> MMAParams:
@@ -125,8 +124,9 @@ def _canon_format(fmt: str) -> str:
 def amd_preset(arch: str, instruction: str = "mfma", input_format: str = "fp16", output_format: str = "fp32",
                variant: str = "measured") -> MMAParams:
     """The preset of an AMD MFMA instruction (see the module docstring): MMA-Sim's model for ``measured`` (no
-    hardware data exist here) and ``mmasim``; ``toolbox`` gives the same where the toolbox agrees (FMA chains,
-    CDNA2) and refuses where its model differs or is missing (CDNA1 fp16/bf16, CDNA3: ``_TOOLBOX_GAPS``)."""
+    hardware data exist here) and ``mmasim``; ``toolbox``: the toolbox's where it differs (CDNA1 fp16/bf16: exact
+    group sums, :class:`ExactGroupRound`), the same where it agrees (FMA chains, CDNA2), refused where its model
+    is missing (CDNA3: ``_TOOLBOX_GAPS``)."""
     cdna = canon_amd_arch(arch)
     if variant not in ("measured", "mmasim", "toolbox"):
         raise ValueError(f"tcemu: variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
@@ -145,7 +145,9 @@ def amd_preset(arch: str, instruction: str = "mfma", input_format: str = "fp16",
         raise ValueError(f"tcemu: unknown instruction {instruction!r} on {arch} ({cdna}); valid: "
                          f"{', '.join('v_mfma_' + q for q in quals)}, or 'mfma'")
     prm = AMD_PRESETS[cdna, ins]
-    if toolbox_gap and prm.scheme.kind != "fma_chain":
+    if variant == "toolbox" and cdna == "cdna1" and prm.scheme.kind == "pairwise":
+        prm = replace(prm, scheme=ExactGroupRound(), sources=_TOOLBOX_CDNA1_SRC)
+    elif toolbox_gap and prm.scheme.kind != "fma_chain":
         raise ValueError(f"tcemu: variant='toolbox' is not encoded for {arch} {prm.input_format}: {toolbox_gap}; "
                          "use variant='mmasim'")
     want = prm.input_format if prm.scheme.kind != "fused_rd" or not prm.scheme.b_format else \
