@@ -43,18 +43,24 @@ def include_dir(cutlass: str | Path, scratch: Path) -> Path:
 
 
 def build(cutlass: str | Path, out_dir: str | Path, arch: str = "90a", nvcc: str | None = None) -> Path:
-    """Compile ``gemm_3xtf32.cu`` into ``out_dir/libtcemu_cutlass_3xtf32.so`` (for sm_``arch``)."""
+    """Compile ``gemm_3xtf32.cu`` into ``out_dir/libtcemu_cutlass_3xtf32_sm<arch>.so``, unless a library built
+    from the same source is there already (a build started earlier, e.g. in the background)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    lib = out_dir / f"libtcemu_cutlass_3xtf32_sm{arch}.so"
+    if lib.is_file() and lib.stat().st_mtime >= SOURCE.stat().st_mtime:
+        print(f"using {lib}", flush=True)
+        return lib
     inc = include_dir(cutlass, out_dir)
     nvcc = nvcc or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    lib = out_dir / "libtcemu_cutlass_3xtf32.so"
+    tmp = lib.with_name(lib.name + ".tmp")  # renamed when complete: a reader never loads half a library
     cmd = [nvcc, "-O3", "-std=c++17", "-DNDEBUG", "--expt-relaxed-constexpr", "-shared", "-Xcompiler", "-fPIC",
-           f"-gencode=arch=compute_{arch},code=sm_{arch}", f"-I{inc}", "-o", str(lib), str(SOURCE)]
+           f"-gencode=arch=compute_{arch},code=sm_{arch}", f"-I{inc}", "-o", str(tmp), str(SOURCE)]
     t0 = time.perf_counter()
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         raise RuntimeError(f"nvcc failed ({' '.join(cmd)}):\n{res.stderr[-4000:]}")
+    tmp.replace(lib)
     print(f"built {lib} with {nvcc} in {time.perf_counter() - t0:.0f} s", flush=True)
     return lib
 
