@@ -84,7 +84,7 @@ class EmulationConfig:
         grad_weight_method: method of the weight gradients (None: ``method``).
         attention: where those entry points emulate attention (:data:`ATTENTION_SCOPES`).
         small_shape_fallback: on CUDA, GEMMs where the emulation does not pay run as cuBLAS SGEMM (FP32
-            accuracy kept), as ``small_shape_rule`` decides (docs/kernels.md, "The small-shape decision").
+            accuracy kept), as ``small_shape_rule`` decides (docs/kernels.md, "Design": small shapes).
         small_shape_rule: ``"measured"``: per (method, M, N, K) from the GPU's measured table
             (:mod:`tcemu.emulation.gemm.decision`: ``small_shape_table``, else the one shipped for this GPU
             model), and the FLOP rule where there is none; ``"flops"``: the FLOP rule everywhere.
