@@ -122,6 +122,16 @@ def test_a_bad_table_is_a_clear_error(bad, match):
     assert "tcemu decision table" in str(err.value)
 
 
+def test_a_missing_or_broken_table_file_is_a_clear_error(tmp_path, fake_gpu):
+    with pytest.raises(FileNotFoundError, match="tcemu decision table .*benchmarks/gemm_decision.py"):
+        DecisionTable.load(tmp_path / "absent.json")
+    (tmp_path / "broken.json").write_text("{")
+    with pytest.raises(ValueError, match="is not JSON"):
+        DecisionTable.load(tmp_path / "broken.json")
+    with tcemu.config(small_shape_table=str(tmp_path / "absent.json")), pytest.raises(FileNotFoundError):
+        tb._use_fallback(get_method("tf32x3"), 10, 1024, 256, FAKE_CUDA, "fwd", count=False)
+
+
 def test_the_first_table_of_the_device_decides_and_another_device_gets_the_flop_rule():
     mine = DecisionTable.from_json(_table([_curve("tf32x3", "fwd", 1024, 256, RISING)]))
     other = DecisionTable.from_json(_table([_curve("tf32x3", "fwd", 1024, 256, [_point(1024, 3.0)])], "Other GPU"))

@@ -143,8 +143,18 @@ class DecisionTable:
 
     @classmethod
     def load(cls, path: str | Path) -> DecisionTable:
+        """Read a table file; a missing or unreadable one is a one-line error that says what to do."""
         path = Path(path)
-        return cls.from_json(json.loads(path.read_text()), str(path))
+        try:
+            data = json.loads(path.read_text())
+        except OSError as exc:
+            raise FileNotFoundError(f"tcemu decision table {path}: cannot read it ({exc.strerror or exc}); write one "
+                                    "with benchmarks/gemm_decision.py, or unset TCEMU_SMALL_SHAPE_TABLE / "
+                                    "small_shape_table") from exc
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"tcemu decision table {path} is not JSON ({exc}); write it again with "
+                             "benchmarks/gemm_decision.py") from exc
+        return cls.from_json(data, str(path))
 
     def nearest(self, method: str, role: str, N: int, K: int) -> tuple[Curve, ...]:
         """The curve of (N, K), else the nearest measured ones (equally near in log N + log K) within
