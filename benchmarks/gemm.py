@@ -184,8 +184,13 @@ def run_full(args) -> None:
     xla_presets = args.xla_presets.split(",") if args.xla_presets else XLA_PRESETS
     cutlass = None
     if args.cutlass:
-        sys.path.insert(0, str(Path(__file__).resolve().parent / "cutlass_3xtf32"))
-        from build import Cutlass3xTF32, build  # noqa: PLC0415
+        import importlib.util  # noqa: PLC0415 - its own name: PyPA's "build" may be installed too
+
+        spec = importlib.util.spec_from_file_location(
+            "tcemu_cutlass_3xtf32_build", Path(__file__).resolve().parent / "cutlass_3xtf32" / "build.py")
+        cutlass_build = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cutlass_build)
+        Cutlass3xTF32, build = cutlass_build.Cutlass3xTF32, cutlass_build.build
 
         try:
             cutlass = Cutlass3xTF32(build(args.cutlass, Path(args.out).parent / "cutlass_3xtf32"))
