@@ -259,11 +259,20 @@ def _measured_table_or_skip():
 @pytest.mark.gpu
 @pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
 def test_the_decision_never_picks_the_slower_side_gpu(method):
-    import triton.testing
+    """Re-time each shape both ways as the table was measured (GPU time, calls queued behind a sleep, interleaved
+    rounds: benchmarks/gemm_decision.py's ``time_point``) and check the side the decision takes."""
+    import importlib.util
+    import sys
+    from pathlib import Path
 
     from tcemu.emulation.gemm.triton_backend import _sgemm_impl
 
     _measured_table_or_skip()
+    bench_dir = Path(__file__).resolve().parents[3] / "benchmarks"
+    sys.path.insert(0, str(bench_dir))
+    spec_ = importlib.util.spec_from_file_location("gemm_decision", bench_dir / "gemm_decision.py")
+    bench = importlib.util.module_from_spec(spec_)
+    spec_.loader.exec_module(bench)
     spec, be = get_method(method), tb.TritonBackend()
     dev = torch.device("cuda", torch.cuda.current_device())
     gen = torch.Generator(device="cuda").manual_seed(0)
@@ -274,15 +283,11 @@ def test_the_decision_never_picks_the_slower_side_gpu(method):
         w = torch.randn((N, K) if role == "fwd" else (K, N), device="cuda", generator=gen)
         bias = torch.randn(N, device="cuda", generator=gen) if role == "fwd" else None
         b = w.t() if role == "fwd" else w
-        sgemm = lambda: _sgemm_impl(a, b, bias)  # noqa: E731
         with tcemu.config(small_shape_fallback=False):
             emu = (lambda: be.linear(a, w, None, spec, bias)) if role == "fwd" else \
                 (lambda: be.linear_input_grad(a, w, None, spec))
-            t = {"sgemm": [], "emu": []}
-            for _ in range(3):  # interleaved
-                for name, fn in (("sgemm", sgemm), ("emu", emu)):
-                    t[name].append(triton.testing.do_bench(fn, warmup=5, rep=30))
-        ms = {k: sorted(v)[1] for k, v in t.items()}
+            times, _ = bench.time_point({"sgemm": lambda: _sgemm_impl(a, b, bias), "emu": emu})
+        ms = {k: sorted(v)[len(v) // 2] for k, v in times.items()}
         chosen, other = (ms["emu"], ms["sgemm"]) if emulate else (ms["sgemm"], ms["emu"])
         print(f"{method} {role} M={M} N={N} K={K}: {'emulated' if emulate else 'sgemm'}; "
               f"sgemm {ms['sgemm']:.4f} ms, emulated {ms['emu']:.4f} ms")
