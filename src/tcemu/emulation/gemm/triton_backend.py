@@ -100,7 +100,12 @@ def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device
     if device.type != "cuda" or not setting("small_shape_fallback"):
         return False
     index = -1 if device.index is None else device.index
-    if M >= _row_threshold(index, spec.name, role, N, K):
+    if isinstance(N, torch.SymInt) or isinstance(K, torch.SymInt):
+        # sizes symbolic under torch.compile's dynamic shapes (an activation's, not a weight's): the FLOP rule, a
+        # guard on them, as the table's lookup needs constants
+        if 2.0 * M * N * K >= setting("small_shape_min_flops"):
+            return False
+    elif M >= _row_threshold(index, spec.name, role, N, K):
         return False
     if not count or torch.compiler.is_compiling():  # decided at trace time; counted and logged only in eager code
         return True
