@@ -79,13 +79,13 @@ def quantiles(xs: list[float]) -> tuple[float, float, float]:
 class Product:
     """The operands and the calls of one (role, N, K) at up to ``max_m`` rows (views for smaller M)."""
 
-    def __init__(self, role: str, N: int, K: int, max_m: int, gen: torch.Generator):
+    def __init__(self, role: str, N: int, K: int, max_m: int, gen: torch.Generator, device: str = "cuda"):
         self.role, self.N, self.K = role, N, K
         # the layer's weight W (out, in): fwd x (M, K) @ W^T with W (N, K); bwd_input dy (M, K) @ W with W (K, N)
-        self.w = torch.randn(N, K, device="cuda", generator=gen) if role == "fwd" else \
-            torch.randn(K, N, device="cuda", generator=gen)
-        self.bias = torch.randn(N, device="cuda", generator=gen) if role == "fwd" else None
-        self.a = torch.randn(max_m, K, device="cuda", generator=gen)
+        self.w = torch.randn(N, K, device=device, generator=gen) if role == "fwd" else \
+            torch.randn(K, N, device=device, generator=gen)
+        self.bias = torch.randn(N, device=device, generator=gen) if role == "fwd" else None
+        self.a = torch.randn(max_m, K, device=device, generator=gen)
 
     def calls(self, M: int, methods: tuple[str, ...]) -> dict[str, callable]:
         from tcemu.emulation.gemm import TritonBackend

@@ -80,3 +80,22 @@ def test_a_run_with_faked_timings_writes_a_table_the_library_reads(tmp_path, mon
     ms = [p.M for p in c.points]
     assert 691200 in ms and 262144 not in ms
     assert (tmp_path / "gemm_decision.csv").is_file()
+
+
+@pytest.mark.interpret
+@pytest.mark.parametrize("role", ["fwd", "bwd_input"])
+def test_the_timed_calls_compute_the_product_of_their_role(role):
+    """The three calls a point times (SGEMM, cuBLAS TF32, the emulated call) give one (M, N) product, the one the
+    decision's key names: N outputs, contraction K (kernels under TRITON_INTERPRET=1 on the CPU)."""
+    from tcemu.testing import fp64_product, normwise_bound, relative_errors
+
+    bench = _load()
+    M, N, K = 24, 40, 32
+    prod = bench.Product(role, N, K, 64, torch.Generator().manual_seed(0), device="cpu")
+    calls = prod.calls(M, ("tf32x3",))
+    ref = fp64_product(prod.a[:M], prod.w.T if role == "fwd" else prod.w, prod.bias)
+    # on the CPU the "tf32" call is FP32 (no TF32 there); each within its method's normwise error model
+    for name, method in (("sgemm", "fp32"), ("tf32", "fp32"), ("tf32x3", "tf32x3")):
+        out = calls[name]()
+        assert out.shape == (M, N), name
+        assert relative_errors(out, ref)[0] <= normwise_bound(method, K), name
