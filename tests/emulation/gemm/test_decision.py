@@ -257,7 +257,7 @@ def _measured_table_or_skip():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
+@pytest.mark.parametrize("method", ["tf32x3", "bf16x6", "bf16x3"])
 def test_the_decision_never_picks_the_slower_side_gpu(method):
     """Re-time each shape both ways as the table was measured (GPU time, calls queued behind a sleep, interleaved
     rounds: benchmarks/gemm_decision.py's ``time_point``) and check the side the decision takes."""
