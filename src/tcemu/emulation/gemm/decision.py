@@ -111,8 +111,15 @@ class Curve:
         return int(min(max(math.ceil(m), lo.M + 1), hi.M))
 
 
+def _quantiles(values: Any) -> tuple[float, float, float]:
+    q = tuple(float(v) for v in values)
+    if len(q) != 3 or not all(0 < v < math.inf for v in q):
+        raise ValueError(f"a time must be (p20, p50, p80) in positive milliseconds, got {values!r}")
+    return q  # type: ignore[return-value]
+
+
 def _curve(entry: Mapping[str, Any]) -> Curve:
-    pts = tuple(sorted((Point(int(p["M"]), tuple(map(float, p["sgemm_ms"]))[:3], tuple(map(float, p["emu_ms"]))[:3])
+    pts = tuple(sorted((Point(int(p["M"]), _quantiles(p["sgemm_ms"]), _quantiles(p["emu_ms"]))
                         for p in entry["points"]), key=lambda p: p.M))
     return Curve(str(entry["method"]), str(entry["role"]), int(entry["N"]), int(entry["K"]), pts)
 
