@@ -214,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
                  "curves": [{"method": m, "role": r, "N": n, "K": k, "points": pts}
                             for (m, r, n, k), pts in curves.items()]}
         DecisionTable.from_json(table)  # what the library will read
-        text = json.dumps(table, indent=1)
+        head = json.dumps({k: v for k, v in table.items() if k != "curves"}, indent=1)
+        text = (head[:-2] + ',\n "curves": [\n  ' + ",\n  ".join(json.dumps(c) for c in table["curves"])
+                + "\n ]\n}\n")  # one curve a line
         table_path.write_text(text)
         if args.table:
             Path(args.table).parent.mkdir(parents=True, exist_ok=True)
