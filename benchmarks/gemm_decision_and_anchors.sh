@@ -6,10 +6,10 @@
 #   decision_tests.log                                                       (pytest -m gpu, the decision tests)
 #   anchors.csv, anchors.png, anchors.log, cutlass_3xtf32/                   (benchmarks/gemm.py)
 # CUTLASS's headers come from the nvidia-cutlass wheel at $CUTLASS_WHEEL (default below; without it the other
-# anchors still run): pip download nvidia-cutlass==4.2.0.0 --no-deps -d wheels
+# anchors still run): pip download nvidia-cutlass==4.2.0.0 --no-deps -d .whl (an ignored folder: carry it)
 set -u
 OUT=${OUT:-out}
-WHEEL=${CUTLASS_WHEEL:-wheels/nvidia_cutlass-4.2.0.0-py3-none-any.whl}
+WHEEL=${CUTLASS_WHEEL:-.whl/nvidia_cutlass-4.2.0.0-py3-none-any.whl}
 export PYTHONPATH=src${PYTHONPATH:+:$PYTHONPATH}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,memory.total --format=csv > "$OUT/gpu.txt" 2>&1
