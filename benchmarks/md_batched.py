@@ -152,7 +152,8 @@ def run(args: argparse.Namespace) -> list[dict]:
             print(f"   {mode} {m:14s} {out[m]['s_per_step'] * 1e3:9.2f} ms/step "
                   f"({out[m]['p20_s'] * 1e3:.2f}-{out[m]['p80_s'] * 1e3:.2f})  "
                   f"x{out[m].get('speedup_vs_fp32', float('nan')):.2f}  "
-                  f"dE0 {out[m]['e_pot_diff_meV_per_atom'] or float('nan'):+.2e} meV/atom", flush=True)
+                  f"dE0 {float('nan') if ref is None else out[m]['e_pot_diff_meV_per_atom']:+.2e} meV/atom",
+                  flush=True)
         rows += [{k: v for k, v in o.items() if v is not None and v != ""} for o in out.values()]
         write_results(args.out, from_wide("md_batched", rows, CASE_FIELDS, UNITS), prov)
         del runs
