@@ -71,7 +71,8 @@ def plot(rows: list[dict], path: str) -> None:
                 ys_t.append(float(r["tflops"]) if r else math.nan)
                 ys_e.append(float(r["err_norm"]) if r else math.nan)
             style = dict(marker="o" if impl == "tcemu" else ".", lw=2.4 if impl == "tcemu" else 1.0,
-                         ls={"tcemu": "-", "cublas": "-", "triton-builtin": "--", "xla": ":", "cutlass": "-."}.get(impl, "-"),
+                         ls={"tcemu": "-", "cublas": "-", "triton-builtin": "--", "xla": ":",
+                             "cutlass": "-."}.get(impl, "-"),
                          color=colors[(impl, meth)])
             axes[0, col].plot(range(len(shapes)), ys_t, label=f"{impl} {meth}", **style)
             axes[1, col].plot(range(len(shapes)), ys_e, label=f"{impl} {meth}", **style)

@@ -27,8 +27,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "SMALL_SHAPE_RULES", "EmulationConfig", "backward_config",
-           "config", "env_flag", "for_backward", "get_config", "setting"]
+__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "SMALL_SHAPE_RULES", "EmulationConfig",
+           "backward_config", "config", "env_flag", "for_backward", "get_config", "setting"]
 
 #: strings an environment switch accepts (after stripping and lower-casing); unset or empty means its default
 TRUE_STRINGS = ("1", "true", "yes", "on")

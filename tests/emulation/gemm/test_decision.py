@@ -115,7 +115,8 @@ def test_equally_near_neighbours_give_the_largest_threshold():
     (_table([_curve("tf32x3", "wgrad", 4, 4, [_point(8, 1.0)])]), "role"),
     (_table([_curve("tf32x3", "fwd", 4, 4, [_point(8, 1.0), _point(8, 1.2)])]), "increase"),
     (_table([_curve("tf32x3", "fwd", 4, 4, [])]), "no points"),
-    (_table([_curve("tf32x3", "fwd", 4, 4, [{"M": 8, "sgemm_ms": [1.0, 1.0], "emu_ms": [1, 1, 1]}])]), "p20, p50, p80"),
+    (_table([_curve("tf32x3", "fwd", 4, 4, [{"M": 8, "sgemm_ms": [1.0, 1.0], "emu_ms": [1, 1, 1]}])]),
+     "p20, p50, p80"),
     (_table([_curve("tf32x3", "fwd", 4, 4, [{"M": 8, "sgemm_ms": [1, 1, 1], "emu_ms": [0, 1, 1]}])]), "positive"),
 ])
 def test_a_bad_table_is_a_clear_error(bad, match):
