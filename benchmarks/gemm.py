@@ -41,7 +41,8 @@ configurations of the tcemu kernels (and checks their PTX for ``wgmma.mma_async`
 one case per (config, M, K, N), metrics ``SWEEP_UNITS``. Stored runs: ``benchmarks/results/h200/gemm/``.
 
 Usage: ``PYTHONPATH=src python3 benchmarks/gemm.py --out out/gemm.csv [--quick] [--sweep]``; ``--shapes MxKxN,...``
-times those shapes (any, listed above or not); ``--xla-presets`` picks XLA's presets;
+times those shapes (any, listed above or not); ``--xla-presets`` picks XLA's presets (also ``jax.lax.Precision``'s
+HIGHEST, HIGH, DEFAULT);
 ``--plot-only out/gemm.csv`` redraws the figure (and the summary) from the result file alone.
 """
 
@@ -142,7 +143,9 @@ class Xla:
         key = (preset, direction)
         if key not in self._fns:
             jax, jnp = self.jax, self.jnp
-            prec = getattr(jax.lax.DotAlgorithmPreset, preset)
+            # a DotAlgorithmPreset name, or one of jax.lax.Precision's HIGHEST / HIGH / DEFAULT
+            prec = getattr(jax.lax.Precision, preset) if preset in ("HIGHEST", "HIGH", "DEFAULT") else \
+                getattr(jax.lax.DotAlgorithmPreset, preset)
             dims = (((1,), (1,)), ((), ())) if direction == "fwd" else (((1,), (0,)), ((), ()))
             self._fns[key] = jax.jit(lambda a, w: jax.lax.dot_general(
                 a, w, dims, precision=prec, preferred_element_type=jnp.float32))
@@ -445,7 +448,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--no-autotune", action="store_true", help="use the static configuration table")
     p.add_argument("--xla-all", action="store_true", help="XLA on every shape (default: the goal shapes)")
-    p.add_argument("--xla-presets", default="", help=f"comma list of DotAlgorithmPreset names (default "
+    p.add_argument("--xla-presets", default="", help=f"comma list of DotAlgorithmPreset names or of "
+                                                      f"jax.lax.Precision's HIGHEST, HIGH, DEFAULT (default "
                                                       f"{','.join(XLA_PRESETS)})")
     p.add_argument("--cutlass", default="", help="nvidia-cutlass wheel (or its unpacked folder, or a CUTLASS "
                                                  "checkout): also time CUTLASS's 3xTF32 GEMM, built with nvcc")
