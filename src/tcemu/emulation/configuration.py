@@ -19,6 +19,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -26,8 +27,8 @@ from typing import Any
 
 import torch
 
-__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "EmulationConfig", "backward_config",
-           "config", "env_flag", "for_backward", "get_config", "setting"]
+__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "SMALL_SHAPE_RULES", "EmulationConfig",
+           "backward_config", "config", "env_flag", "for_backward", "get_config", "setting"]
 
 #: strings an environment switch accepts (after stripping and lower-casing); unset or empty means its default
 TRUE_STRINGS = ("1", "true", "yes", "on")
@@ -39,6 +40,8 @@ ATTENTION_SCOPES = ("none", "blocks", "step")
 #: the command line's and ``TCEMU_FP32_PRECISION``'s spelling of an attention scope after the method
 #: (``tf32x3+attn``): :meth:`EmulationConfig.from_method_string` and :attr:`EmulationConfig.method_string`
 ATTENTION_SUFFIXES = {"none": "", "blocks": "+attn", "step": "+attn-step"}
+#: how the small-shape fallback decides (``EmulationConfig.small_shape_rule``)
+SMALL_SHAPE_RULES = ("measured", "flops")
 
 
 def env_flag(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
@@ -55,7 +58,8 @@ def env_flag(name: str, default: bool, environ: Mapping[str, str] | None = None)
                      f"{', '.join(FALSE_STRINGS)} (off), or unset it")
 
 
-def _env_float(name: str, default: float, environ: Mapping[str, str]) -> float:
+def _env_float(name: str, default: float, environ: Mapping[str, str], what: str = "a FLOP count",
+               example: str = "6e9") -> float:
     raw = environ.get(name, "").strip()
     if not raw:
         return default
@@ -64,7 +68,7 @@ def _env_float(name: str, default: float, environ: Mapping[str, str]) -> float:
     except ValueError:
         value = float("nan")
     if not value >= 0 or value == float("inf"):
-        raise ValueError(f"{name}={raw!r} is not a FLOP count: set it to a finite number >= 0 (e.g. 6e9), "
+        raise ValueError(f"{name}={raw!r} is not {what}: set it to a finite number >= 0 (e.g. {example}), "
                          "or unset it")
     return value
 
@@ -79,11 +83,18 @@ class EmulationConfig:
             ``"torch"`` or ``"triton"``, for those entry points.
         grad_weight_method: method of the weight gradients (None: ``method``).
         attention: where those entry points emulate attention (:data:`ATTENTION_SCOPES`).
-        small_shape_fallback: on CUDA, GEMMs below ``small_shape_min_flops`` (2 M N K) run as cuBLAS SGEMM
-            (FP32 accuracy kept): there the emulation is launch-bound and no faster (docs/kernels.md).
-        small_shape_min_flops: the threshold of that fallback. 6 GFLOP: on the H200, from 6.04 GFLOP up TF32x3,
-            BF16x3 and BF16x6 ran faster than SGEMM on GPU time in every measured case, at 4.03 GFLOP 0.37-1.59x
-            (benchmarks/results/h200/gemm/small_shape_threshold.csv).
+        small_shape_fallback: on CUDA, GEMMs where the emulation does not pay run as cuBLAS SGEMM (FP32
+            accuracy kept), as ``small_shape_rule`` decides (docs/kernels.md, "Design": small shapes).
+        small_shape_rule: ``"measured"``: per (method, M, N, K) from the GPU's measured table
+            (:mod:`tcemu.emulation.gemm.decision`: ``small_shape_table``, else the one shipped for this GPU
+            model), and the FLOP rule where there is none; ``"flops"``: the FLOP rule everywhere.
+        small_shape_min_flops: the FLOP rule: GEMMs below 2 M N K = this run as SGEMM. 6 GFLOP: on the H200,
+            from 6.04 GFLOP up TF32x3, BF16x3 and BF16x6 ran faster than SGEMM on GPU time in every measured
+            case, at 4.03 GFLOP 0.37-1.59x (benchmarks/results/h200/gemm/small_shape_threshold.csv).
+        small_shape_margin: the measured rule emulates only where SGEMM's 20th-percentile time over the
+            emulation's 80th reaches ``1 + margin``.
+        small_shape_table: a table file written by ``benchmarks/gemm_decision.py`` on this machine, read before
+            the shipped ones (used where its GPU name is this device's); None: the shipped tables only.
         attention_fallback: on CUDA, attention batches of fewer than
             :data:`~tcemu.emulation.attention.FUSED_MIN_HEADS` heads in all run torch's FP32 attention (too few
             programs to fill the GPU; benchmarks/results/h200/attention/batch_sweep.csv).
@@ -103,7 +114,10 @@ class EmulationConfig:
     grad_weight_method: str | None = None
     attention: str = "none"
     small_shape_fallback: bool = True
+    small_shape_rule: str = "measured"
     small_shape_min_flops: float = 6e9
+    small_shape_margin: float = 0.05
+    small_shape_table: str | None = None
     attention_fallback: bool = True
     fused_attention: bool = True
     autotune: bool = False
@@ -123,6 +137,11 @@ class EmulationConfig:
                              f"{', '.join(ATTENTION_SCOPES)}")
         if not self.small_shape_min_flops >= 0:
             raise ValueError(f"small_shape_min_flops must be >= 0, got {self.small_shape_min_flops!r}")
+        if self.small_shape_rule not in SMALL_SHAPE_RULES:
+            raise ValueError(f"unknown small_shape_rule {self.small_shape_rule!r}; choose one of "
+                             f"{', '.join(SMALL_SHAPE_RULES)}")
+        if not 0 <= self.small_shape_margin < math.inf:
+            raise ValueError(f"small_shape_margin must be a finite number >= 0, got {self.small_shape_margin!r}")
         if self.kernel_config is not None:
             from .gemm.configs import KernelConfig  # noqa: PLC0415 - imports triton: only when one is named
 
@@ -168,7 +187,10 @@ class EmulationConfig:
         d = cls()
         return cls(
             small_shape_fallback=env_flag("TCEMU_SMALL_SHAPE_FALLBACK", d.small_shape_fallback, env),
+            small_shape_rule=env.get("TCEMU_SMALL_SHAPE_RULE", "").strip().lower() or d.small_shape_rule,
             small_shape_min_flops=_env_float("TCEMU_SMALL_SHAPE_MIN_FLOPS", d.small_shape_min_flops, env),
+            small_shape_margin=_env_float("TCEMU_SMALL_SHAPE_MARGIN", d.small_shape_margin, env, "a margin", "0.05"),
+            small_shape_table=env.get("TCEMU_SMALL_SHAPE_TABLE", "").strip() or None,
             attention_fallback=env_flag("TCEMU_ATTENTION_FALLBACK", d.attention_fallback, env),
             fused_attention=env_flag("TCEMU_FUSED_ATTENTION", d.fused_attention, env),
             autotune=env_flag("TCEMU_GEMM_AUTOTUNE", d.autotune, env),
@@ -179,7 +201,10 @@ class EmulationConfig:
 #: the environment variables of :meth:`EmulationConfig.from_env` and the field each sets
 ENV_VARS = {
     "TCEMU_SMALL_SHAPE_FALLBACK": "small_shape_fallback",
+    "TCEMU_SMALL_SHAPE_RULE": "small_shape_rule",
     "TCEMU_SMALL_SHAPE_MIN_FLOPS": "small_shape_min_flops",
+    "TCEMU_SMALL_SHAPE_MARGIN": "small_shape_margin",
+    "TCEMU_SMALL_SHAPE_TABLE": "small_shape_table",
     "TCEMU_ATTENTION_FALLBACK": "attention_fallback",
     "TCEMU_FUSED_ATTENTION": "fused_attention",
     "TCEMU_GEMM_AUTOTUNE": "autotune",
