@@ -86,7 +86,8 @@ def test_write_summary_of_a_folder(tmp_path):
     es = {m: tuple(np.sin(h) + (0.01 * np.cos(40 * h) if m == "tf32" else 0.0)) for m in ("fp64", "fp32", "tf32",
                                                                                            "tf32x3")}
     (tmp_path / "curve").mkdir()
-    write_csv(EnergyCurveResult("x", "pt111_co", 38, tuple(h), es).to_rows(), tmp_path / "curve" / "mlip_energy_curve.csv")
+    write_csv(EnergyCurveResult("x", "pt111_co", 38, tuple(h), es).to_rows(),
+              tmp_path / "curve" / "mlip_energy_curve.csv")
     paths = study.write_summary(tmp_path, (20, 50), log=lambda s: None)
     names = {p.name for p in paths}
     assert {"nve_emt.png", "nve_summary.csv", "relax_summary.csv", "curve_summary.csv", "study_comparison.md",

@@ -104,7 +104,8 @@ class SuiteConfig:
         steps, one repeat: the CPU backend is deterministic). A water dimer would be a harder test, but with
         ALCHEMI's FIRE2 defaults even FP32 needed 190 to over 300 steps on it, depending on rounding. The PET
         relaxation: the distilled PET on a 27-atom slab of the alloy, tcemu's FIRE2 (ALCHEMI's update; the Warp
-        kernel on the CPU updates a multi-atom system's dt per thread) to 0.1 eV/A in at most 40 steps."""
+        kernel on the CPU updates a multi-atom system's dt per thread) to 0.25 eV/A in at most 20 steps: a check
+        that the pipeline runs, not a discriminating one (to 0.1 eV/A every method took 26 steps)."""
         base = cls(
             single_point=(
                 ("pet-distilled", "water_192"), ("pet-distilled-random", "water_192"), ("ani1x", "water_192")),
@@ -120,8 +121,8 @@ class SuiteConfig:
             pet_relax_system="cantor_27",
             pet_relax_optimizer="fire2",
             pet_relax_repeats=1,
-            pet_relax_fmax_eV_per_A=0.1,
-            pet_relax_max_steps=40,
+            pet_relax_fmax_eV_per_A=0.25,
+            pet_relax_max_steps=20,
             name="quick",
         )
         return replace(base, **kw)

@@ -134,9 +134,12 @@ def compare(nve: list[dict] | None = None, relax: list[dict] | None = None, curv
         dur = f["duration_ps"]
         text = "; ".join(f"{m} {by[m]['drift_meV_per_atom_per_ps']:+.3g} [{by[m]['ci_low']:+.3g}, "
                          f"{by[m]['ci_high']:+.3g}]" for m in ("fp64", "fp32", "tf32", "tf32x3") if m in by)
-        text = (f"{dur:.3g} ps{'' if dur >= STUDY_NVE_PS - 1e-9 else f' of {STUDY_NVE_PS:g}'}; drift meV/atom/ps "
-                f"[95 % CI]: {text}; TF32 vs FP32: {t['vs_fp32']}, TF32x3 vs FP32: {x['vs_fp32']}")
-        out.append({"check": "nve", "study": PUBLISHED["nve"], "tcemu": text, "verdict": "agree" if ok else "differ"})
+        who = f"{f['potential']}, " if f.get("potential") else ""
+        short = "" if dur >= STUDY_NVE_PS - 1e-9 else f" of {STUDY_NVE_PS:g}"
+        text = (f"{who}{dur:.3g} ps{short}; drift meV/atom/ps [95 % CI]: {text}; TF32 vs FP32: {t['vs_fp32']}, "
+                f"TF32x3 vs FP32: {x['vs_fp32']}")
+        out.append({"check": "nve", "study": PUBLISHED["nve"], "tcemu": text,
+                    "verdict": "agree" if ok else "differ"})
     else:
         out.append({"check": "nve", "study": PUBLISHED["nve"], "tcemu": "-", "verdict": "not measured"})
     rel = {(r["method"], r["limit"]): r for r in relax or []}
@@ -148,7 +151,8 @@ def compare(nve: list[dict] | None = None, relax: list[dict] | None = None, curv
         text = "; ".join(f"{r['method']} (limit {r['limit']}): {r['converged']}/{r['repeats']} converged, steps "
                          f"{r['steps']}, lowest fmax {_f(r['fmax_min_eV_per_A'])}"
                          for r in relax if r["method"] in ("fp32", "tf32x3", "tf32"))
-        out.append({"check": "relax", "study": PUBLISHED["relax"], "tcemu": text, "verdict": "agree" if ok else "differ"})
+        out.append({"check": "relax", "study": PUBLISHED["relax"], "tcemu": text,
+                    "verdict": "agree" if ok else "differ"})
     else:
         out.append({"check": "relax", "study": PUBLISHED["relax"], "tcemu": "-", "verdict": "not measured"})
     if curve and {"fp32", "tf32", "tf32x3"} <= set(curve):
@@ -156,7 +160,8 @@ def compare(nve: list[dict] | None = None, relax: list[dict] | None = None, curv
         ok = curve["tf32"] > bound and curve["tf32x3"] <= bound
         text = (f"d2 RMS vs FP64 (meV): fp32 {_f(curve['fp32'])}, tf32 {_f(curve['tf32'])}, tf32x3 "
                 f"{_f(curve['tf32x3'])} (bound {_f(bound)})")
-        out.append({"check": "curve", "study": PUBLISHED["curve"], "tcemu": text, "verdict": "agree" if ok else "differ"})
+        out.append({"check": "curve", "study": PUBLISHED["curve"], "tcemu": text,
+                    "verdict": "agree" if ok else "differ"})
     else:
         out.append({"check": "curve", "study": PUBLISHED["curve"], "tcemu": "-", "verdict": "not measured"})
     if single_point and {"fp32", "tf32x3"} <= set(single_point):
@@ -311,8 +316,10 @@ def write_summary(folder: str | Path, limits: tuple[int, ...] = (500, 1000), log
             results += measurement("nve_long", "pet-distilled", m, case(check="curve", system="pt111_co"),
                                    {"d2_rms_meV": v}, UNITS)
     opt = "alchemi-fire2" if "alchemi-fire2" in relax else next(iter(relax), "")
-    pet_nve = [r for r in nve_all if r["potential"] == "pet-distilled"]
-    comp = compare(pet_nve or None, [r for r in relax_all if r["optimizer"] == opt] or None, jitter or None)
+    pots = list(dict.fromkeys(r["potential"] for r in nve_all))
+    nve_pot = "pet-distilled" if "pet-distilled" in pots else (pots[0] if pots else "")
+    comp = compare([r for r in nve_all if r["potential"] == nve_pot] or None,
+                   [r for r in relax_all if r["optimizer"] == opt] or None, jitter or None)
     for r in comp:
         results += measurement("nve_long", "pet-distilled", "", case(check="study", row=r["check"]),
                                {"verdict": r["verdict"]}, UNITS)
