@@ -344,7 +344,7 @@ def suite_section(res) -> str:
     nve_rows = []
     for nc in res.nve:
         try:
-            rows = nve_drift_rows(nc.runs, nc.n_atoms)
+            rows = [{"potential": nc.potential, **r} for r in nve_drift_rows(nc.runs, nc.n_atoms)]
         except ValueError as exc:
             lines.append(f"{nc.potential} on {nc.system}: {exc}\n")
             continue
