@@ -8,7 +8,7 @@
    method) on the one GPU, the same start (seed 0, 300 K) for every method; velocity Verlet on the device
    (``tcemu.mlip.tasks.nve_long``): PET called directly, ``torch.compile``d (``--compile``; eager if that fails),
    other potentials through their ASE calculator; a checkpoint every ``--checkpoint-every`` steps. ANI-1x by
-   default: the distilled PET's water collapses (two O atoms 0.75 A apart after 0.08 ps on the CPU, docs/mlip.md);
+   default: the distilled PET's water collapses within 0.1 ps (O atoms 0.75 A apart, on the CPU, docs/mlip.md);
 2. FIRE2 relaxation of the 539-atom Cantor slab with ``pet-distilled`` to 1e-3 eV/A, ALCHEMI's kernel
    (``alchemi-fire2``) and tcemu's FIRE2 (``fire2``), ``--relax-repeats`` rattled starts (0.01 A, seeds 0, 1, ...),
    up to ``--relax-max-steps`` (1,000: the 500-step result is the same run read at step 500);
@@ -24,8 +24,10 @@ FP32, over the common length), ``relax_summary.csv``, ``curve_summary.csv``, ``r
 format with GPU, driver, versions, commit), ``nve_<potential>.png``, ``relax_fmax.png``, and
 ``study_comparison.md`` (``tcemu.mlip.study``: the study's numbers beside these).
 
-    python benchmarks/nve_long.py --out $OUT/study --time-limit 530 --mps            # first call
-    python benchmarks/nve_long.py --out $OUT/study --resume-from <copy of it> --time-limit 530 --mps  # later
+    python benchmarks/nve_long.py --out $OUT/study --time-limit 520 --mps --relax-procs 6      # first call
+    python benchmarks/nve_long.py --out $OUT/study --resume-from <copy of it> --time-limit 520 --mps --relax-procs 6
+
+The per-step times are those of processes sharing one GPU and the host's cores: load figures, not speeds.
     python benchmarks/nve_long.py --device cpu --out /tmp/s --nve-ps 0.005 --jobs nve --nve-methods fp32,tf32
 """
 
