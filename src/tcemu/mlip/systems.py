@@ -217,6 +217,7 @@ SYSTEMS: dict[str, Callable] = {
     "water_cluster_24": water_cluster,
     "pt111_co": co_on_pt111,
     "cantor_539": cantor_slab,
+    "cantor_27": lambda: cantor_slab(size=(3, 3, 3)),  # a CPU-sized slab of the alloy (3 x 3 x 3, 27 atoms)
 }
 
 
