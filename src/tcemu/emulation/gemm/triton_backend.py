@@ -30,7 +30,7 @@ from torch import Tensor
 from ..._hw import capability, interpreting, tensor_core_generation
 from ..configuration import setting
 from ..methods import MethodSpec
-from ..reference import cuda_fp32_precision
+from ..reference import cuda_fp32_precision, no_autocast
 from .launch import KERNEL_METHODS, _emu_mm, _split_t, emu_mm, piece_dtype, split_t
 
 __all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
@@ -102,11 +102,12 @@ def _emu_mm_impl(
 
 
 def _plain_gemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
-    """``a @ b + bias`` in the current precision; a 2-D product with a bias is one ``addmm`` (bias in the GEMM
-    epilogue, as ``F.linear`` does), not a GEMM and a separate add."""
-    if bias is not None and a.dim() == 2 and b.dim() == 2:
-        return torch.addmm(bias, a, b)
-    out = torch.matmul(a, b)
+    """``a @ b + bias`` in the current FP32 precision (autocast off); a 2-D product with a bias is one ``addmm``
+    (bias in the GEMM epilogue, as ``F.linear`` does), not a GEMM and a separate add."""
+    with no_autocast(a.device.type):
+        if bias is not None and a.dim() == 2 and b.dim() == 2:
+            return torch.addmm(bias, a, b)
+        out = torch.matmul(a, b)
     return out if bias is None else out + bias
 
 
