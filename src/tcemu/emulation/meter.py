@@ -22,6 +22,11 @@ products the meter cannot see; calls counted, no FLOPs). ``fraction`` is emulate
 Each row says the innermost module (forward and backward; named as torch's ModuleTracker names them: the first
 module called, by its class, then dotted paths), the op and the phase.
 
+A meter counts the products of the thread and asyncio task that entered it (and of tasks started inside it), in
+forward and backward: an emulated product of a backward counts for the meters its forward ran in (autograd runs a
+CUDA backward on threads of its own, :mod:`tcemu.emulation.context`), a plain one for the meters of the thread
+that called ``backward`` (torch hands its dispatch modes to autograd's threads).
+
 Where it cannot see: compiled graphs. torch does not compile under a dispatch mode, so inside the meter a
 ``torch.compile``d function runs eagerly (with ``fullgraph=True`` torch raises instead): the meter measures the
 eager code. Entering it inside a compiled region raises. Custom ops (a library's own CUDA kernels) are listed as
@@ -38,8 +43,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
+from .context import ContextStack, foreign_thread
 from .module_tracker import ModuleTracker
 
 __all__ = ["coverage", "Coverage", "CoverageRow", "KINDS", "guard_backend", "labelled", "report_uncontracted"]
@@ -48,7 +54,7 @@ KINDS = ("emulated", "fallback", "fp32", "no_contraction", "other_dtype", "opaqu
 _JUDGED = ("emulated", "fallback", "fp32")
 
 _TLS = threading.local()  # depth: inside a tcemu backend call; label: the routed torch function
-_METERS: list[Coverage] = []
+_METERS = ContextStack("meters")  # the meters measuring in this thread and task
 _NULL = contextlib.nullcontext()
 
 
@@ -56,9 +62,39 @@ def _depth() -> int:
     return getattr(_TLS, "depth", 0)
 
 
+def _meters() -> tuple[Coverage, ...]:
+    """The meters measuring here: this thread's and task's; on autograd's own threads, those whose dispatch mode
+    torch handed over from the thread that called ``backward``."""
+    meters = _METERS.get()
+    if not meters and foreign_thread():
+        return tuple(m.meter for m in _get_current_dispatch_mode_stack() if isinstance(m, _AtenCounter))
+    return meters
+
+
 def active() -> bool:
-    """Whether a :func:`coverage` meter is measuring."""
-    return bool(_METERS)
+    """Whether a :func:`coverage` meter is measuring here."""
+    return bool(_meters())
+
+
+def forward_meters() -> tuple[Coverage, ...]:
+    """The meters measuring here, for an autograd Function's forward to keep (``ctx``)."""
+    return _meters()
+
+
+@contextlib.contextmanager
+def backward_meters(kept: tuple[Coverage, ...]):
+    """Count a backward's emulated products for the meters of its forward (``kept``, those still measuring) and
+    those measuring here."""
+    here = _meters()
+    meters = tuple(m for m in kept if not m.finished and m not in here) + here
+    if meters == here:
+        yield
+        return
+    token = _METERS.set(meters)
+    try:
+        yield
+    finally:
+        _METERS.reset(token)
 
 
 @contextlib.contextmanager
@@ -74,7 +110,7 @@ def _label(name: str):
 
 def labelled(name: str):
     """Name the emulated products made inside (the torch function that ``emulation_mode`` routed)."""
-    return _label(name) if _METERS and not torch.compiler.is_compiling() else _NULL
+    return _label(name) if not torch.compiler.is_compiling() and _meters() else _NULL
 
 
 def _phase() -> str:
@@ -83,13 +119,13 @@ def _phase() -> str:
 
 def _record(op: str, kind: str, method: str, flops: float, calls: int = 1) -> None:
     phase = _phase()
-    for meter in list(_METERS):
+    for meter in _meters():
         meter._add(meter._module(), op, phase, kind, method, flops, calls)
 
 
 def report_uncontracted(op: str, flops: float) -> None:
     """Record a float32 product without accumulation left to torch (an einsum outer product)."""
-    if _METERS and not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and _meters():
         _record(op, "no_contraction", "", flops)
 
 
@@ -114,7 +150,7 @@ class _GuardedBackend:
             with torch._C.DisableTorchFunction():
                 return fn(*args)
         depth = _depth()
-        outer = depth == 0 and bool(_METERS)
+        outer = depth == 0 and bool(_meters())
         before = _fallbacks(self._inner, device) if outer else 0
         _TLS.depth = depth + 1
         try:
@@ -176,7 +212,7 @@ def guard_backend(backend: Any) -> Any:
     """``backend``, or its guarded twin while a meter measures or a torch-function mode is active."""
     if torch.compiler.is_compiling():  # no meter under compile; a mode there must still skip the pieces
         return _GuardedBackend(backend) if torch._C._len_torch_function_stack() else backend
-    if not (_METERS or torch._C._len_torch_function_stack()):
+    if not (torch._C._len_torch_function_stack() or _meters()):
         return backend
     g = _GUARDED.get(id(backend))
     if g is None or g._inner is not backend:
@@ -258,8 +294,8 @@ class _AtenCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if _depth():
-            return out  # tcemu's own pieces
+        if _depth() or not self.meter._measures_here():
+            return out  # tcemu's own pieces, or another thread's or task's products
         packet = func._overloadpacket
         if packet in self.products:
             self.meter._aten(packet, args, kwargs, out)
@@ -310,9 +346,9 @@ class Coverage:
         if torch.compiler.is_compiling():
             raise RuntimeError("tcemu.coverage() cannot measure inside a compiled region: enter it around eager "
                                "code (torch.compile'd functions called inside it run eagerly)")
-        self._tracker = ModuleTracker(self._models).__enter__()
+        self._tracker = ModuleTracker(self._models, self._measures_here).__enter__()
         self._counter = _AtenCounter(self).__enter__()
-        _METERS.append(self)
+        _METERS.push(self)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -320,6 +356,10 @@ class Coverage:
         self._counter.__exit__(*exc)
         self._tracker.__exit__(*exc)
         self.finished = True
+
+    def _measures_here(self) -> bool:
+        """Whether this meter counts what runs here (this thread and task, or autograd's threads)."""
+        return self in _METERS.get() or foreign_thread()
 
     def _module(self) -> str:
         return self._tracker.current() if self._tracker is not None else ""

@@ -22,11 +22,17 @@ cannot see those. :func:`tcemu.coverage` measures what ran in plain FP32 at the 
 
 The mode sees every torch call while it is active, so it costs host time on each op of eager code.
 :func:`tcemu.emulate_` scopes it to the selected modules (their ``forward`` runs inside the mode).
+
+A mode is local to the thread and the asyncio task that entered it (:mod:`tcemu.emulation.context`): torch's
+mode stack is per thread, and each mode on it acts as the mode of the running task at its depth (two tasks
+holding different modes across an ``await`` keep theirs). Under ``torch.autocast`` the products it routes are
+emulated all the same and return float32 (FP32-faithful); what it leaves to torch follows autocast.
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 
 import torch
@@ -37,24 +43,37 @@ from torch.overrides import TorchFunctionMode
 from . import contractions as C
 from .meter import labelled, report_uncontracted
 from .attention import scaled_dot_product_attention
+from .context import ContextStack, foreign_thread
 from .methods import MethodSpec, get_method
 from .ops import linear, matmul
 
-__all__ = ["emulation_mode", "ROUTED", "SCOPE_STACK", "push_scope"]
+__all__ = ["emulation_mode", "ROUTED", "SWITCHES", "pop_scope", "push_scope"]
 
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
 #: Scope switches of :mod:`tcemu.emulation.scope`, innermost last: each entry is the position of the innermost
 #: "off" switch at or below it (-1: none). A mode entered by a scope at position p emulates while the innermost
 #: "off" is below p, so that modules left out by ``filter_fn`` run plain, and selected ones inside them do not.
-SCOPE_STACK: list[int] = []
+#: Local to the thread and task.
+SWITCHES = ContextStack("scope_switches")
+#: the emulation_mode blocks of this thread and task, innermost last
+_MODES = ContextStack("modes")
+#: how many emulation_modes of torch's (per-thread) mode stack are handling a call here: the one called next is
+#: the mode at that depth of :data:`_MODES` (a call is handled without an await: per thread)
+_TLS = threading.local()
 
 
 def push_scope(emulate: bool) -> int:
     """Enter a scope switch; returns its position."""
-    pos = len(SCOPE_STACK)
-    SCOPE_STACK.append((SCOPE_STACK[-1] if SCOPE_STACK else -1) if emulate else pos)
+    stack = SWITCHES.get()
+    pos = len(stack)
+    SWITCHES.push((stack[-1] if stack else -1) if emulate else pos)
     return pos
+
+
+def pop_scope() -> None:
+    """Leave the innermost scope switch."""
+    SWITCHES.pop()
 
 
 def _fp32(*tensors) -> bool:
@@ -300,9 +319,37 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
         self.matmuls = matmuls
         self.scope = scope
 
+    def __enter__(self) -> emulation_mode:
+        if not torch.compiler.is_compiling():
+            _MODES.push(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        if not torch.compiler.is_compiling():
+            _MODES.remove(self)
+        super().__exit__(*exc)
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if torch.compiler.is_compiling():  # Dynamo traces the mode it found (no ContextVar under Dynamo)
+            return self._route(func, types, args, kwargs)
+        level = getattr(_TLS, "level", 0)
+        modes = _MODES.get()
+        if level < len(modes):
+            mode = modes[-1 - level]  # this task's mode at this depth (another task's may be on torch's stack)
+        elif not modes and foreign_thread():
+            mode = self  # autograd's worker thread: torch's stack, handed over from the caller, is the state
+        else:
+            return func(*args, **(kwargs or {}))  # no mode of this task here
+        _TLS.level = level + 1
+        try:
+            return mode._route(func, types, args, kwargs)
+        finally:
+            _TLS.level = level
+
+    def _route(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self.scope is not None and SCOPE_STACK and SCOPE_STACK[-1] > self.scope:
+        switches = SWITCHES.get()
+        if self.scope is not None and switches and switches[-1] > self.scope:
             return func(*args, **kwargs)  # inside a module left out by filter_fn
         if self.attention and func in _SDPA:
             a = dict(zip(_SDPA_ARGS, args)) | kwargs
