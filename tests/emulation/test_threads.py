@@ -249,6 +249,42 @@ def test_two_asyncio_tasks_keep_their_own_emulation_mode_across_awaits():
     assert torch._C._len_torch_function_stack() == 0
 
 
+def test_two_asyncio_tasks_keep_their_own_meters_across_awaits():
+    """Task 1 opens a meter, task 2 opens one while task 1 waits, task 1 runs an emulated model and closes its
+    meter while task 2 waits, then task 2 runs a plain product: each meter counts its own task's products."""
+    model = tcemu.emulate_(_net(), "bf16x3")
+    torch.manual_seed(6)
+    a, b = torch.randn(24, 40), torch.randn(40, 16)
+    want1 = _run(model, X)[2]
+
+    async def main():
+        one_in, two_in, one_out = asyncio.Event(), asyncio.Event(), asyncio.Event()
+
+        async def task1():
+            with tcemu.coverage() as cov:
+                one_in.set()
+                await two_in.wait()
+                y = model(X.clone().requires_grad_(True))
+                torch.autograd.grad(y.square().sum(), model.w1)
+            one_out.set()
+            return cov
+
+        async def task2():
+            await one_in.wait()
+            with tcemu.coverage() as cov:
+                two_in.set()
+                await one_out.wait()
+                torch.matmul(a, b)
+            return cov
+
+        return await asyncio.wait_for(asyncio.gather(task1(), task2()), TIMEOUT)
+
+    cov1, cov2 = asyncio.run(main())
+    assert cov1.flops("emulated", "forward") == want1["forward_flops"] and cov1.flops("fp32") == 0
+    assert cov2.flops("fp32") == 2 * 24 * 40 * 16 and cov2.flops("emulated") == 0
+    assert torch._C._len_torch_dispatch_stack() == 0 and torch._C._len_torch_function_stack() == 0
+
+
 def test_a_thread_started_inside_a_mode_runs_plain():
     """torch's mode stack is per thread: a mode entered in one thread is not seen by another, and a thread does
     not see it through a context copied from it either (the scopes of an emulated model still apply there)."""
@@ -263,6 +299,26 @@ def test_a_thread_started_inside_a_mode_runs_plain():
         plain, emulated = _in_threads(lambda: torch.matmul(a, b), lambda: ctx.run(_run, model, X))
     assert torch.equal(plain, torch.matmul(a, b))
     _assert_same(emulated, want)
+
+
+def test_nested_modes_of_one_task_still_compose():
+    """An attention-only mode inside a matmul mode: the inner one leaves the matmul to the outer one."""
+    torch.manual_seed(5)
+    a, b = torch.randn(8, 24), torch.randn(24, 8)
+    with tcemu.emulation_mode("tf32x3"), tcemu.emulation_mode("bf16x3", attention=True, matmuls=False):
+        c = torch.matmul(a, b)
+    assert torch.equal(c, tcemu.matmul(a, b, "tf32x3"))
+
+
+def test_a_submodule_compiled_inside_an_eager_scope_gives_the_eager_result():
+    """While compiling, the scopes read the eager state once (Dynamo cannot trace a ContextVar)."""
+    model = tcemu.emulate_(_net(), "bf16x3")
+    want = model(X)
+    model.inner.compile(backend="eager", fullgraph=True)
+    try:
+        assert torch.equal(model(X), want)
+    finally:
+        torch.compiler.reset()
 
 
 @pytest.mark.gpu

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
-__all__ = ["ContextStack", "foreign_thread"]
+__all__ = ["ContextStack", "foreign_thread", "leave_mode"]
 
 
 def foreign_thread() -> bool:
@@ -31,12 +32,38 @@ def foreign_thread() -> bool:
     return isinstance(threading.current_thread(), threading._DummyThread)
 
 
+def leave_mode(mode: Any, dispatch: bool, exit_mode: Callable[[], None]) -> None:
+    """Run ``exit_mode`` (``mode``'s ``__exit__``, which pops the top of torch's per-thread function or dispatch
+    mode stack) with ``mode`` on top: modes above it, entered later by another asyncio task that still holds them,
+    are taken off and put back after."""
+    C = torch._C
+    if dispatch:
+        length, at, push = C._len_torch_dispatch_stack, C._get_dispatch_stack_at, C._push_on_torch_dispatch_stack
+
+        def pop() -> Any:
+            return C._pop_torch_dispatch_stack(None)
+    else:
+        length, at, pop = C._len_torch_function_stack, C._get_function_stack_at, C._pop_torch_function_stack
+        push = C._push_on_torch_function_stack
+    n = length()
+    above = []
+    if n and at(n - 1) is not mode and any(at(i) is mode for i in range(n)):
+        while at(length() - 1) is not mode:
+            above.append(pop())
+    try:
+        exit_mode()
+    finally:
+        for m in reversed(above):
+            push(m)
+
+
 class ContextStack:
     """A stack of values local to the thread and asyncio task (innermost last)."""
 
     def __init__(self, name: str) -> None:
         var: contextvars.ContextVar[tuple] = contextvars.ContextVar(f"tcemu_{name}", default=())
-        self._var = var
+        #: the ContextVar itself, for eager code that reads it on every torch call
+        self.var = self._var = var
         #: the pushes of compiled code (Dynamo replays its side effects on this list, not on a ContextVar)
         self.traced: list = []
         self._at_trace = torch.compiler.assume_constant_result(lambda: var.get())

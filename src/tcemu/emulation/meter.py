@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
-from .context import ContextStack, foreign_thread
+from .context import ContextStack, foreign_thread, leave_mode
 from .module_tracker import ModuleTracker
 
 __all__ = ["coverage", "Coverage", "CoverageRow", "KINDS", "guard_backend", "labelled", "report_uncontracted"]
@@ -353,7 +353,7 @@ class Coverage:
 
     def __exit__(self, *exc) -> None:
         _METERS.remove(self)
-        self._counter.__exit__(*exc)
+        leave_mode(self._counter, True, lambda: self._counter.__exit__(*exc))
         self._tracker.__exit__(*exc)
         self.finished = True
 

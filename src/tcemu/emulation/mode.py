@@ -24,15 +24,14 @@ The mode sees every torch call while it is active, so it costs host time on each
 :func:`tcemu.emulate_` scopes it to the selected modules (their ``forward`` runs inside the mode).
 
 A mode is local to the thread and the asyncio task that entered it (:mod:`tcemu.emulation.context`): torch's
-mode stack is per thread, and each mode on it acts as the mode of the running task at its depth (two tasks
-holding different modes across an ``await`` keep theirs). Under ``torch.autocast`` the products it routes are
+mode stack is per thread, and a mode on it acts as the innermost mode of the running task (two tasks holding
+different modes across an ``await`` keep theirs). Under ``torch.autocast`` the products it routes are
 emulated all the same and return float32 (FP32-faithful); what it leaves to torch follows autocast.
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable
 
 import torch
@@ -43,7 +42,7 @@ from torch.overrides import TorchFunctionMode
 from . import contractions as C
 from .meter import labelled, report_uncontracted
 from .attention import scaled_dot_product_attention
-from .context import ContextStack, foreign_thread
+from .context import ContextStack, foreign_thread, leave_mode
 from .methods import MethodSpec, get_method
 from .ops import linear, matmul
 
@@ -58,9 +57,6 @@ _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "s
 SWITCHES = ContextStack("scope_switches")
 #: the emulation_mode blocks of this thread and task, innermost last
 _MODES = ContextStack("modes")
-#: how many emulation_modes of torch's (per-thread) mode stack are handling a call here: the one called next is
-#: the mode at that depth of :data:`_MODES` (a call is handled without an await: per thread)
-_TLS = threading.local()
 
 
 def push_scope(emulate: bool) -> int:
@@ -325,32 +321,36 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
         return super().__enter__()
 
     def __exit__(self, *exc) -> None:
-        if not torch.compiler.is_compiling():
-            _MODES.remove(self)
-        super().__exit__(*exc)
+        if torch.compiler.is_compiling():
+            super().__exit__(*exc)
+            return
+        _MODES.remove(self)
+        leave_mode(self, False, lambda: super(emulation_mode, self).__exit__(*exc))
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         if torch.compiler.is_compiling():  # Dynamo traces the mode it found (no ContextVar under Dynamo)
             return self._route(func, types, args, kwargs)
-        level = getattr(_TLS, "level", 0)
-        modes = _MODES.get()
-        if level < len(modes):
-            mode = modes[-1 - level]  # this task's mode at this depth (another task's may be on torch's stack)
-        elif not modes and foreign_thread():
+        modes = _MODES.var.get()
+        if modes:
+            mode = modes[-1]  # this task's innermost mode (another task's may be the one on torch's stack)
+        elif foreign_thread():
             mode = self  # autograd's worker thread: torch's stack, handed over from the caller, is the state
         else:
-            return func(*args, **(kwargs or {}))  # no mode of this task here
-        _TLS.level = level + 1
+            return func(*args, **(kwargs or {}))  # no mode of this thread and task
+        if not torch._C._len_torch_function_stack():  # no mode below this one (torch took it off while it runs)
+            return mode._route(func, types, args, kwargs)
+        token = _MODES.var.set(modes[:-1])  # as torch's stack: the calls made here go to the modes below
         try:
             return mode._route(func, types, args, kwargs)
         finally:
-            _TLS.level = level
+            _MODES.var.reset(token)
 
     def _route(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        switches = SWITCHES.get()
-        if self.scope is not None and switches and switches[-1] > self.scope:
-            return func(*args, **kwargs)  # inside a module left out by filter_fn
+        if self.scope is not None:
+            switches = SWITCHES.get()
+            if switches and switches[-1] > self.scope:
+                return func(*args, **kwargs)  # inside a module left out by filter_fn
         if self.attention and func in _SDPA:
             a = dict(zip(_SDPA_ARGS, args)) | kwargs
             if (_fp32(a["query"], a["key"], a["value"]) and not a.get("dropout_p", 0.0)

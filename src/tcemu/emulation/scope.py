@@ -52,8 +52,8 @@ class Scope:
         return self.method is not None
 
 
-#: The scopes being run in this thread and task, innermost last (a module inside a scope that is already active
-#: runs as it is).
+#: The scopes being run in this thread and task, innermost last, by ``id`` (a module inside a scope that is
+#: already active runs as it is).
 _ACTIVE = ContextStack("scopes")
 
 
@@ -61,9 +61,9 @@ def _forward_in_scope(module: nn.Module, scope: Scope, *args: Any, **kwargs: Any
     """The class's ``forward`` of ``module``, inside the scope."""
     active = _ACTIVE.get()
     # (a context copied into another thread has the scope but not torch's per-thread mode stack: entered again)
-    if active and active[-1] is scope and (not scope.emulates or torch._C._len_torch_function_stack()):
+    if active and active[-1] == id(scope) and (scope.method is None or torch._C._len_torch_function_stack()):
         return type(module).forward(module, *args, **kwargs)
-    _ACTIVE.push(scope)
+    _ACTIVE.push(id(scope))
     pos = push_scope(scope.emulates)
     try:
         if not scope.emulates:
