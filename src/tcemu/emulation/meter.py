@@ -197,12 +197,12 @@ class _GuardedBackend:
 
 
 def _fallbacks(backend: Any, device: torch.device) -> int:
-    """Calls that took the CUDA backend's small-shape SGEMM fallback so far."""
+    """Calls of this thread that took the CUDA backend's small-shape SGEMM fallback so far."""
     if device.type != "cuda" or backend.name != "triton":
         return 0
-    from .gemm import fallback_stats  # noqa: PLC0415 - the Triton backend is in use, so it imports
+    from .gemm.triton_backend import thread_fallbacks  # noqa: PLC0415 - the Triton backend is in use: it imports
 
-    return sum(fallback_stats().values())
+    return thread_fallbacks()
 
 
 _GUARDED: dict[int, _GuardedBackend] = {}

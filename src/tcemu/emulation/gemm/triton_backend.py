@@ -22,6 +22,7 @@ import collections
 import contextlib
 import functools
 import logging
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -50,9 +51,23 @@ def _fp32_gemm_is_ieee() -> bool:
 _FALLBACKS: collections.Counter = collections.Counter()
 
 
+class _ThreadFallbacks(threading.local):
+    count = 0
+
+
+#: the fallbacks taken by this thread: the coverage meter tells a fallback from an emulated product by this count,
+#: which another thread's products do not change
+_THREAD = _ThreadFallbacks()
+
+
 def fallback_stats() -> dict[tuple[str, int, int, int], int]:
     """How often each (method, M, N, K) fell back to cuBLAS SGEMM in this process."""
     return dict(_FALLBACKS)
+
+
+def thread_fallbacks() -> int:
+    """How many GEMMs this thread ran as the small-shape fallback so far."""
+    return _THREAD.count
 
 
 def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device, count: bool = True) -> bool:
@@ -70,6 +85,7 @@ def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device
         log.info("tcemu: %s GEMM M=%d N=%d K=%d is below %.3g FLOP: cuBLAS SGEMM (FP32) instead",
                  spec.name, M, N, K, min_flops)
     _FALLBACKS[key] += 1
+    _THREAD.count += 1
     return True
 
 
