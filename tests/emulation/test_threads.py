@@ -296,8 +296,9 @@ def test_a_thread_started_inside_a_mode_runs_plain():
     want = _run(model, X)
     with tcemu.emulation_mode("bf16x3"):
         ctx = contextvars.copy_context()
-        plain, emulated = _in_threads(lambda: torch.matmul(a, b), lambda: ctx.run(_run, model, X))
-    assert torch.equal(plain, torch.matmul(a, b))
+        plain, copied, emulated = _in_threads(lambda: torch.matmul(a, b), lambda: ctx.run(torch.matmul, a, b),
+                                              lambda: ctx.run(_run, model, X))
+    assert torch.equal(plain, torch.matmul(a, b)) and torch.equal(copied, plain)
     _assert_same(emulated, want)
 
 

@@ -29,8 +29,8 @@ import torch
 
 from .meter import backward_meters, forward_meters
 
-__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "EmulationConfig", "backward_config",
-           "config", "env_flag", "for_backward", "get_config", "setting"]
+__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "EmulationConfig", "ForwardState",
+           "backward_config", "config", "env_flag", "for_backward", "get_config", "setting"]
 
 #: strings an environment switch accepts (after stripping and lower-casing); unset or empty means its default
 TRUE_STRINGS = ("1", "true", "yes", "on")

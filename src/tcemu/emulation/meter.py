@@ -53,13 +53,18 @@ __all__ = ["coverage", "Coverage", "CoverageRow", "KINDS", "guard_backend", "lab
 KINDS = ("emulated", "fallback", "fp32", "no_contraction", "other_dtype", "opaque")
 _JUDGED = ("emulated", "fallback", "fp32")
 
-_TLS = threading.local()  # depth: inside a tcemu backend call; label: the routed torch function
+class _ThreadState(threading.local):
+    depth = 0  # inside a tcemu backend call (its piece products are not the model's)
+    label = None  # the routed torch function
+
+
+_TLS = _ThreadState()
 _METERS = ContextStack("meters")  # the meters measuring in this thread and task
 _NULL = contextlib.nullcontext()
 
 
 def _depth() -> int:
-    return getattr(_TLS, "depth", 0)
+    return _TLS.depth
 
 
 def _meters() -> tuple[Coverage, ...]:
@@ -99,7 +104,7 @@ def backward_meters(kept: tuple[Coverage, ...]):
 
 @contextlib.contextmanager
 def _label(name: str):
-    old = getattr(_TLS, "label", None)
+    old = _TLS.label
     if old is None:
         _TLS.label = name
     try:
@@ -164,7 +169,7 @@ class _GuardedBackend:
             else:
                 kind = "fallback" if _fallbacks(self._inner, device) != before else "emulated"
                 method = spec.name
-            _record(getattr(_TLS, "label", None) or op, kind, method, flops())
+            _record(_TLS.label or op, kind, method, flops())
         return out
 
     def matmul(self, a, b, spec):
@@ -303,7 +308,7 @@ class _AtenCounter(TorchDispatchMode):
             q, k, v = args[:3]
             fwd = 2.0 * math.prod(_shape(q)[:-2]) * _shape(q)[-2] * _shape(k)[-2] * (_shape(q)[-1] + _shape(v)[-1])
             bwd = str(packet) == "tcemu.attention_bwd"
-            self.meter._add(self.meter._module(), getattr(_TLS, "label", None) or "scaled_dot_product_attention",
+            self.meter._add(self.meter._module(), _TLS.label or "scaled_dot_product_attention",
                             _phase(), "emulated", str(args[8] if bwd else args[5]), 2 * fwd if bwd else fwd, 1)
         elif func.namespace not in _SEEN_NAMESPACES:
             self.meter._add(self.meter._module(), str(packet), _phase(), "opaque", "", 0.0, 1)
@@ -379,7 +384,7 @@ class Coverage:
         except Exception:  # noqa: BLE001 - an unusual overload: counted as a call without FLOPs
             flops, k = 0.0, 0
         op = str(packet)
-        label = getattr(_TLS, "label", None)
+        label = _TLS.label
         if dtype != torch.float32:
             kind, method = "other_dtype", str(dtype).removeprefix("torch.")
         elif k == 1:
