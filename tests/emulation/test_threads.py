@@ -295,9 +295,9 @@ def test_a_thread_started_inside_a_mode_runs_plain():
     model = tcemu.emulate_(_net(), "bf16x3")
     want = _run(model, X)
     with tcemu.emulation_mode("bf16x3"):
-        ctx = contextvars.copy_context()
-        plain, copied, emulated = _in_threads(lambda: torch.matmul(a, b), lambda: ctx.run(torch.matmul, a, b),
-                                              lambda: ctx.run(_run, model, X))
+        ctx1, ctx2 = contextvars.copy_context(), contextvars.copy_context()  # (a context runs in one thread)
+        plain, copied, emulated = _in_threads(lambda: torch.matmul(a, b), lambda: ctx1.run(torch.matmul, a, b),
+                                              lambda: ctx2.run(_run, model, X))
     assert torch.equal(plain, torch.matmul(a, b)) and torch.equal(copied, plain)
     _assert_same(emulated, want)
 
