@@ -36,6 +36,7 @@ from .._hw import interpreting, shared_memory_per_block
 from .configuration import backward_config, for_backward, setting
 from .methods import MethodSpec, get_method
 from .ops import matmul
+from .reference import no_autocast
 
 log = logging.getLogger("tcemu.emulation.attention")
 
@@ -226,7 +227,8 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
     reason = _fused_unsupported(q, k, v, mask, spec) if fused else None
     if fused and reason is None:
         if backend == "auto" and _small_batch(q):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
+            with no_autocast(q.device.type):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
         return torch.ops.tcemu.attention_fwd(q, k, v, mask, scale, spec.name)[0]
     if backend == "triton":
         raise ValueError(f"tcemu.scaled_dot_product_attention: no fused kernel for {spec.name} on shapes "

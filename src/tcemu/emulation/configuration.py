@@ -7,7 +7,8 @@ that whole-model entry points (``tcemu run``, :mod:`tcemu.mlip`) apply. The proc
 code changes it with ``with tcemu.config(small_shape_fallback=False): ...``. The override lives in a
 :class:`contextvars.ContextVar`, so it is local to the thread (and asyncio task) that entered it: an MD loop in
 one thread never sees another thread's override, and a new thread starts from the process default. A backward
-pass runs under the configuration its forward saw (autograd runs a CUDA backward on threads of its own).
+pass runs under the configuration its forward saw, and counts its emulated products for the coverage meters its
+forward ran in (autograd runs a CUDA backward on threads of its own): :func:`for_backward`.
 
 Under ``torch.compile`` a setting is read at trace time (:func:`setting`) and becomes a constant of the graph:
 change the configuration before compiling (or call ``torch.compiler.reset()``).
@@ -27,7 +28,10 @@ from typing import Any
 
 import torch
 
+from .meter import backward_meters, forward_meters
+
 __all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "SMALL_SHAPE_RULES", "EmulationConfig",
+           "ForwardState",
            "backward_config", "config", "env_flag", "for_backward", "get_config", "setting"]
 
 #: strings an environment switch accepts (after stripping and lower-casing); unset or empty means its default
@@ -242,17 +246,35 @@ def config(cfg: EmulationConfig | None = None, /, **changes: Any) -> Iterator[Em
         _CURRENT.reset(token)
 
 
-def for_backward() -> EmulationConfig | None:
-    """The configuration in force here, for an autograd ``setup_context`` to keep (``ctx.settings``): autograd
-    runs a CUDA backward on threads of its own, which do not see this thread's :func:`config`. None while
-    compiling, where the settings are constants of the traced graphs, forward and backward alike."""
-    return None if torch.compiler.is_compiling() else get_config()
+@dataclass(frozen=True)
+class ForwardState:
+    """What a backward needs of its forward's thread and task: the configuration and the coverage meters."""
+
+    config: EmulationConfig
+    meters: tuple
+
+
+def for_backward() -> ForwardState | None:
+    """The configuration and the meters in force here, for an autograd ``setup_context`` to keep
+    (``ctx.settings``): autograd runs a CUDA backward on threads of its own (and a backward may be called from
+    another thread), which do not see this thread's :func:`config` and meters. None while compiling, where the
+    settings are constants of the traced graphs, forward and backward alike (and no meter measures)."""
+    if torch.compiler.is_compiling():
+        return None
+    return ForwardState(get_config(), forward_meters())
+
+
+@contextlib.contextmanager
+def _restored(state: ForwardState) -> Iterator[None]:
+    with config(state.config), backward_meters(state.meters):
+        yield
 
 
 def backward_config(ctx: Any) -> contextlib.AbstractContextManager:
-    """Run a backward under the configuration its forward kept (:func:`for_backward`), if it kept one."""
+    """Run a backward under the configuration its forward kept (:func:`for_backward`), if it kept one, counting
+    its emulated products for the forward's meters too."""
     settings = getattr(ctx, "settings", None)
-    return contextlib.nullcontext() if settings is None else config(settings)
+    return contextlib.nullcontext() if settings is None else _restored(settings)
 
 
 @torch.compiler.assume_constant_result

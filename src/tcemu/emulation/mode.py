@@ -22,6 +22,11 @@ cannot see those. :func:`tcemu.coverage` measures what ran in plain FP32 at the 
 
 The mode sees every torch call while it is active, so it costs host time on each op of eager code.
 :func:`tcemu.emulate_` scopes it to the selected modules (their ``forward`` runs inside the mode).
+
+A mode is local to the thread and the asyncio task that entered it (:mod:`tcemu.emulation.context`): torch's
+mode stack is per thread, and a mode on it acts as the innermost mode of the running task (two tasks holding
+different modes across an ``await`` keep theirs). Under ``torch.autocast`` the products it routes are
+emulated all the same and return float32 (FP32-faithful); what it leaves to torch follows autocast.
 """
 
 from __future__ import annotations
@@ -37,24 +42,34 @@ from torch.overrides import TorchFunctionMode
 from . import contractions as C
 from .meter import labelled, report_uncontracted
 from .attention import scaled_dot_product_attention
+from .context import ContextStack, foreign_thread, leave_mode
 from .methods import MethodSpec, get_method
 from .ops import linear, matmul
 
-__all__ = ["emulation_mode", "ROUTED", "SCOPE_STACK", "push_scope"]
+__all__ = ["emulation_mode", "ROUTED", "SWITCHES", "pop_scope", "push_scope"]
 
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
 #: Scope switches of :mod:`tcemu.emulation.scope`, innermost last: each entry is the position of the innermost
 #: "off" switch at or below it (-1: none). A mode entered by a scope at position p emulates while the innermost
 #: "off" is below p, so that modules left out by ``filter_fn`` run plain, and selected ones inside them do not.
-SCOPE_STACK: list[int] = []
+#: Local to the thread and task.
+SWITCHES = ContextStack("scope_switches")
+#: the emulation_mode blocks of this thread and task, innermost last
+_MODES = ContextStack("modes")
 
 
 def push_scope(emulate: bool) -> int:
     """Enter a scope switch; returns its position."""
-    pos = len(SCOPE_STACK)
-    SCOPE_STACK.append((SCOPE_STACK[-1] if SCOPE_STACK else -1) if emulate else pos)
+    stack = SWITCHES.get()
+    pos = len(stack)
+    SWITCHES.push((stack[-1] if stack else -1) if emulate else pos)
     return pos
+
+
+def pop_scope() -> None:
+    """Leave the innermost scope switch."""
+    SWITCHES.pop()
 
 
 def _fp32(*tensors) -> bool:
@@ -300,10 +315,42 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
         self.matmuls = matmuls
         self.scope = scope
 
+    def __enter__(self) -> emulation_mode:
+        if not torch.compiler.is_compiling():
+            _MODES.push(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        if torch.compiler.is_compiling():
+            super().__exit__(*exc)
+            return
+        _MODES.remove(self)
+        leave_mode(self, False, lambda: super(emulation_mode, self).__exit__(*exc))
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if torch.compiler.is_compiling():  # Dynamo traces the mode it found (no ContextVar under Dynamo)
+            return self._route(func, types, args, kwargs)
+        modes = _MODES.var.get()
+        if modes:
+            mode = modes[-1]  # this task's innermost mode (another task's may be the one on torch's stack)
+        elif foreign_thread():
+            mode = self  # autograd's worker thread: torch's stack, handed over from the caller, is the state
+        else:
+            return func(*args, **(kwargs or {}))  # no mode of this thread and task
+        if not torch._C._len_torch_function_stack():  # no mode below this one (torch took it off while it runs)
+            return mode._route(func, types, args, kwargs)
+        token = _MODES.var.set(modes[:-1])  # as torch's stack: the calls made here go to the modes below
+        try:
+            return mode._route(func, types, args, kwargs)
+        finally:
+            _MODES.var.reset(token)
+
+    def _route(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self.scope is not None and SCOPE_STACK and SCOPE_STACK[-1] > self.scope:
-            return func(*args, **kwargs)  # inside a module left out by filter_fn
+        if self.scope is not None:
+            switches = SWITCHES.get()
+            if switches and switches[-1] > self.scope:
+                return func(*args, **kwargs)  # inside a module left out by filter_fn
         if self.attention and func in _SDPA:
             a = dict(zip(_SDPA_ARGS, args)) | kwargs
             if (_fp32(a["query"], a["key"], a["value"]) and not a.get("dropout_p", 0.0)

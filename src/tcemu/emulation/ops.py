@@ -19,6 +19,7 @@ from torch import Tensor
 from .configuration import backward_config, for_backward
 from .dispatch import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
+from .reference import no_autocast
 
 __all__ = ["GemmConfig", "matmul", "linear", "check_operands"]
 
@@ -120,7 +121,7 @@ def compiled_fp32_linear(key: str | None, x: Tensor, weight: Tensor, bias: Tenso
     rows = lead.numel()
     if limit == 0 or rows == 0 or rows > limit:
         return None
-    with torch._C.DisableTorchFunction():
+    with torch._C.DisableTorchFunction(), no_autocast(device.type):
         return F.linear(x.reshape(rows, K), weight, bias).reshape(*lead, N)
 
 
@@ -240,7 +241,8 @@ def matmul(
         ) from None
     if a2.numel() == 0 or b2.numel() == 0:
         # a zero M, N, K or batch size: an empty result or exact zeros (an empty sum), gradients likewise
-        return torch.matmul(a, b)
+        with no_autocast(a.device.type):
+            return torch.matmul(a, b)
     out = _matmul_nd(a2, b2, cfg)
     if squeeze_cols:
         out = out.squeeze(-1)
@@ -298,7 +300,8 @@ def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -
     if x.numel() == 0 or weight.numel() == 0:
         # M, N or K is zero: an empty result, or the bias alone (an empty sum is exactly 0), with torch's
         # gradients (empty or zero): nothing is rounded, so every method gives these same values
-        return F.linear(x, weight, bias)
+        with no_autocast(x.device.type):
+            return F.linear(x, weight, bias)
     if torch.compiler.is_compiling():
         y = compiled_fp32_linear(cfg.sgemm_key, x, weight, bias)
         if y is not None:

@@ -23,11 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import fx, jit, nn
 
+from .context import ContextStack
 from .linear import EmulatedLinear
 from .methods import MethodSpec, get_method
-from .mode import SCOPE_STACK, emulation_mode, push_scope
+from .mode import emulation_mode, pop_scope, push_scope
 
 __all__ = ["Scope", "install_scopes", "remove_scopes", "scope_of", "emulate_functional_"]
 
@@ -50,15 +52,18 @@ class Scope:
         return self.method is not None
 
 
-#: The scopes being run, innermost last (a module inside a scope that is already active runs as it is).
-_ACTIVE: list[Scope] = []
+#: The scopes being run in this thread and task, innermost last, by ``id`` (a module inside a scope that is
+#: already active runs as it is).
+_ACTIVE = ContextStack("scopes")
 
 
 def _forward_in_scope(module: nn.Module, scope: Scope, *args: Any, **kwargs: Any) -> Any:
     """The class's ``forward`` of ``module``, inside the scope."""
-    if _ACTIVE and _ACTIVE[-1] is scope:
+    active = _ACTIVE.get()
+    # (a context copied into another thread has the scope but not torch's per-thread mode stack: entered again)
+    if active and active[-1] == id(scope) and (scope.method is None or torch._C._len_torch_function_stack()):
         return type(module).forward(module, *args, **kwargs)
-    _ACTIVE.append(scope)
+    _ACTIVE.push(id(scope))
     pos = push_scope(scope.emulates)
     try:
         if not scope.emulates:
@@ -67,7 +72,7 @@ def _forward_in_scope(module: nn.Module, scope: Scope, *args: Any, **kwargs: Any
                             matmuls=scope.matmuls, scope=pos):
             return type(module).forward(module, *args, **kwargs)
     finally:
-        SCOPE_STACK.pop()
+        pop_scope()
         _ACTIVE.pop()
 
 

@@ -23,6 +23,7 @@ import collections
 import contextlib
 import functools
 import logging
+import threading
 from dataclasses import dataclass
 
 import torch
@@ -31,7 +32,7 @@ from torch import Tensor
 from ..._hw import capability, gpu_name, interpreting, tensor_core_generation
 from ..configuration import get_config, setting
 from ..methods import MethodSpec
-from ..reference import cuda_fp32_precision
+from ..reference import cuda_fp32_precision, no_autocast
 from .decision import DecisionTable, flop_threshold, row_threshold, shipped_tables
 from .launch import KERNEL_METHODS, _emu_mm, _split_t, emu_mm, piece_dtype, split_t
 
@@ -52,9 +53,23 @@ def _fp32_gemm_is_ieee() -> bool:
 _FALLBACKS: collections.Counter = collections.Counter()
 
 
+class _ThreadFallbacks(threading.local):
+    count = 0
+
+
+#: the fallbacks taken by this thread: the coverage meter tells a fallback from an emulated product by this count,
+#: which another thread's products do not change
+_THREAD = _ThreadFallbacks()
+
+
 def fallback_stats() -> dict[tuple[str, int, int, int], int]:
     """How often each (method, M, N, K) fell back to cuBLAS SGEMM in this process."""
     return dict(_FALLBACKS)
+
+
+def thread_fallbacks() -> int:
+    """How many GEMMs this thread ran as the small-shape fallback so far."""
+    return _THREAD.count
 
 
 _TABLES: dict[str | None, tuple[DecisionTable, ...]] = {}  # small_shape_table -> the tables read, in order
@@ -115,6 +130,7 @@ def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device
         log.info("tcemu: %s %s GEMM M=%d N=%d K=%d is under %s rows (%s): cuBLAS SGEMM (FP32) instead",
                  spec.name, role, M, N, K, rows, why)
     _FALLBACKS[key] += 1
+    _THREAD.count += 1
     return True
 
 
@@ -147,11 +163,12 @@ def _emu_mm_impl(
 
 
 def _plain_gemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
-    """``a @ b + bias`` in the current precision; a 2-D product with a bias is one ``addmm`` (bias in the GEMM
-    epilogue, as ``F.linear`` does), not a GEMM and a separate add."""
-    if bias is not None and a.dim() == 2 and b.dim() == 2:
-        return torch.addmm(bias, a, b)
-    out = torch.matmul(a, b)
+    """``a @ b + bias`` in the current FP32 precision (autocast off); a 2-D product with a bias is one ``addmm``
+    (bias in the GEMM epilogue, as ``F.linear`` does), not a GEMM and a separate add."""
+    with no_autocast(a.device.type):
+        if bias is not None and a.dim() == 2 and b.dim() == 2:
+            return torch.addmm(bias, a, b)
+        out = torch.matmul(a, b)
     return out if bias is None else out + bias
 
 
