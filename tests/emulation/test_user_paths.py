@@ -1,0 +1,166 @@
+"""Paths a PyTorch user takes around an emulated model: forwards replaced on the instance (hooks and wrappers of
+accelerate, PEFT, the user), module hooks, activation checkpointing, and products tcemu does not emulate inside
+``emulation_mode`` (passed to torch unchanged, with torch's errors)."""
+
+import copy
+import functools
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import tcemu
+from tcemu.emulation.scope import scope_of
+
+METHOD = "tf32x3"
+
+
+class Product(nn.Module):
+    """One functional product (what emulate_ reaches through the scope, not the nn.Linear swap)."""
+
+    def __init__(self, n=48):
+        super().__init__()
+        g = torch.Generator().manual_seed(1)
+        self.w = nn.Parameter(torch.randn(n, n, generator=g))
+
+    def forward(self, x):
+        return torch.matmul(x, self.w)
+
+
+def _x(n=48, rows=8):
+    return torch.randn(rows, n, generator=torch.Generator().manual_seed(2))
+
+
+def _closure_wrapper(mod):
+    inner = mod.forward
+    calls = []
+
+    @functools.wraps(inner)
+    def wrapped(*args, **kwargs):
+        calls.append(1)
+        return inner(*args, **kwargs)
+
+    return wrapped, calls
+
+
+def _accelerate_style(mod):
+    """accelerate's add_hook_to_module: a partial of a function of the module, the old forward kept."""
+    calls = []
+    mod._old_forward = mod.forward
+
+    def new_forward(module, *args, **kwargs):
+        calls.append(1)
+        return module._old_forward(*args, **kwargs)
+
+    return functools.update_wrapper(functools.partial(new_forward, mod), mod._old_forward), calls
+
+
+def _bound_method(mod):
+    """A bound method of another object assigned as the forward."""
+    calls = []
+
+    class Logger:
+        def __init__(self, fwd):
+            self.fwd = fwd
+
+        def run(self, *args):
+            calls.append(1)
+            return self.fwd(*args)
+
+    return Logger(mod.forward).run, calls
+
+
+@pytest.mark.parametrize("make", [_closure_wrapper, _accelerate_style, _bound_method])
+def test_a_forward_replaced_on_the_instance_is_emulated_and_put_back(make):
+    """The replaced forward runs inside the scope (the module called directly: no parent's scope helps), bit for
+    bit tcemu.matmul's result; restore_ puts the very same object back."""
+    mod = Product()
+    x = _x()
+    plain = mod(x)
+    wrapper, calls = make(mod)
+    mod.forward = wrapper
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to warn about: everything is reached
+        tcemu.emulate_(mod, METHOD)
+    assert tcemu.unreachable_layers(mod) == []
+    with tcemu.coverage() as cov:
+        y = mod(x)
+    assert calls and cov.fraction == 1.0
+    want = tcemu.matmul(x, mod.w.detach(), METHOD)
+    assert torch.equal(y, want) and not torch.equal(y, plain)
+    tcemu.restore_(mod)
+    assert mod.__dict__["forward"] is wrapper and scope_of(mod) is None
+    assert torch.equal(mod(x), plain)
+
+
+def test_a_replaced_forward_of_an_nn_linear():
+    """A hook on an nn.Linear captures nn.Linear's forward before the swap: with the functional scope it is
+    emulated; with functional=False it is named by unreachable_layers and emulate_ warns."""
+    x = _x(32)
+    lin = nn.Linear(32, 16)
+    old = lin.forward
+    lin.forward = lambda inp: old(inp)
+    plain = lin(x)
+    tcemu.emulate_(lin, METHOD)
+    with tcemu.coverage() as cov:
+        y = lin(x)
+    assert cov.fraction == 1.0
+    assert torch.equal(y, tcemu.linear(x, lin.weight.detach(), lin.bias.detach(), METHOD))
+    tcemu.restore_(lin)
+    assert type(lin) is nn.Linear and lin.__dict__["forward"].__name__ == "<lambda>"
+    assert torch.equal(lin(x), plain)
+    with pytest.warns(UserWarning, match="replaced on the instance"):
+        tcemu.emulate_(lin, METHOD, functional=False)
+    (u,) = tcemu.unreachable_layers(lin, functional=False)
+    assert "functional=True" in u.reason
+
+
+def test_a_replaced_forward_inside_a_model_keeps_its_emulation_in_a_deepcopy():
+    model = nn.Sequential(nn.Tanh(), Product())
+    model[1].forward, _ = _accelerate_style(model[1])
+    tcemu.emulate_(model, METHOD)
+    twin = copy.deepcopy(model)
+    x = _x()
+    with tcemu.coverage() as cov:
+        y = twin[1](x)  # called directly: its own scope, bound to the copy
+    assert cov.fraction == 1.0 and torch.equal(y, tcemu.matmul(x, twin[1].w.detach(), METHOD))
+    assert twin[1].forward.args[0] is twin[1]
+
+
+def test_emulate_functional_wraps_a_replaced_forward():
+    mod = Product()
+    wrapper, calls = _closure_wrapper(mod)
+    mod.forward = wrapper
+    tcemu.emulate_functional_(mod, METHOD, lambda m, fqn: True)
+    x = _x()
+    assert torch.equal(mod(x), tcemu.matmul(x, mod.w.detach(), METHOD)) and calls
+    tcemu.restore_(mod)
+    assert mod.__dict__["forward"] is wrapper
+
+
+def _scripted_double(x: torch.Tensor) -> torch.Tensor:
+    return x @ x
+
+
+def test_a_torchscript_forward_on_the_instance_is_named_as_unreachable():
+    mod = Product()
+    mod.forward = torch.jit.script(_scripted_double)
+    (u,) = tcemu.unreachable_layers(nn.Sequential(mod))
+    assert "TorchScript" in u.reason
+
+
+def test_module_hooks_keep_working():
+    """Forward pre-hooks and hooks registered before and after emulate_ run, and what they change is used."""
+    mod = Product()
+    seen = []
+    mod.register_forward_pre_hook(lambda m, args: (args[0] * 2.0,))
+    mod.register_forward_hook(lambda m, args, out: seen.append("before") or out + 1.0)
+    tcemu.emulate_(nn.Sequential(mod), METHOD)
+    mod.register_forward_hook(lambda m, args, out: seen.append("after") or out * 3.0)
+    x = _x()
+    with tcemu.coverage() as cov:
+        y = mod(x)
+    assert seen == ["before", "after"] and cov.fraction == 1.0
+    assert torch.equal(y, (tcemu.matmul(x * 2.0, mod.w.detach(), METHOD) + 1.0) * 3.0)
