@@ -164,3 +164,93 @@ def test_module_hooks_keep_working():
         y = mod(x)
     assert seen == ["before", "after"] and cov.fraction == 1.0
     assert torch.equal(y, (tcemu.matmul(x * 2.0, mod.w.detach(), METHOD) + 1.0) * 3.0)
+
+
+# ------------------------------------------------------------------ activation checkpointing
+
+
+class Checkpointed(nn.Module):
+    """A block that checkpoints a bound method of its own (its products reached by the scope only)."""
+
+    def __init__(self, reentrant, checkpointed=True):
+        super().__init__()
+        g = torch.Generator().manual_seed(3)
+        self.w1 = nn.Parameter(torch.randn(48, 48, generator=g) / 7)
+        self.w2 = nn.Parameter(torch.randn(48, 48, generator=g) / 7)
+        self.plain = Product()  # left out by filter_fn in one test
+        self.reentrant, self.checkpointed = reentrant, checkpointed
+
+    def body(self, x):
+        return torch.einsum("ni,ij->nj", torch.tanh(x @ self.w1), self.w2) + self.plain(x)
+
+    def forward(self, x):
+        if not self.checkpointed:
+            return self.body(x)
+        return torch.utils.checkpoint.checkpoint(self.body, x, use_reentrant=self.reentrant)
+
+
+def _grads(model, x):
+    xx = x.clone().requires_grad_(True)
+    with tcemu.coverage() as cov:
+        y = model(xx)
+        (y * y).sum().backward()
+    return [y.detach(), xx.grad, *(p.grad for p in model.parameters())], cov
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+@pytest.mark.parametrize("filtered", [False, True])
+def test_checkpoint_recomputes_under_the_emulation(reentrant, filtered):
+    """The recompute runs under the forward's emulation: output and every gradient bit for bit those of the
+    model without checkpointing; a submodule left out by filter_fn stays plain in the recompute too."""
+    keep = (lambda m, fqn: fqn != "plain") if filtered else None
+    x = _x()
+    want, cov_want = _grads(tcemu.emulate_(Checkpointed(reentrant, checkpointed=False), METHOD, keep), x)
+    got, cov = _grads(tcemu.emulate_(Checkpointed(reentrant), METHOD, keep), x)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    # the recompute's products: the left-out module's plain (a non-reentrant recompute may stop before it),
+    # the two others emulated
+    product = 2.0 * 8 * 48 * 48
+    more_fp32, more_emulated = cov.flops("fp32") - cov_want.flops("fp32"), cov.flops("emulated") - cov_want.flops("emulated")
+    if filtered:
+        assert more_emulated == 2 * product and more_fp32 in ((product, 0.0) if not reentrant else (product,))
+    else:
+        assert more_fp32 == 0.0 and more_emulated >= 2 * product
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpoint_under_a_user_emulation_mode(reentrant):
+    """emulation_mode around the forward only: the recompute in the backward (outside the mode) is emulated."""
+    w = torch.randn(48, 48, generator=torch.Generator().manual_seed(4), requires_grad=True)
+    x = _x().requires_grad_(True)
+
+    def f(h):
+        return torch.tanh(h @ w) @ w
+
+    grads = []
+    for checkpointed in (False, True):
+        with tcemu.emulation_mode(METHOD):
+            y = torch.utils.checkpoint.checkpoint(f, x, use_reentrant=reentrant) if checkpointed else f(x)
+        grads.append(torch.autograd.grad(y.sum(), (x, w)) if not reentrant else None)
+        if reentrant:
+            x.grad = w.grad = None
+            y.sum().backward()
+            grads[-1] = (x.grad.clone(), w.grad.clone())
+    for a, b in zip(*grads):
+        assert torch.equal(a, b)
+
+
+def test_checkpoint_outside_the_emulation_keeps_a_scoped_module_emulated_and_the_rest_plain():
+    """checkpoint called in plain code around a scoped module and a plain product: the recompute emulates the
+    module (its own scope) and leaves the plain product plain, as the forward did."""
+    sub = tcemu.emulate_(Product(), METHOD)
+    w = torch.randn(48, 48, generator=torch.Generator().manual_seed(5), requires_grad=True)
+    x = _x().requires_grad_(True)
+
+    def f(h):
+        return torch.tanh(sub(h)) @ w
+
+    want = torch.autograd.grad(f(x).sum(), (x, w, sub.w))
+    got = torch.autograd.grad(torch.utils.checkpoint.checkpoint(f, x, use_reentrant=False).sum(), (x, w, sub.w))
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)

@@ -272,6 +272,13 @@ _SDPA = {F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attenti
 ROUTED = tuple(sorted({getattr(f, "__qualname__", getattr(f, "__name__", str(f))) for f in _HANDLERS}))
 
 
+def _checkpointing():
+    """:mod:`tcemu.emulation.checkpointing` (it imports the scopes, which import this module)."""
+    from . import checkpointing  # noqa: PLC0415
+
+    return checkpointing
+
+
 class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `with emulation_mode(...)`
     """Context manager routing float32 contractions through the emulation (the list in the module docstring).
 
@@ -304,6 +311,8 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
         kwargs = kwargs or {}
         if self.scope is not None and SCOPE_STACK and SCOPE_STACK[-1] > self.scope:
             return func(*args, **kwargs)  # inside a module left out by filter_fn
+        if func is torch._C._set_grad_enabled and args and not args[0]:
+            _checkpointing().on_grad_disabled(self)  # a reentrant checkpoint's recompute: under this mode
         if self.attention and func in _SDPA:
             a = dict(zip(_SDPA_ARGS, args)) | kwargs
             if (_fp32(a["query"], a["key"], a["value"]) and not a.get("dropout_p", 0.0)
@@ -314,6 +323,8 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
                                                         backend=self.backend)
         handler = _HANDLERS.get(func) if self.matmuls else None
         if handler is not None:
+            if torch.is_grad_enabled():
+                _checkpointing().on_product(self)  # a non-reentrant checkpoint's recompute: under this mode
             try:
                 with labelled(getattr(func, "__name__", "product")):
                     return handler(self, args, kwargs)
