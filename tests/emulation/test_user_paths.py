@@ -254,3 +254,123 @@ def test_checkpoint_outside_the_emulation_keeps_a_scoped_module_emulated_and_the
     got = torch.autograd.grad(torch.utils.checkpoint.checkpoint(f, x, use_reentrant=False).sum(), (x, w, sub.w))
     for a, b in zip(got, want):
         assert torch.equal(a, b)
+
+
+# ------------------------------------------------------------------ what tcemu does not emulate: torch's own call
+
+
+def _operands():
+    g = torch.Generator().manual_seed(6)
+    return torch.randn(4, 5, generator=g), torch.randn(5, 3, generator=g), torch.randn(3, 5, generator=g)
+
+
+@pytest.mark.parametrize("call", [
+    lambda a, b, w: torch.mm(a.to_sparse(), b),
+    lambda a, b, w: torch.matmul(a.to_sparse(), b),
+    lambda a, b, w: a.to_sparse_csr() @ b,
+    lambda a, b, w: F.linear(a.to_sparse(), w),
+    lambda a, b, w: torch.addmm(torch.ones(4, 3), a.to_sparse(), b),
+    lambda a, b, w: torch.matmul(a.to("meta"), b.to("meta")),
+    lambda a, b, w: F.linear(a.to("meta"), w.to("meta"), torch.empty(3, device="meta")),
+], ids=["coo-mm", "coo-matmul", "csr-matmul", "coo-linear", "coo-addmm", "meta-matmul", "meta-linear"])
+def test_sparse_and_meta_products_are_torchs_own(call):
+    a, b, w = _operands()
+    want = call(a, b, w)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch's beta warning for CSR
+        with tcemu.emulation_mode(METHOD):
+            got = call(a, b, w)
+    assert got.shape == want.shape and got.device == want.device and got.layout == want.layout
+    if got.device.type != "meta":
+        assert torch.equal(got.to_dense(), want.to_dense())
+
+
+@pytest.mark.parametrize("bias_shape", [(1, 3), (), (1,), (4, 3), (4, 1)])
+def test_a_bias_that_broadcasts_is_added_to_the_emulated_product(bias_shape):
+    a, _, w = _operands()
+    bias = torch.randn(bias_shape, generator=torch.Generator().manual_seed(7))
+    with tcemu.emulation_mode(METHOD):
+        got = F.linear(a, w, bias)
+    assert got.shape == F.linear(a, w, bias).shape
+    assert torch.equal(got, tcemu.linear(a, w, None, METHOD) + bias)
+
+
+@pytest.mark.parametrize("beta, alpha", [(True, 1), (False, 1), (1, True), (True, False)])
+def test_addmm_takes_bool_scalars_as_torch_does(beta, alpha):
+    a, b, _ = _operands()
+    c = torch.randn(4, 3)
+    with tcemu.emulation_mode(METHOD):
+        got = torch.addmm(c, a, b, beta=beta, alpha=alpha)
+        want = torch.addmm(c, a, b, beta=int(beta), alpha=int(alpha))
+    assert torch.equal(got, want)
+
+
+_MISFITS = {
+    "matmul": lambda a: a @ a,
+    "mm": lambda a: torch.mm(a, a),
+    "bmm": lambda a: torch.bmm(a[None], a[None]),
+    "mv": lambda a: torch.mv(a, torch.ones(4)),
+    "dot": lambda a: torch.dot(torch.ones(3), torch.ones(4)),
+    "batch": lambda a: torch.ones(2, 4, 5) @ torch.ones(3, 5, 3),
+    "linear": lambda a: F.linear(a, torch.ones(3, 4)),
+    "linear-bias": lambda a: F.linear(a, torch.ones(3, 5), torch.ones(4)),
+    "inner": lambda a: torch.inner(a, torch.ones(4)),
+    "vecdot": lambda a: torch.linalg.vecdot(a, torch.ones(4)),
+    "addmm": lambda a: torch.addmm(torch.ones(4, 3), a, a),
+}
+
+
+@pytest.mark.parametrize("name", list(_MISFITS))
+def test_operands_that_do_not_fit_raise_torchs_error(name):
+    a, _, _ = _operands()
+    with pytest.raises(Exception) as want:
+        _MISFITS[name](a)
+    with tcemu.emulation_mode(METHOD), pytest.raises(Exception) as got:
+        _MISFITS[name](a)
+    assert got.type is want.type and str(got.value) == str(want.value)
+
+
+def test_an_emulated_linear_leaves_sparse_and_meta_inputs_to_torch_and_raises_torchs_error_type():
+    a, _, _ = _operands()
+    lin = nn.Linear(5, 3)
+    want = lin(a.to_sparse())
+    tcemu.emulate_(lin, METHOD)
+    assert torch.equal(lin(a.to_sparse()), want)
+    with pytest.raises(RuntimeError, match="EmulatedLinear: input has 4 features"):
+        lin(torch.ones(2, 4))
+    with torch.device("meta"):
+        on_meta = nn.Linear(5, 3)
+    tcemu.emulate_(on_meta, METHOD)
+    assert on_meta(torch.empty(2, 5, device="meta")).shape == (2, 3)
+
+
+def test_tcemu_shape_errors_are_torchs_type_too():
+    with pytest.raises(RuntimeError, match="cannot be multiplied") as err:
+        tcemu.matmul(torch.ones(2, 3), torch.ones(2, 3))
+    assert isinstance(err.value, ValueError)  # as documented before
+
+
+# ------------------------------------------------------------------ one coverage meter entered twice
+
+
+def test_a_coverage_meter_entered_again_adds_and_nested_refuses_leaving_no_mode_behind():
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    a = torch.randn(8, 8)
+    modes = len(_get_current_dispatch_mode_stack())
+    cov = tcemu.coverage()
+    with cov:
+        a @ a
+    with cov:  # after its block: counts on
+        a @ a
+    assert cov.flops("fp32") == 2 * 2 * 8**3 and cov.finished
+    with cov:
+        with pytest.raises(RuntimeError, match="tcemu.coverage: this meter is measuring already"):
+            with cov:
+                pass
+        a @ a  # the outer block still measures
+    assert cov.flops("fp32") == 3 * 2 * 8**3
+    assert len(_get_current_dispatch_mode_stack()) == modes
+    with tcemu.coverage() as other:  # a fresh meter works as before
+        a @ a
+    assert other.flops("fp32") == 2 * 8**3 and cov.flops("fp32") == 3 * 2 * 8**3

@@ -296,7 +296,8 @@ class CoverageRow:
 
 
 class Coverage:
-    """A coverage meter: use as ``with tcemu.coverage() as cov:`` (see the module docstring)."""
+    """A coverage meter: use as ``with tcemu.coverage() as cov:`` (see the module docstring). Entered again
+    after its block, it adds to its counts; entered inside its own block, it refuses."""
 
     def __init__(self, *models: torch.nn.Module) -> None:
         self._models = models
@@ -307,19 +308,34 @@ class Coverage:
 
     # ---- measuring
     def __enter__(self) -> Coverage:
+        if self._counter is not None:
+            raise RuntimeError("tcemu.coverage: this meter is measuring already (its `with` entered inside "
+                               "itself); measure the inner block with a second tcemu.coverage()")
         if torch.compiler.is_compiling():
             raise RuntimeError("tcemu.coverage() cannot measure inside a compiled region: enter it around eager "
                                "code (torch.compile'd functions called inside it run eagerly)")
-        self._tracker = ModuleTracker(self._models).__enter__()
-        self._counter = _AtenCounter(self).__enter__()
+        tracker = ModuleTracker(self._models).__enter__()
+        try:
+            self._counter = _AtenCounter(self).__enter__()
+        except BaseException:
+            tracker.__exit__(None, None, None)
+            raise
+        self._tracker = tracker
         _METERS.append(self)
+        self.finished = False
         return self
 
     def __exit__(self, *exc) -> None:
-        _METERS.remove(self)
-        self._counter.__exit__(*exc)
-        self._tracker.__exit__(*exc)
-        self.finished = True
+        counter, self._counter = self._counter, None
+        if counter is None:
+            return
+        try:
+            if self in _METERS:
+                _METERS.remove(self)
+            counter.__exit__(*exc)
+        finally:
+            self._tracker.__exit__(*exc)
+            self.finished = True
 
     def _module(self) -> str:
         return self._tracker.current() if self._tracker is not None else ""
