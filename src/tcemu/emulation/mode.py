@@ -16,9 +16,9 @@ goes through :func:`tcemu.matmul` / :func:`tcemu.linear` (with autograd, double 
 
 What stays as it is (torch's own call, with torch's result or error): other dtypes (float64, half, complex,
 integer), sparse and meta tensors, operands on two devices, operands whose shapes do not fit, calls with
-``out=``, an einsum or tensordot without a summed index (an outer product: one FP32 rounding per element, nothing
-accumulates; reported to :func:`tcemu.coverage` as ``no_contraction``), convolutions, and products inside TorchScript or
-inside torch functions that run their own Python (``F.multi_head_attention_forward``): a torch-function mode
+``out=``, an einsum or tensordot without a summed index (an outer product: one FP32 rounding per element,
+nothing accumulates; reported to :func:`tcemu.coverage` as ``no_contraction``), convolutions, and products
+inside TorchScript or inside torch functions that run their own Python (``F.multi_head_attention_forward``): a torch-function mode
 cannot see those. :func:`tcemu.coverage` measures what ran in plain FP32 at the aten level.
 ``matmuls=False`` leaves the products alone (attention only).
 
