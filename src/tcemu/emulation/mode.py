@@ -341,7 +341,7 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
         kwargs = kwargs or {}
         if self.scope is not None and SCOPE_STACK and SCOPE_STACK[-1] > self.scope:
             return func(*args, **kwargs)  # inside a module left out by filter_fn
-        if func is torch._C._set_grad_enabled and args and not args[0]:
+        if func is torch._C._set_grad_enabled and args and not args[0] and not torch.compiler.is_compiling():
             _checkpointing().on_grad_disabled(self)  # a reentrant checkpoint's recompute: under this mode
         if self.attention and func in _SDPA:
             a = dict(zip(_SDPA_ARGS, args)) | kwargs
@@ -353,7 +353,7 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
                                                         backend=self.backend)
         handler = _HANDLERS.get(func) if self.matmuls else None
         if handler is not None:
-            if torch.is_grad_enabled():
+            if torch.is_grad_enabled() and not torch.compiler.is_compiling():
                 _checkpointing().on_product(self)  # a non-reentrant checkpoint's recompute: under this mode
             try:
                 with labelled(getattr(func, "__name__", "product")):
