@@ -374,3 +374,17 @@ def test_a_coverage_meter_entered_again_adds_and_nested_refuses_leaving_no_mode_
     with tcemu.coverage() as other:  # a fresh meter works as before
         a @ a
     assert other.flops("fp32") == 2 * 8**3 and cov.flops("fp32") == 3 * 2 * 8**3
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpoint_recomputes_the_first_pass_bits_on_cuda(reentrant):
+    """On CUDA (the Triton kernels, fallback off so that the small shapes run them): the recompute gives the
+    first pass's bits, and the gradients are those of the model without checkpointing."""
+    x = _x(48, 512).cuda()
+    with tcemu.config(small_shape_fallback=False):
+        want, _ = _grads(tcemu.emulate_(Checkpointed(reentrant, checkpointed=False).cuda(), METHOD), x)
+        got, cov = _grads(tcemu.emulate_(Checkpointed(reentrant).cuda(), METHOD), x)
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    assert cov.fraction == 1.0
