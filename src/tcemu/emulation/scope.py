@@ -2,12 +2,15 @@
 
 A scoped module's ``forward`` becomes an instance attribute, ``functools.partial(_forward_in_scope, module,
 scope)``, which runs the class's ``forward`` inside ``emulation_mode(**scope)``, or, for a module that
-``filter_fn`` left out inside a scoped one, with the enclosing scopes switched off. Being an instance attribute,
-it leaves parameters, buffers and state-dict keys alone; ``copy.deepcopy`` and pickling bind it to the copy (a
-torch.fx GraphModule's through torch.fx's preserved attributes in a deepcopy; torch.fx rebuilds an unpickled
-GraphModule without it, so there a pickle keeps the emulation only through a scoped parent);
-``torch.compile`` traces through it; :func:`remove_scopes` deletes it. Code outside the scoped modules pays
-nothing for the mode (a mode around a whole step intercepts every torch call of its eager parts).
+``filter_fn`` left out inside a scoped one, with the enclosing scopes switched off. A ``forward`` that others had
+assigned to the instance (hooks and wrappers of accelerate, PEFT, the user) is run inside the scope instead, by
+``functools.partial(_wrapped_forward_in_scope, module, scope, that_forward)``, and put back by
+:func:`remove_scopes`. Being an instance attribute, it leaves parameters, buffers and state-dict keys alone;
+``copy.deepcopy`` and pickling bind it to the copy (a torch.fx GraphModule's through torch.fx's preserved
+attributes in a deepcopy; torch.fx rebuilds an unpickled GraphModule without it, so there a pickle keeps the
+emulation only through a scoped parent); ``torch.compile`` traces through it; :func:`remove_scopes` deletes it.
+Code outside the scoped modules pays nothing for the mode (a mode around a whole step intercepts every torch call
+of its eager parts).
 
 :func:`install_scopes` (called by :func:`tcemu.emulate_`) puts the mode on every selected module (entered once:
 a module inside an active scope of the same call runs as it is) and an "off" switch on each unselected module
@@ -76,7 +79,8 @@ def _forward_in_scope(module: nn.Module, scope: Scope, *args: Any, **kwargs: Any
     return _run_in_scope(scope, type(module).forward, (module, *args), kwargs)
 
 
-def _wrapped_forward_in_scope(module: nn.Module, scope: Scope, forward: Callable, *args: Any, **kwargs: Any) -> Any:
+def _wrapped_forward_in_scope(module: nn.Module, scope: Scope, forward: Callable, *args: Any,
+                              **kwargs: Any) -> Any:
     """``forward``, the forward that was assigned to the instance before tcemu came (a hook or wrapper of
     accelerate, PEFT or the user), inside the scope; ``module`` is kept for copies (``copy.deepcopy`` binds both
     to the copy)."""
