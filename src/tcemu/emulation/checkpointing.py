@@ -1,4 +1,4 @@
-"""``torch.utils.checkpoint`` inside ``emulation_mode``: the recompute runs under the emulation of the first pass.
+"""``torch.utils.checkpoint`` inside ``emulation_mode``: the recompute runs under the first pass's emulation.
 
 Activation checkpointing runs a function twice: once in the forward (its activations dropped) and again in the
 backward (the recompute), where the mode of the forward is no longer active. Unless the recompute runs under
@@ -9,14 +9,14 @@ autocast and the device context for the recompute, not other torch-function mode
 
 * reentrant (``CheckpointFunction``): when the mode sees the forward's ``torch.no_grad()`` entered in
   ``CheckpointFunction.forward``, it wraps that call's ``ctx.run_function``;
-* non-reentrant: when the mode emulates a product while a checkpoint's saved-tensor hooks are the innermost, it
-  wraps that checkpoint's ``recompute_fn``, with the emulation in effect where ``checkpoint`` was called (scopes
-  entered inside the checkpointed function are not part of it: they enter again in the recompute).
+* non-reentrant: when the mode emulates a product while a checkpoint's saved-tensor hooks are the innermost,
+  it wraps that checkpoint's ``recompute_fn``, with the emulation in effect where ``checkpoint`` was called
+  (scopes entered inside the checkpointed function are not part of it: they enter again in the recompute).
 
 Both read torch's checkpoint internals; where they differ (another torch), nothing is wrapped and torch behaves
 as without tcemu. The wrapper runs the function inside a fresh :class:`~tcemu.emulation.scope.Scope` of the same
-method, backend and switches, so modules left out by ``filter_fn`` stay plain, and the recompute gives the
-first pass's bits (the emulation is deterministic).
+method, backend and switches, so modules left out by ``filter_fn`` stay plain, and the recompute gives the first
+pass's bits (the emulation is deterministic).
 """
 
 from __future__ import annotations
@@ -34,8 +34,11 @@ from .scope import Scope, _run_in_scope
 
 __all__ = ["on_grad_disabled", "on_product"]
 
-_REENTRANT_FORWARD = inspect.unwrap(_ckpt.CheckpointFunction.forward).__code__
-_CHECKPOINT = inspect.unwrap(_ckpt.checkpoint).__code__
+try:
+    _REENTRANT_FORWARD = inspect.unwrap(_ckpt.CheckpointFunction.forward).__code__
+    _CHECKPOINT = inspect.unwrap(_ckpt.checkpoint).__code__
+except AttributeError:  # another torch's checkpoint: nothing is wrapped
+    _REENTRANT_FORWARD = _CHECKPOINT = None
 _RUN_IN_SCOPE = _run_in_scope.__code__
 _PACK_HOOK = "_checkpoint_hook.__init__.<locals>.pack_hook"
 _MARK = "_tcemu_recompute"
@@ -97,7 +100,7 @@ def on_product(mode: Any) -> None:
 
 def _outer_mode(mode: Any) -> Any:
     """The emulation_mode in effect where ``checkpoint`` was called (None: none, or not found)."""
-    inner_scopes: list[int] = []  # positions of the scopes entered inside the checkpointed function
+    inner_scopes: list[int] = []  # positions (_run_in_scope's ``pos``) of scopes entered inside the function
     f = sys._getframe(2)
     while f is not None and f.f_code is not _CHECKPOINT:
         if f.f_code is _RUN_IN_SCOPE and "pos" in f.f_locals:
