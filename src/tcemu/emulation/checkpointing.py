@@ -13,10 +13,10 @@ autocast and the device context for the recompute, not other torch-function mode
   it wraps that checkpoint's ``recompute_fn``, with the emulation in effect where ``checkpoint`` was called
   (scopes entered inside the checkpointed function are not part of it: they enter again in the recompute).
 
-Both read torch's checkpoint internals; where they differ (another torch), nothing is wrapped and torch behaves
-as without tcemu. The wrapper runs the function inside a fresh :class:`~tcemu.emulation.scope.Scope` of the same
-method, backend and switches, so modules left out by ``filter_fn`` stay plain, and the recompute gives the first
-pass's bits (the emulation is deterministic).
+Both read torch's checkpoint internals; where they differ (another torch), nothing is wrapped and torch
+behaves as without tcemu. The wrapper runs the function inside a fresh :class:`~tcemu.emulation.scope.Scope`
+of the same method, backend and switches, so modules left out by ``filter_fn`` stay plain, and the recompute
+gives the first pass's bits (the emulation is deterministic).
 """
 
 from __future__ import annotations
