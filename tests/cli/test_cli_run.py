@@ -54,7 +54,8 @@ def test_dash_m_finds_a_module_in_the_current_folder(tmp_path):
     (tmp_path / "md_here.py").write_text("import sys\nprint('ran', __name__, sys.argv[1:])\n")
     got = _tcemu_run(["-m", "md_here", "--steps", "3"], tmp_path)
     assert got.returncode == 0, got.stderr
-    assert got.stdout == _python(["-m", "md_here", "--steps", "3"], tmp_path).stdout == "ran __main__ ['--steps', '3']\n"
+    want = _python(["-m", "md_here", "--steps", "3"], tmp_path)
+    assert got.stdout == want.stdout == "ran __main__ ['--steps', '3']\n"
 
 
 @pytest.mark.parametrize("command", [["accuracy", "--shapes", "16x16x16"], ["validate", "--smoke"]])
