@@ -77,6 +77,23 @@ def _env_float(name: str, default: float, environ: Mapping[str, str], what: str 
     return value
 
 
+def _flop_count(value: Any) -> float:
+    """``small_shape_min_flops`` as a float: a number >= 0, or a string of one (``"6e9"``, as the environment
+    gives it)."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ValueError(f"EmulationConfig.small_shape_min_flops must be a FLOP count (a number >= 0, e.g. 6e9), "
+                             f"got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"EmulationConfig.small_shape_min_flops must be a number >= 0 (e.g. 6e9), got "
+                        f"{type(value).__name__} {value!r}")
+    if not value >= 0:
+        raise ValueError(f"small_shape_min_flops must be >= 0, got {value!r}")
+    return float(value)
+
+
 @dataclass(frozen=True)
 class EmulationConfig:
     """How tcemu emulates FP32 products (frozen: derive another with :meth:`replace` or :func:`config`).
@@ -139,6 +156,7 @@ class EmulationConfig:
         if self.attention not in ATTENTION_SCOPES:
             raise ValueError(f"unknown attention scope {self.attention!r}; choose one of "
                              f"{', '.join(ATTENTION_SCOPES)}")
+        object.__setattr__(self, "small_shape_min_flops", _flop_count(self.small_shape_min_flops))
         if not self.small_shape_min_flops >= 0:
             raise ValueError(f"small_shape_min_flops must be >= 0, got {self.small_shape_min_flops!r}")
         if self.small_shape_rule not in SMALL_SHAPE_RULES:
@@ -238,6 +256,9 @@ def config(cfg: EmulationConfig | None = None, /, **changes: Any) -> Iterator[Em
     ``with tcemu.config(small_shape_fallback=False, attention_fallback=False): ...`` makes every product of the
     block run the method itself. Nested blocks stack; the override is local to this thread (and task).
     """
+    if cfg is not None and not isinstance(cfg, EmulationConfig):
+        raise TypeError(f"tcemu.config takes an EmulationConfig or fields by name (e.g. tcemu.config(method="
+                        f"'bf16x6')), got {type(cfg).__name__} {cfg!r}")
     new = (get_config() if cfg is None else cfg).replace(**changes) if changes else (cfg or get_config())
     token = _CURRENT.set(new)
     try:

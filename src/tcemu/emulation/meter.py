@@ -337,7 +337,8 @@ class CoverageRow:
 
 
 class Coverage:
-    """A coverage meter: use as ``with tcemu.coverage() as cov:`` (see the module docstring)."""
+    """A coverage meter: use as ``with tcemu.coverage() as cov:`` (see the module docstring). Entered again
+    after its block, it adds to its counts; entered inside its own block, it refuses."""
 
     def __init__(self, *models: torch.nn.Module) -> None:
         self._models = models
@@ -348,19 +349,33 @@ class Coverage:
 
     # ---- measuring
     def __enter__(self) -> Coverage:
+        if self._counter is not None:
+            raise RuntimeError("tcemu.coverage: this meter is measuring already (its `with` entered inside "
+                               "itself); measure the inner block with a second tcemu.coverage()")
         if torch.compiler.is_compiling():
             raise RuntimeError("tcemu.coverage() cannot measure inside a compiled region: enter it around eager "
                                "code (torch.compile'd functions called inside it run eagerly)")
-        self._tracker = ModuleTracker(self._models, self._measures_here).__enter__()
-        self._counter = _AtenCounter(self).__enter__()
+        tracker = ModuleTracker(self._models, self._measures_here).__enter__()
+        try:
+            self._counter = _AtenCounter(self).__enter__()
+        except BaseException:
+            tracker.__exit__(None, None, None)
+            raise
+        self._tracker = tracker
         _METERS.push(self)
+        self.finished = False
         return self
 
     def __exit__(self, *exc) -> None:
-        _METERS.remove(self)
-        leave_mode(self._counter, True, lambda: self._counter.__exit__(*exc))
-        self._tracker.__exit__(*exc)
-        self.finished = True
+        counter, self._counter = self._counter, None
+        if counter is None:
+            return
+        try:
+            _METERS.remove(self)
+            leave_mode(counter, True, lambda: counter.__exit__(*exc))
+        finally:
+            self._tracker.__exit__(*exc)
+            self.finished = True
 
     def _measures_here(self) -> bool:
         """Whether this meter counts what runs here (this thread and task, or autograd's threads)."""

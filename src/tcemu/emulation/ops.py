@@ -21,7 +21,7 @@ from .dispatch import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
 from .reference import no_autocast
 
-__all__ = ["GemmConfig", "matmul", "linear", "check_operands"]
+__all__ = ["GemmConfig", "OperandError", "matmul", "linear", "check_operands", "emulable"]
 
 _DEVICES = ("cpu", "cuda")
 
@@ -128,6 +128,29 @@ def compiled_fp32_linear(key: str | None, x: Tensor, weight: Tensor, bias: Tenso
 # --------------------------------------------------------------------------- validation
 
 
+class OperandError(ValueError, RuntimeError):
+    """Operands whose shapes or devices do not fit together: a ValueError, as tcemu documents, and the
+    RuntimeError that torch raises for the same operands, so that code catching torch's error still does."""
+
+
+def emulable(*tensors: Any) -> bool:
+    """Whether the operands are what the emulation runs: float32, dense, on one CPU or CUDA device. Where they
+    are not (other dtypes, sparse or meta tensors, two devices), :func:`tcemu.emulation_mode` and
+    ``EmulatedLinear`` leave the call to torch, torch's result or error included."""
+    device = None
+    for t in tensors:
+        if not isinstance(t, Tensor) or t.dtype != torch.float32 or t.device.type not in _DEVICES:
+            return False
+        if device is None:
+            device = t.device
+        elif t.device != device:
+            return False
+        # (not while compiling: Dynamo refuses a layout read in some traced contexts; see check_operands)
+        if not torch.compiler.is_compiling() and t.layout != torch.strided:
+            return False
+    return True
+
+
 def check_operands(op: str, *tensors: Tensor | None) -> None:
     """Refuse what the emulation cannot run faithfully, with a message that says what to do."""
     device = None
@@ -147,7 +170,7 @@ def check_operands(op: str, *tensors: Tensor | None) -> None:
         if device is None:
             device = t.device
         elif t.device != device:
-            raise ValueError(f"tcemu.{op}: operands are on different devices ({device} and {t.device})")
+            raise OperandError(f"tcemu.{op}: operands are on different devices ({device} and {t.device})")
         # (not while compiling: Dynamo refuses a `layout` read inside an autograd.Function under a torch-function
         # mode such as emulation_mode; the eager call of the same code has checked it)
         if not torch.compiler.is_compiling() and (t.is_sparse or t.layout != torch.strided):
@@ -222,21 +245,21 @@ def matmul(
     """
     check_operands("matmul", a, b)
     if a.dim() == 0 or b.dim() == 0:
-        raise ValueError("tcemu.matmul: both arguments need at least 1 dimension (as torch.matmul)")
+        raise OperandError("tcemu.matmul: both arguments need at least 1 dimension (as torch.matmul)")
     cfg = GemmConfig.make(method, grad_weight_method=grad_weight_method, backend=backend)
     squeeze_rows = a.dim() == 1
     squeeze_cols = b.dim() == 1
     a2 = a.unsqueeze(0) if squeeze_rows else a
     b2 = b.unsqueeze(-1) if squeeze_cols else b
     if a2.shape[-1] != b2.shape[-2]:
-        raise ValueError(
+        raise OperandError(
             f"tcemu.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
             f"({a2.shape[-1]} != {b2.shape[-2]})"
         )
     try:
         torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     except RuntimeError:
-        raise ValueError(
+        raise OperandError(
             f"tcemu.matmul: batch dimensions of {tuple(a.shape)} and {tuple(b.shape)} do not broadcast"
         ) from None
     if a2.numel() == 0 or b2.numel() == 0:
@@ -343,7 +366,7 @@ def linear(
     if x.dim() == 0:
         raise ValueError("tcemu.linear: input must have at least 1 dimension")
     if x.shape[-1] != weight.shape[1]:
-        raise ValueError(
+        raise OperandError(
             f"tcemu.linear: input has {x.shape[-1]} features but weight {tuple(weight.shape)} expects {weight.shape[1]}"
         )
     if bias is not None and bias.shape != (weight.shape[0],):

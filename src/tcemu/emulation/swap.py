@@ -11,7 +11,9 @@ TorchScript-compiled code in eager form so that the mode sees it (:mod:`tcemu.em
 
 What it cannot reach is listed by :func:`unreachable_layers` and reported with a warning: ``nn.MultiheadAttention``
 (its projections and attention run inside ``F.multi_head_attention_forward``, which a torch-function mode cannot
-look into), TorchScript modules other than e3nn's generated code, and convolutions. :func:`tcemu.coverage`
+look into), TorchScript modules other than e3nn's generated code, and convolutions. A ``forward`` assigned to a
+module instance by others (hooks and wrappers of accelerate, PEFT or the user) runs inside the scope, and
+:func:`restore_` puts it back as it was. :func:`tcemu.coverage`
 measures what a run emulated and what ran in plain FP32.
 """
 
@@ -22,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import nn
 
 from . import scope
@@ -71,6 +74,14 @@ def unreachable_layers(model: nn.Module, *, functional: bool = True) -> list[Unr
             found.append(UnreachableLayer(fqn, type(mod).__name__, "not an nn.Linear: not emulated"))
         elif isinstance(mod, nn.modules.conv._ConvNd):
             found.append(UnreachableLayer(fqn, type(mod).__name__, "convolutions are not emulated"))
+        elif isinstance(scope.instance_forward(mod), (torch.jit.ScriptFunction, torch.jit.ScriptModule)):
+            found.append(UnreachableLayer(
+                fqn, type(mod).__name__, "its forward was replaced on the instance by TorchScript code, whose "
+                "products a torch-function mode cannot see: not emulated"))
+        elif not functional and isinstance(mod, nn.Linear) and scope.instance_forward(mod) is not None:
+            found.append(UnreachableLayer(
+                fqn, type(mod).__name__, "its forward was replaced on the instance (a hook or wrapper), which may "
+                "call nn.Linear's forward as it was before the swap: emulate with functional=True"))
     found.extend(UnreachableLayer(c.fqn, c.owner, c.reason) for c in scripted_products(model))
     return found
 
