@@ -15,10 +15,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.autograd import forward_ad
 
 from .configuration import backward_config, for_backward
 from .dispatch import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
+from .transforms import batched_matmul_operands, legacy_batched, legacy_level, needs_function
 
 __all__ = ["GemmConfig", "matmul", "linear", "check_operands"]
 
@@ -172,6 +174,9 @@ class _EmulatedMatmul(torch.autograd.Function):
         # each operand is kept only for the other's gradient, as autograd does for torch.matmul: a model with
         # frozen weights (an MD potential) must not hold every layer input until the backward pass
         ctx.save_for_backward(a if b.requires_grad else None, b if a.requires_grad else None)
+        if _forward_ad_possible():
+            ctx.save_for_forward(a, b)
+            ctx.set_materialize_grads(False)  # an operand without a tangent adds no product to jvp's
         ctx.shapes = (a.shape, b.shape)
         ctx.cfg = cfg
         ctx.settings = for_backward()
@@ -179,6 +184,8 @@ class _EmulatedMatmul(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
         a, b = ctx.saved_tensors
+        if grad is None:  # not materialized (set_materialize_grads above): no gradient reaches the output
+            return None, None, None
         a_shape, b_shape = ctx.shapes
         cfg: GemmConfig = ctx.cfg
         grad_a = grad_b = None
@@ -189,12 +196,45 @@ class _EmulatedMatmul(torch.autograd.Function):
                 grad_b = _matmul_nd(a.mT, grad, cfg.only(cfg.grad_weight)).sum_to_size(b_shape)
         return grad_a, grad_b, None
 
+    @staticmethod
+    def jvp(ctx: Any, tangent_a: Tensor | None, tangent_b: Tensor | None, _: None) -> Tensor:
+        """Forward-mode AD: ``dA @ B + A @ dB``, both emulated products of the forward's method."""
+        a, b = ctx.saved_for_forward
+        cfg: GemmConfig = ctx.cfg.only(ctx.cfg.forward)
+        out = None if tangent_a is None else _matmul_nd(tangent_a, b, cfg)
+        if tangent_b is not None:
+            term = _matmul_nd(a, tangent_b, cfg)
+            out = term if out is None else out + term
+        return out
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, a: Tensor, b: Tensor, cfg: GemmConfig) -> tuple[Tensor, int | None]:
+        """``torch.func.vmap``: one emulated product of the batched operands (the batch dimension first)."""
+        da, db, _ = in_dims
+        if da is None and db is None:
+            return _matmul_nd(a, b, cfg), None
+        a = a if da is None else a.movedim(da, 0)
+        b = b if db is None else b.movedim(db, 0)
+        return _matmul_nd(*batched_matmul_operands(a, da is not None, b, db is not None), cfg), 0
+
+
+def _forward_ad_possible() -> bool:
+    """Whether an output may get a tangent: a forward-AD level is open or a torch.func transform is active
+    (the Function then keeps its operands for ``jvp``)."""
+    return forward_ad._current_level >= 0 or torch._C._are_functorch_transforms_active()
+
+
+def _legacy_matmul(a: Tensor, b: Tensor, batched: list[bool], cfg: GemmConfig) -> Tensor:
+    return _matmul_nd(*batched_matmul_operands(a, batched[0], b, batched[1]), cfg)
+
 
 def _matmul_nd(a: Tensor, b: Tensor, cfg: GemmConfig) -> Tensor:
     """Both operands at least 2-D."""
-    if a.requires_grad or b.requires_grad:
-        if torch.is_grad_enabled():
-            return _EmulatedMatmul.apply(a, b, cfg)
+    if (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)) or needs_function(a, b):
+        return _EmulatedMatmul.apply(a, b, cfg)
+    level = legacy_level(a, b)
+    if level is not None:  # a backward under is_grads_batched=True
+        return legacy_batched(level, lambda a, b, batched: _legacy_matmul(a, b, batched, cfg), a, b)
     return _plain_matmul(a, b, cfg)
 
 
@@ -266,6 +306,9 @@ class _EmulatedLinear(torch.autograd.Function):
         x, weight, bias, backend, cfg = inputs
         # x only for the weight gradient (autograd's own linear does the same): frozen weights keep no inputs
         ctx.save_for_backward(x if weight.requires_grad else None, weight)
+        if _forward_ad_possible():
+            ctx.save_for_forward(x, weight)
+            ctx.set_materialize_grads(False)
         ctx.backend, ctx.cfg = backend, cfg
         ctx.has_bias = bias is not None
         ctx.settings = for_backward()
@@ -275,10 +318,13 @@ class _EmulatedLinear(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         cfg: GemmConfig = ctx.cfg
         grad_x = grad_w = grad_b = None
+        if grad is None:
+            return grad_x, grad_w, grad_b, None, None
         with backward_config(ctx):
             if ctx.needs_input_grad[0]:
-                if torch.is_grad_enabled() or cfg.grad_input is not cfg.forward:
-                    # create_graph=True (double backward) or another method: the differentiable general op
+                if torch.is_grad_enabled() or cfg.grad_input is not cfg.forward or _transformed(grad, weight):
+                    # create_graph=True (double backward), another method or a transform (a batched or dual
+                    # gradient): the differentiable general op
                     grad_x = _matmul_nd(grad, weight, cfg.only(cfg.grad_input))
                 else:
                     grad_x = ctx.backend.linear_input_grad(grad, weight, None, cfg.forward)
@@ -287,6 +333,50 @@ class _EmulatedLinear(torch.autograd.Function):
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad.sum(0)
         return grad_x, grad_w, grad_b, None, None
+
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Tensor | None, tangent_w: Tensor | None, tangent_b: Tensor | None,
+            *_: None) -> Tensor:
+        """Forward-mode AD: ``dx @ W^T + x @ dW^T + db``, the products emulated with the forward's method."""
+        x, weight = ctx.saved_for_forward
+        out = None if tangent_x is None else linear_2d(tangent_x, weight, None, ctx.cfg)
+        if tangent_w is not None:
+            term = linear_2d(x, tangent_w, None, ctx.cfg)
+            out = term if out is None else out + term
+        if tangent_b is not None:
+            out = tangent_b.expand(x.shape[0], -1) if out is None else out + tangent_b
+        return out
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, x: Tensor, weight: Tensor, bias: Tensor | None, backend: GemmBackend,
+             cfg: GemmConfig) -> tuple[Tensor, int | None]:
+        """``torch.func.vmap``: one emulated product of the batched operands (the batch dimension first)."""
+        dims = in_dims[:3]
+        if all(d is None for d in dims):
+            return linear_2d(x, weight, bias, cfg), None
+        x, weight, bias = (t if d is None else t.movedim(d, 0) for t, d in zip((x, weight, bias), dims))
+        return _batched_linear(x, weight, bias, [d is not None for d in dims], cfg), 0
+
+
+def _transformed(*tensors: Tensor | None) -> bool:
+    """Whether some operand is batched or dual (a transform is active): the product must go through the
+    Functions, not straight to a backend."""
+    return needs_function(*tensors) or legacy_level(*tensors) is not None
+
+
+def _batched_linear(x: Tensor, weight: Tensor, bias: Tensor | None, batched: list[bool], cfg: GemmConfig) -> Tensor:
+    """``x @ weight^T + bias`` for x (M, K), weight (N, K), bias (N,), each with a batch dimension first where
+    ``batched`` says; the result (B, M, N)."""
+    x_batched, w_batched, b_batched = batched
+    if w_batched:  # a weight per batch entry: a batched product
+        y = _matmul_nd(*batched_matmul_operands(x, x_batched, weight.mT, True), cfg)
+        if bias is not None and not b_batched:
+            y = y + bias
+    else:
+        y = linear_2d(x.reshape(-1, x.shape[-1]), weight, None if b_batched else bias, cfg)
+        if x_batched:
+            y = y.reshape(x.shape[0], x.shape[1], weight.shape[0])
+    return y + bias.unsqueeze(-2) if b_batched else y
 
 
 def _one_method(cfg: GemmConfig) -> bool:
@@ -307,8 +397,11 @@ def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )
-    if needs_grad:
+    if needs_grad or needs_function(x, weight, bias):
         return _EmulatedLinear.apply(x, weight, bias, backend, cfg)
+    level = legacy_level(x, weight, bias)
+    if level is not None:  # a backward under is_grads_batched=True
+        return legacy_batched(level, lambda x, w, b, batched: _batched_linear(x, w, b, batched, cfg), x, weight, bias)
     return backend.linear(x, weight, None, cfg.forward, bias)
 
 

@@ -1,0 +1,85 @@
+"""What the emulated products need under torch's function transforms: forward-mode AD, ``torch.func`` and
+the batched gradients of ``torch.autograd.grad(..., is_grads_batched=True)``.
+
+* Forward-mode AD (``torch.func.jvp``, ``jacfwd``, ``torch.autograd.forward_ad`` dual tensors) and the
+  ``torch.func`` transforms (``vmap``, ``grad``, ``jacrev``, ``hessian``) see a product only through its
+  autograd Function (its ``jvp`` and ``vmap`` rules), so a product whose inputs carry a tangent or a transform
+  goes through the Function even where no input requires grad: :func:`needs_function`.
+* ``is_grads_batched=True`` runs the backward under torch's legacy vmap, which knows no Function rules: the
+  products there take their operands' batch dimension off, run once batched, and put it back
+  (:func:`legacy_batched`).
+
+Batched operands carry their batch dimension first; :func:`batched_matmul` and :func:`batched_linear` align
+them with the unbatched ones and run one emulated product, so a product under a transform stays emulated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+from torch.autograd import forward_ad
+
+__all__ = ["needs_function", "has_tangent", "legacy_level", "legacy_batched", "batched_matmul_operands"]
+
+_functorch = torch._C._functorch
+
+
+def has_tangent(*tensors: Tensor | None) -> bool:
+    """Whether a forward-AD level is open and some tensor carries a tangent at it."""
+    if forward_ad._current_level < 0:
+        return False
+    return any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+
+
+def needs_function(*tensors: Tensor | None) -> bool:
+    """Whether a product of these operands must run through its autograd Function although no operand
+    requires grad (eager code): a ``torch.func`` transform is active, or an operand is a forward-AD dual."""
+    if torch.compiler.is_compiling():
+        return False
+    return torch._C._are_functorch_transforms_active() or has_tangent(*tensors)
+
+
+def legacy_level(*tensors: Tensor | None) -> int | None:
+    """The legacy vmap level (``is_grads_batched=True``) of batched operands among ``tensors``, else None."""
+    if torch.compiler.is_compiling() or not any(
+            t is not None and _functorch.is_legacy_batchedtensor(t) for t in tensors):
+        return None
+    level = torch._C._vmapmode_increment_nesting()
+    torch._C._vmapmode_decrement_nesting()
+    return level - 1
+
+
+def legacy_batched(level: int, fn: Callable[..., Tensor], *tensors: Tensor | None) -> Tensor:
+    """``fn(*physical, batched)`` on the operands with the legacy vmap ``level``'s batch dimension taken off
+    (first, size 1 where an operand has none there; ``batched[i]``: whether ``physical[i]`` has it), its
+    result (batch dimension first) batched again at ``level``."""
+    physical, batched = [], []
+    for t in tensors:
+        if t is not None and _functorch.is_legacy_batchedtensor(t):
+            p = torch._remove_batch_dim(t, level, 1, 0)
+            if _functorch.is_legacy_batchedtensor(p):
+                raise NotImplementedError(
+                    "tcemu: nested is_grads_batched=True (a batched gradient of a batched gradient) is not "
+                    "supported; use torch.func.vmap over torch.func.vjp instead")
+            physical.append(p)
+            batched.append(True)
+        else:
+            physical.append(t)
+            batched.append(False)
+    return torch._add_batch_dim(fn(*physical, batched), 0, level)
+
+
+def batched_matmul_operands(a: Tensor, a_batched: bool, b: Tensor, b_batched: bool) -> tuple[Tensor, Tensor]:
+    """``a`` and ``b`` (both at least 2-D, a batch dimension first where ``*_batched``) such that
+    ``torch.matmul`` broadcasting of the pair gives the batched product, batch dimension first: a batched
+    operand gets size-1 dimensions after its batch dimension up to the other operand's logical rank."""
+    rank = max(a.dim() - a_batched, b.dim() - b_batched)
+
+    def pad(x: Tensor, is_batched: bool) -> Tensor:
+        if not is_batched:
+            return x
+        return x.reshape(x.shape[0], *([1] * (rank - (x.dim() - 1))), *x.shape[1:])
+
+    return pad(a, a_batched), pad(b, b_batched)
