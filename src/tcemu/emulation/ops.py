@@ -15,12 +15,11 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-from torch.autograd import forward_ad
 
 from .configuration import backward_config, for_backward
 from .dispatch import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
-from .transforms import batched_matmul_operands, legacy_batched, legacy_level, needs_function
+from .transforms import batched_matmul_operands, batched_or_dual, legacy_batched, legacy_level, needs_function
 
 __all__ = ["GemmConfig", "matmul", "linear", "check_operands"]
 
@@ -174,17 +173,14 @@ class _EmulatedMatmul(torch.autograd.Function):
         # each operand is kept only for the other's gradient, as autograd does for torch.matmul: a model with
         # frozen weights (an MD potential) must not hold every layer input until the backward pass
         ctx.save_for_backward(a if b.requires_grad else None, b if a.requires_grad else None)
-        if _forward_ad_possible():
-            ctx.save_for_forward(a, b)
-            ctx.set_materialize_grads(False)  # an operand without a tangent adds no product to jvp's
         ctx.shapes = (a.shape, b.shape)
         ctx.cfg = cfg
         ctx.settings = for_backward()
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor | None):  # type: ignore[override]
         a, b = ctx.saved_tensors
-        if grad is None:  # not materialized (set_materialize_grads above): no gradient reaches the output
+        if grad is None:  # not materialized (the transforms' Function): no gradient reaches the output
             return None, None, None
         a_shape, b_shape = ctx.shapes
         cfg: GemmConfig = ctx.cfg
@@ -196,11 +192,22 @@ class _EmulatedMatmul(torch.autograd.Function):
                 grad_b = _matmul_nd(a.mT, grad, cfg.only(cfg.grad_weight)).sum_to_size(b_shape)
         return grad_a, grad_b, None
 
+
+class _TransformedMatmul(_EmulatedMatmul):
+    """:class:`_EmulatedMatmul` with forward-mode AD and ``torch.func.vmap`` rules, for products under a
+    transform (torch.compile refuses a Function with a ``jvp``, so compiled code keeps the plain one)."""
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        _EmulatedMatmul.setup_context(ctx, inputs, output)
+        ctx.save_for_forward(*inputs[:2])
+        ctx.set_materialize_grads(False)  # an operand without a tangent adds no product to jvp's
+
     @staticmethod
     def jvp(ctx: Any, tangent_a: Tensor | None, tangent_b: Tensor | None, _: None) -> Tensor:
         """Forward-mode AD: ``dA @ B + A @ dB``, both emulated products of the forward's method."""
         a, b = ctx.saved_for_forward
-        cfg: GemmConfig = ctx.cfg.only(ctx.cfg.forward)
+        cfg: GemmConfig = ctx.cfg
         out = None if tangent_a is None else _matmul_nd(tangent_a, b, cfg)
         if tangent_b is not None:
             term = _matmul_nd(a, tangent_b, cfg)
@@ -218,19 +225,15 @@ class _EmulatedMatmul(torch.autograd.Function):
         return _matmul_nd(*batched_matmul_operands(a, da is not None, b, db is not None), cfg), 0
 
 
-def _forward_ad_possible() -> bool:
-    """Whether an output may get a tangent: a forward-AD level is open or a torch.func transform is active
-    (the Function then keeps its operands for ``jvp``)."""
-    return forward_ad._current_level >= 0 or torch._C._are_functorch_transforms_active()
-
-
 def _legacy_matmul(a: Tensor, b: Tensor, batched: list[bool], cfg: GemmConfig) -> Tensor:
     return _matmul_nd(*batched_matmul_operands(a, batched[0], b, batched[1]), cfg)
 
 
 def _matmul_nd(a: Tensor, b: Tensor, cfg: GemmConfig) -> Tensor:
     """Both operands at least 2-D."""
-    if (torch.is_grad_enabled() and (a.requires_grad or b.requires_grad)) or needs_function(a, b):
+    if needs_function(a, b):
+        return _TransformedMatmul.apply(a, b, cfg)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return _EmulatedMatmul.apply(a, b, cfg)
     level = legacy_level(a, b)
     if level is not None:  # a backward under is_grads_batched=True
@@ -306,9 +309,6 @@ class _EmulatedLinear(torch.autograd.Function):
         x, weight, bias, backend, cfg = inputs
         # x only for the weight gradient (autograd's own linear does the same): frozen weights keep no inputs
         ctx.save_for_backward(x if weight.requires_grad else None, weight)
-        if _forward_ad_possible():
-            ctx.save_for_forward(x, weight)
-            ctx.set_materialize_grads(False)
         ctx.backend, ctx.cfg = backend, cfg
         ctx.has_bias = bias is not None
         ctx.settings = for_backward()
@@ -322,7 +322,7 @@ class _EmulatedLinear(torch.autograd.Function):
             return grad_x, grad_w, grad_b, None, None
         with backward_config(ctx):
             if ctx.needs_input_grad[0]:
-                if torch.is_grad_enabled() or cfg.grad_input is not cfg.forward or _transformed(grad, weight):
+                if torch.is_grad_enabled() or cfg.grad_input is not cfg.forward or batched_or_dual(grad, weight):
                     # create_graph=True (double backward), another method or a transform (a batched or dual
                     # gradient): the differentiable general op
                     grad_x = _matmul_nd(grad, weight, cfg.only(cfg.grad_input))
@@ -334,6 +334,16 @@ class _EmulatedLinear(torch.autograd.Function):
             grad_b = grad.sum(0)
         return grad_x, grad_w, grad_b, None, None
 
+
+class _TransformedLinear(_EmulatedLinear):
+    """:class:`_EmulatedLinear` with forward-mode AD and ``torch.func.vmap`` rules (as :class:`_TransformedMatmul`)."""
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        _EmulatedLinear.setup_context(ctx, inputs, output)
+        ctx.save_for_forward(*inputs[:2])
+        ctx.set_materialize_grads(False)
+
     @staticmethod
     def jvp(ctx: Any, tangent_x: Tensor | None, tangent_w: Tensor | None, tangent_b: Tensor | None,
             *_: None) -> Tensor:
@@ -344,7 +354,7 @@ class _EmulatedLinear(torch.autograd.Function):
             term = linear_2d(x, tangent_w, None, ctx.cfg)
             out = term if out is None else out + term
         if tangent_b is not None:
-            out = tangent_b.expand(x.shape[0], -1) if out is None else out + tangent_b
+            out = tangent_b.expand(x.shape[0], -1).clone() if out is None else out + tangent_b
         return out
 
     @staticmethod
@@ -356,12 +366,6 @@ class _EmulatedLinear(torch.autograd.Function):
             return linear_2d(x, weight, bias, cfg), None
         x, weight, bias = (t if d is None else t.movedim(d, 0) for t, d in zip((x, weight, bias), dims))
         return _batched_linear(x, weight, bias, [d is not None for d in dims], cfg), 0
-
-
-def _transformed(*tensors: Tensor | None) -> bool:
-    """Whether some operand is batched or dual (a transform is active): the product must go through the
-    Functions, not straight to a backend."""
-    return needs_function(*tensors) or legacy_level(*tensors) is not None
 
 
 def _batched_linear(x: Tensor, weight: Tensor, bias: Tensor | None, batched: list[bool], cfg: GemmConfig) -> Tensor:
@@ -397,7 +401,9 @@ def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )
-    if needs_grad or needs_function(x, weight, bias):
+    if needs_function(x, weight, bias):
+        return _TransformedLinear.apply(x, weight, bias, backend, cfg)
+    if needs_grad:
         return _EmulatedLinear.apply(x, weight, bias, backend, cfg)
     level = legacy_level(x, weight, bias)
     if level is not None:  # a backward under is_grads_batched=True

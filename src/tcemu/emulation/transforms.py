@@ -21,7 +21,8 @@ import torch
 from torch import Tensor
 from torch.autograd import forward_ad
 
-__all__ = ["needs_function", "has_tangent", "legacy_level", "legacy_batched", "batched_matmul_operands"]
+__all__ = ["needs_function", "has_tangent", "batched_or_dual", "legacy_level", "legacy_batched",
+           "batched_matmul_operands"]
 
 _functorch = torch._C._functorch
 
@@ -49,6 +50,12 @@ def legacy_level(*tensors: Tensor | None) -> int | None:
     level = torch._C._vmapmode_increment_nesting()
     torch._C._vmapmode_decrement_nesting()
     return level - 1
+
+
+def batched_or_dual(*tensors: Tensor | None) -> bool:
+    """Whether a product of these operands is under a transform (:func:`needs_function`, or legacy-batched
+    operands): it must not go straight to a GEMM backend or a fused kernel."""
+    return needs_function(*tensors) or legacy_level(*tensors) is not None
 
 
 def legacy_batched(level: int, fn: Callable[..., Tensor], *tensors: Tensor | None) -> Tensor:
