@@ -368,11 +368,14 @@ def _backward(ctx, do, _dlse):
         # create_graph (double backward, e.g. training on forces), or a batched or dual gradient
         # (is_grads_batched, forward-over-reverse): the gradients through the reference, whose own graph can be
         # differentiated again and whose products have the transforms' rules
-        wrt = [q, k, v] + ([mask] if ctx.mask_grad else [])
+        create_graph = torch.is_grad_enabled()
+        needs = (*ctx.needs_input_grad[:3], ctx.mask_grad)
+        wrt = [t for t, need in zip((q, k, v, mask), needs) if need]  # (the others may not require grad)
         with torch.enable_grad(), backward_config(ctx):
             out = sdpa_reference(q, k, v, mask, scale=ctx.scale, method=ctx.method, backend="auto")
-            grads = torch.autograd.grad(out, wrt, do, create_graph=True, allow_unused=True)
-        return grads[0], grads[1], grads[2], (grads[3] if ctx.mask_grad else None), None, None
+            found = iter(torch.autograd.grad(out, wrt, do, create_graph=create_graph, allow_unused=True))
+        grads = [next(found) if need else None for need in needs]
+        return *grads, None, None
     dq, dk, dv, dm = torch.ops.tcemu.attention_bwd(q, k, v, mask, o, lse, do, ctx.scale, ctx.method, ctx.mask_grad)
     return dq, dk, dv, (dm if ctx.mask_grad else None), None, None
 
