@@ -438,3 +438,114 @@ def test_triton_backend_under_transforms_interpret(op):
     magnitude = torch.kron(torch.eye(M, dtype=torch.float64), bb.abs() @ bb.abs().T).reshape(M, K, M, K)
     eps = elementwise_bound(METHOD, max(K, N))
     _assert_within(h.reshape(M, K, M, K), h64, magnitude, (1 + eps) ** 2 - 1)
+
+
+# --------------------------------------------------------------------------- more transforms and layouts
+
+
+def _quadratic(z, w, bias):
+    """E = |z w^T + bias|^2 / 2: its derivatives are chains of products with w."""
+    return 0.5 * (F.linear(z, w, bias) if z.dtype == torch.float64 else tcemu.linear(z, w, bias, METHOD)).square().sum()
+
+
+def _second_derivatives():
+    """(name, float32 result, FP64 result, the same from magnitudes, products in a chain)."""
+    g = torch.Generator().manual_seed(40)
+    x, t = torch.randn(M, K, generator=g), torch.randn(M, K, generator=g)
+    w, bias = torch.randn(N, K, generator=g), torch.randn(N, generator=g)
+    x64, t64, w64, b64 = x.double(), t.double(), w.double(), bias.double()
+    af = torch.autograd.functional
+    hess64 = hessian(lambda z: _quadratic(z, w64, b64))(x64)
+    hess_mag = hessian(lambda z: _quadratic(z, w64.abs(), b64))(x64)
+    jac64 = jacfwd(lambda z: F.linear(z, w64, b64))(x64)
+    return [
+        ("jacfwd(jacfwd)", lambda: jacfwd(jacfwd(lambda z: _quadratic(z, w, bias)))(x), hess64, hess_mag, 2),
+        ("grad of jvp", lambda: grad(lambda z: jvp(lambda u: _quadratic(u, w, bias), (z,), (t,))[1])(x),
+         (t64 @ w64.T) @ w64, (t64.abs() @ w64.abs().T) @ w64.abs(), 2),
+        ("autograd.functional.hessian", lambda: af.hessian(lambda z: _quadratic(z, w, bias), x, vectorize=True),
+         hess64, hess_mag, 2),
+        ("autograd.functional.hessian forward-over-reverse",
+         lambda: af.hessian(lambda z: _quadratic(z, w, bias), x, vectorize=True,
+                            outer_jacobian_strategy="forward-mode"), hess64, hess_mag, 2),
+        ("autograd.functional.jacobian forward-mode",
+         lambda: af.jacobian(lambda z: tcemu.linear(z, w, bias, METHOD), x, vectorize=True, strategy="forward-mode"),
+         jac64, jac64.abs(), 1),
+        ("autograd.functional.hvp", lambda: af.hvp(lambda z: _quadratic(z, w, bias), x, t)[1],
+         (t64 @ w64.T) @ w64, (t64.abs() @ w64.abs().T) @ w64.abs(), 2),
+        ("autograd.functional.jvp", lambda: af.jvp(lambda z: tcemu.linear(z, w, bias, METHOD), x, t)[1],
+         t64 @ w64.T, t64.abs() @ w64.abs().T, 1),
+        ("jvp of the bias alone", lambda: jvp(lambda b: tcemu.linear(x, w, b, METHOD), (bias,), (torch.ones(N),))[1],
+         torch.ones(M, N, dtype=torch.float64), torch.ones(M, N, dtype=torch.float64), 0),
+    ]
+
+
+SECOND = _second_derivatives()
+
+
+@pytest.mark.parametrize("case", range(len(SECOND)), ids=[c[0] for c in SECOND])
+def test_other_transforms_are_emulated_and_within_the_bound(case):
+    name, run, want64, magnitude, chain = SECOND[case]
+    with tcemu.coverage() as cov:
+        got = run()
+    eps = elementwise_bound(METHOD, max(K, N))
+    _assert_within(got, want64, magnitude, (1 + eps) ** chain - 1)
+    assert cov.flops("fp32") == 0 and cov.flops("emulated") > 0, cov.table()
+
+
+def _layouts():
+    """(name, vmapped call, the same products called directly)."""
+    g = torch.Generator().manual_seed(41)
+    xs, x, v = torch.randn(S, M, K, generator=g), torch.randn(M, K, generator=g), torch.randn(S, K, generator=g)
+    b, w = torch.randn(K, N, generator=g), torch.randn(N, K, generator=g)
+    ws, bs, bias = torch.randn(S, N, K, generator=g), torch.randn(S, N, generator=g), torch.randn(N, generator=g)
+    bmats = torch.randn(K, N, S, generator=g)
+
+    def mm(p, q):
+        return tcemu.matmul(p, q, METHOD)
+
+    def lin(p, q, r):
+        return tcemu.linear(p, q, r, METHOD)
+
+    def mode_bmm(p, q):
+        with tcemu.emulation_mode(METHOD):
+            return torch.bmm(p, q)
+
+    return [
+        ("batch dimension not first", lambda: vmap(lambda z: mm(z, b), in_dims=1)(xs.movedim(0, 1)), mm(xs, b)),
+        ("both operands batched, other dimensions", lambda: vmap(mm, in_dims=(1, 2))(xs.movedim(0, 1), bmats),
+         mm(xs, bmats.movedim(2, 0))),
+        ("vector times matrix", lambda: vmap(lambda z: mm(z, b))(v), mm(v, b)),
+        ("matrix times vector", lambda: vmap(lambda z: mm(w, z))(v), mm(w, v.T).T),
+        ("vmap of vmap", lambda: vmap(vmap(lambda z: mm(z, b)))(xs.reshape(S, 1, M, K)), mm(xs, b).reshape(S, 1, M, N)),
+        ("linear, vectors", lambda: vmap(lambda z: lin(z, w, bias))(v), lin(v, w, bias)),
+        ("linear, a bias per entry", lambda: vmap(lambda r: lin(x, w, r))(bs), lin(x, w, None) + bs[:, None, :]),
+        ("linear, everything batched", lambda: vmap(lin)(xs, ws, bs), mm(xs, ws.mT) + bs[:, None, :]),
+        ("mode bmm", lambda: vmap(mode_bmm)(xs.reshape(S, 1, M, K), b.expand(S, 1, K, N)),
+         mm(xs, b).reshape(S, 1, M, N)),
+        ("emulation_mode around vmap", lambda: _in_mode(lambda: vmap(lambda z: torch.matmul(z, b))(xs)), mm(xs, b)),
+    ]
+
+
+def _in_mode(fn):
+    with tcemu.emulation_mode(METHOD):
+        return fn()
+
+
+LAYOUTS = _layouts()
+
+
+@pytest.mark.parametrize("case", range(len(LAYOUTS)), ids=[c[0] for c in LAYOUTS])
+def test_vmap_layouts_give_the_direct_products(case):
+    name, run, want = LAYOUTS[case]
+    with tcemu.coverage() as cov:
+        got = run()
+    assert torch.equal(got, want)
+    assert cov.flops("fp32") == 0 and cov.flops("emulated") > 0, cov.table()
+
+
+def test_make_fx_tracing_is_refused_with_one_line():
+    """torch.func.linearize traces the jvp with make_fx, which cannot hold the range fix-up's decision on the
+    data (nor the Triton kernels launched in eager code): a line naming tcemu and what to use instead."""
+    x = torch.randn(M, K)
+    with pytest.raises(RuntimeError, match=r"^tcemu\.matmul: .*make_fx.*torch\.func\.jvp"):
+        torch.func.linearize(lambda z: tcemu.matmul(z, torch.ones(K, N), METHOD), x)

@@ -19,7 +19,8 @@ from torch import Tensor
 from .configuration import backward_config, for_backward
 from .dispatch import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
-from .transforms import batched_matmul_operands, batched_or_dual, legacy_batched, legacy_level, needs_function
+from .transforms import (batched_matmul_operands, batched_or_dual, legacy_batched, legacy_level, needs_function,
+                         refuse_proxy_tracing)
 
 __all__ = ["GemmConfig", "matmul", "linear", "check_operands"]
 
@@ -158,6 +159,7 @@ def check_operands(op: str, *tensors: Tensor | None) -> None:
 
 
 def _plain_matmul(a: Tensor, b: Tensor, cfg: GemmConfig) -> Tensor:
+    refuse_proxy_tracing("matmul")
     backend = resolve_backend(cfg.backend, a.device, cfg.forward)
     return backend.matmul(a, b, cfg.forward)
 
@@ -397,6 +399,7 @@ def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -
         y = compiled_fp32_linear(cfg.sgemm_key, x, weight, bias)
         if y is not None:
             return y
+    refuse_proxy_tracing("linear")
     backend = resolve_backend(cfg.backend, x.device, cfg.forward)
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)

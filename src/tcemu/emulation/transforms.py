@@ -22,16 +22,18 @@ from torch import Tensor
 from torch.autograd import forward_ad
 
 __all__ = ["needs_function", "has_tangent", "batched_or_dual", "legacy_level", "legacy_batched",
-           "batched_matmul_operands"]
+           "batched_matmul_operands", "refuse_proxy_tracing"]
 
 _functorch = torch._C._functorch
 
 
 def has_tangent(*tensors: Tensor | None) -> bool:
-    """Whether a forward-AD level is open and some tensor carries a tangent at it."""
+    """Whether a forward-AD level is open and some tensor carries a tangent at it (a legacy-batched tensor is
+    a batch of tangents itself, as ``torch.autograd.functional.jacobian(strategy="forward-mode")`` makes)."""
     if forward_ad._current_level < 0:
         return False
-    return any(t is not None and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+    return any(t is not None and not _functorch.is_legacy_batchedtensor(t)
+               and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
 
 
 def needs_function(*tensors: Tensor | None) -> bool:
@@ -40,6 +42,16 @@ def needs_function(*tensors: Tensor | None) -> bool:
     if torch.compiler.is_compiling():
         return False
     return torch._C._are_functorch_transforms_active() or has_tangent(*tensors)
+
+
+def refuse_proxy_tracing(op: str) -> None:
+    """Raise where ``make_fx`` traces an emulated product outside torch.compile (``torch.func.linearize``,
+    functorch's ``aot_function``): the reference's range fix-up decides on the data, and the Triton kernels
+    launched in eager code would not be in the graph."""
+    if not torch.compiler.is_compiling() and \
+            torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY) is not None:
+        raise RuntimeError(f"tcemu.{op}: emulated products cannot be traced by make_fx outside torch.compile "
+                           "(torch.func.linearize, aot_function); use torch.func.jvp for tangents, or torch.compile")
 
 
 def legacy_level(*tensors: Tensor | None) -> int | None:
