@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch.func import grad, hessian, jacfwd, jvp, vmap
 
 import tcemu
+from tcemu.emulation.dispatch import _pick_backend, every_gemm_emulated
 from tcemu.testing import ETA_FP32, elementwise_bound, normwise_bound, relative_errors
 
 METHOD = "bf16x6"
@@ -285,3 +286,53 @@ def test_make_fx_tracing_is_refused_with_one_line():
     x = torch.randn(M, K)
     with pytest.raises(RuntimeError, match=r"^tcemu\.matmul: .*make_fx.*torch\.func\.jvp"):
         torch.func.linearize(lambda z: tcemu.matmul(z, torch.ones(K, N), METHOD), x)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("method", ["tf32x3", "bf16x6"])
+def test_transforms_on_the_triton_kernels_gpu(method):
+    """CUDA, backend auto (the Triton GEMMs, no small-shape fallback): a tangent is the kernels' product of the
+    tangent, vmap is one batched kernel call, and an emulated potential's force constants (forward over reverse
+    and is_grads_batched) are as close to FP64 as the FP32 model's plus the bound; all counted as emulated."""
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(50)
+    x, t = (torch.randn(64, 96, generator=g, device=dev) for _ in range(2))
+    w = torch.randn(80, 96, generator=g, device=dev)
+    with every_gemm_emulated(), tcemu.coverage() as cov:
+        tangent = jvp(lambda z: tcemu.linear(z, w, None, method), (x,), (t,))[1]
+        batched = vmap(lambda z: tcemu.matmul(z, w.T, method))(torch.stack([x, t]))
+        direct = tcemu.linear(t, w, None, method), tcemu.matmul(torch.stack([x, t]), w.T, method)
+    assert torch.equal(tangent, direct[0]) and torch.equal(batched, direct[1])
+    assert cov.fraction == 1.0 and cov.flops("fallback") == 0, cov.table()
+
+    torch.manual_seed(0)
+    base = ToyPotential().requires_grad_(False).to(dev)
+    pos = torch.randn(6, 3, generator=g, device=dev) * 1.2
+    h64 = hessian(copy.deepcopy(base).double())(pos.double())
+    h32 = hessian(copy.deepcopy(base))(pos)
+    model = tcemu.emulate_(copy.deepcopy(base), method)
+    with every_gemm_emulated(), tcemu.coverage(model) as cov:
+        h = hessian(model)(pos)
+        xg = pos.clone().requires_grad_()
+        (gr,) = torch.autograd.grad(model(xg), xg, create_graph=True)
+        h_batched = torch.autograd.grad(gr, xg, torch.eye(18, device=dev).reshape(18, 6, 3), is_grads_batched=True)[0]
+    assert cov.fraction == 1.0, cov.table()
+    assert _pick_backend("auto", dev, tcemu.get_method(method)).name == "triton"
+    tol = relative_errors(h32, h64)[0] + PRODUCTS_ON_A_PATH * normwise_bound(method, 16)
+    for got in (h, h_batched.reshape(6, 3, 6, 3)):
+        assert relative_errors(got, h64)[0] <= tol
+
+
+
+@pytest.mark.gpu
+def test_fused_attention_leaves_transforms_to_the_reference_gpu():
+    """On CUDA, where the fused kernels run: a transformed attention (and a batched gradient of a fused forward)
+    is the reference's, within the bound, all emulated."""
+    from tcemu.emulation.attention import _fused_unsupported
+
+    q, k, v, t = (z.cuda() for z in _attention_inputs())
+    assert _fused_unsupported(q, k, v, None, tcemu.get_method(METHOD)) is None
+    with every_gemm_emulated(), tcemu.coverage() as cov:
+        got = _attention_transforms(q, k, v, t)
+    _check_attention(q, k, v, t, got)
+    assert cov.fraction == 1.0, cov.table()
