@@ -280,6 +280,32 @@ def test_vmap_layouts_give_the_direct_products(case):
     assert cov.flops("fp32") == 0 and cov.flops("emulated") > 0, cov.table()
 
 
+def test_third_derivatives_by_successive_batched_gradients():
+    """is_grads_batched on a Hessian made by is_grads_batched (create_graph): the third derivative, emulated;
+    x^3 terms so that it is not zero: d3/dx3 sum((x b)^3) contracted with ones = 6 sum over columns of b^3."""
+    g = torch.Generator().manual_seed(42)
+    b, x0 = torch.randn(K, N, generator=g), torch.randn(M, K, generator=g)
+
+    def third(dtype, mm):
+        x = x0.to(dtype).requires_grad_()
+        (gr,) = torch.autograd.grad(mm(x, b.to(dtype)).pow(3).sum(), x, create_graph=True)
+        h = torch.autograd.grad(gr, x, torch.ones(2, M, K, dtype=dtype), is_grads_batched=True, create_graph=True)[0]
+        return torch.autograd.grad(h, x, torch.ones(3, 2, M, K, dtype=dtype), is_grads_batched=True)[0]
+
+    with tcemu.coverage() as cov:
+        got = third(torch.float32, lambda p, q: tcemu.matmul(p, q, METHOD))
+    want = third(torch.float64, torch.matmul)
+    assert relative_errors(got, want)[0] <= 4 * normwise_bound(METHOD, K)  # four chained products
+    assert cov.flops("fp32") == 0 and cov.flops("emulated") > 0, cov.table()
+
+
+def test_nested_legacy_vmap_is_refused_with_one_line():
+    from torch._vmap_internals import _vmap
+
+    with pytest.raises(NotImplementedError, match=r"^tcemu: .*legacy vmap nested"):
+        _vmap(_vmap(lambda z: tcemu.matmul(z, torch.ones(K, N), METHOD)))(torch.randn(2, 3, M, K))
+
+
 def test_make_fx_tracing_is_refused_with_one_line():
     """torch.func.linearize traces the jvp with make_fx, which cannot hold the range fix-up's decision on the
     data (nor the Triton kernels launched in eager code): a line naming tcemu and what to use instead."""

@@ -80,8 +80,8 @@ def legacy_batched(level: int, fn: Callable[..., Tensor], *tensors: Tensor | Non
             p = torch._remove_batch_dim(t, level, 1, 0)
             if _functorch.is_legacy_batchedtensor(p):
                 raise NotImplementedError(
-                    "tcemu: nested is_grads_batched=True (a batched gradient of a batched gradient) is not "
-                    "supported; use torch.func.vmap over torch.func.vjp instead")
+                    "tcemu: emulated products under a legacy vmap nested in another (torch._vmap_internals, "
+                    "is_grads_batched=True inside one) are not supported; use torch.func.vmap")
             physical.append(p)
             batched.append(True)
         else:
