@@ -299,6 +299,29 @@ def test_third_derivatives_by_successive_batched_gradients():
     assert cov.flops("fp32") == 0 and cov.flops("emulated") > 0, cov.table()
 
 
+def test_training_through_a_batched_hessian():
+    """is_grads_batched with create_graph, then the weights' gradient of a loss on that Hessian (trainable
+    weights inside the batched backward): emulated, and as close to FP64 as FP32's plus the bound per product
+    on a path (two layers, their backward and its batched backward, then the weights' backward: 8)."""
+
+    def run(dtype, lin):
+        g = torch.Generator().manual_seed(43)
+        w = torch.randn(N, K, generator=g, dtype=torch.float64).to(dtype).requires_grad_()
+        x = torch.randn(M, K, generator=g, dtype=torch.float64).to(dtype).requires_grad_()
+        energy = lin(torch.tanh(lin(x, w)), w[:, :N]).square().sum()
+        (gr,) = torch.autograd.grad(energy, x, create_graph=True)
+        eye = torch.eye(M * K, dtype=dtype).reshape(M * K, M, K)
+        h = torch.autograd.grad(gr, x, eye, is_grads_batched=True, create_graph=True)[0]
+        return torch.autograd.grad(h.square().sum(), w)[0]
+
+    with tcemu.coverage() as cov:
+        got = run(torch.float32, lambda p, q: tcemu.linear(p, q, None, METHOD))
+    want = run(torch.float64, F.linear)
+    fp32 = run(torch.float32, F.linear)
+    assert relative_errors(got, want)[0] <= relative_errors(fp32, want)[0] + 8 * normwise_bound(METHOD, M * K)
+    assert cov.flops("fp32") == 0 and cov.flops("emulated") > 0, cov.table()
+
+
 def test_nested_legacy_vmap_is_refused_with_one_line():
     from torch._vmap_internals import _vmap
 

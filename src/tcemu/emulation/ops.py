@@ -235,11 +235,11 @@ def _matmul_nd(a: Tensor, b: Tensor, cfg: GemmConfig) -> Tensor:
     """Both operands at least 2-D."""
     if needs_function(a, b):
         return _TransformedMatmul.apply(a, b, cfg)
+    level = legacy_level(a, b)
+    if level is not None:  # a backward under is_grads_batched=True: the batched product (differentiable)
+        return legacy_batched(level, lambda a, b, batched: _legacy_matmul(a, b, batched, cfg), a, b)
     if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
         return _EmulatedMatmul.apply(a, b, cfg)
-    level = legacy_level(a, b)
-    if level is not None:  # a backward under is_grads_batched=True
-        return legacy_batched(level, lambda a, b, batched: _legacy_matmul(a, b, batched, cfg), a, b)
     return _plain_matmul(a, b, cfg)
 
 
@@ -406,11 +406,11 @@ def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -
     )
     if needs_function(x, weight, bias):
         return _TransformedLinear.apply(x, weight, bias, backend, cfg)
+    level = legacy_level(x, weight, bias)
+    if level is not None:  # a backward under is_grads_batched=True: the batched product (differentiable)
+        return legacy_batched(level, lambda x, w, b, batched: _batched_linear(x, w, b, batched, cfg), x, weight, bias)
     if needs_grad:
         return _EmulatedLinear.apply(x, weight, bias, backend, cfg)
-    level = legacy_level(x, weight, bias)
-    if level is not None:  # a backward under is_grads_batched=True
-        return legacy_batched(level, lambda x, w, b, batched: _batched_linear(x, w, b, batched, cfg), x, weight, bias)
     return backend.linear(x, weight, None, cfg.forward, bias)
 
 
