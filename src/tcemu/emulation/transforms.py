@@ -9,8 +9,10 @@ the batched gradients of ``torch.autograd.grad(..., is_grads_batched=True)``.
   products there take their operands' batch dimension off, run once batched, and put it back
   (:func:`legacy_batched`).
 
-Batched operands carry their batch dimension first; :func:`batched_matmul` and :func:`batched_linear` align
-them with the unbatched ones and run one emulated product, so a product under a transform stays emulated.
+Batched operands carry their batch dimension first; :func:`batched_matmul_operands` aligns them with the
+unbatched ones for one emulated product (the Functions' ``vmap`` rules in :mod:`tcemu.emulation.ops` use it too),
+so a product under a transform stays emulated. The forward-mode gap under ``torch.compile`` and the
+refusal of ``make_fx`` tracing are in docs/emulation.md ("Function transforms").
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ __all__ = ["needs_function", "has_tangent", "batched_or_dual", "legacy_level", "
            "batched_matmul_operands", "refuse_proxy_tracing"]
 
 _functorch = torch._C._functorch
+_is_legacy = _functorch.is_legacy_batchedtensor
 
 
 def has_tangent(*tensors: Tensor | None) -> bool:
@@ -32,8 +35,8 @@ def has_tangent(*tensors: Tensor | None) -> bool:
     a batch of tangents itself, as ``torch.autograd.functional.jacobian(strategy="forward-mode")`` makes)."""
     if forward_ad._current_level < 0:
         return False
-    return any(t is not None and not _functorch.is_legacy_batchedtensor(t)
-               and forward_ad.unpack_dual(t).tangent is not None for t in tensors)
+    return any(t is not None and not _is_legacy(t) and forward_ad.unpack_dual(t).tangent is not None
+               for t in tensors)
 
 
 def needs_function(*tensors: Tensor | None) -> bool:
@@ -56,8 +59,12 @@ def refuse_proxy_tracing(op: str) -> None:
 
 def legacy_level(*tensors: Tensor | None) -> int | None:
     """The legacy vmap level (``is_grads_batched=True``) of batched operands among ``tensors``, else None."""
-    if torch.compiler.is_compiling() or not any(
-            t is not None and _functorch.is_legacy_batchedtensor(t) for t in tensors):
+    if torch.compiler.is_compiling():
+        return None
+    for t in tensors:  # (a loop, not any(): this runs for every eager product)
+        if t is not None and _is_legacy(t):
+            break
+    else:
         return None
     level = torch._C._vmapmode_increment_nesting()
     torch._C._vmapmode_decrement_nesting()
