@@ -57,7 +57,8 @@ class ModuleTracker:
             return
         start = -1
         if torch.is_grad_enabled():
-            start = self._probe.view_as(self._probe).grad_fn._sequence_nr()
+            with torch._C._DisableFuncTorch():  # inside a torch.func transform too: a plain autograd node
+                start = self._probe.view_as(self._probe).grad_fn._sequence_nr()
         self.stack.append((self._name(mod), start))
 
     def _post(self, mod, args, output) -> None:
