@@ -42,7 +42,7 @@ def _field_bits(f: FloatFormat, shape, rng: np.random.Generator, lo: int, hi: in
     lo = max(lo, 0)
     efield = rng.integers(lo, hi + 1, shape)
     frac = rng.integers(0, 1 << f.frac_bits, shape)
-    if not f.ieee_specials:  # e4m3fn: S.1111.111 is NaN
+    if not f.ieee_specials and not f.finite_only:  # e4m3fn: S.1111.111 is NaN
         frac = np.where((efield == top) & (frac == (1 << f.frac_bits) - 1), frac - 1, frac)
     return compose_bits(f, rng.random(shape) < 0.5, efield, frac)
 
@@ -60,6 +60,10 @@ def make_operands(params: MMAParams, s: int, k: int, kind: str, rng: np.random.G
     Returns:
         ``(a_bits, b_bits, c_bits)`` with shapes ``(s, k), (s, k), (s,)``.
     """
+    if params.input_format_b is not None or params.scale_format is not None:
+        from .inputs_mx import make_mixed_operands  # a and b of two formats, or block-scaled elements
+
+        return make_mixed_operands(params, s, k, kind, rng, spread)
     fin = get_format(params.input_format)
     fc = get_format(params.c_format)
     shape = (s, k)
@@ -95,6 +99,8 @@ def make_operands(params: MMAParams, s: int, k: int, kind: str, rng: np.random.G
             if fin.ieee_specials:
                 inf = ((1 << fin.exp_bits) - 1) << fin.frac_bits
                 specials += [inf, inf | 1 << (fin.width - 1), inf | 1, inf | (1 << (fin.frac_bits - 1))]
+            elif fin.finite_only:  # FP4/FP6: no Inf/NaN; the largest magnitudes instead
+                specials += [fin.max_finite_field, fin.max_finite_field | 1 << (fin.width - 1)]
             else:
                 specials += [0x7F, 0xFF]
             specials = (np.array(specials, dtype=np.int64) << fin.container_shift).astype(fin.container_dtype)
