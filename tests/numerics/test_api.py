@@ -8,6 +8,7 @@ import pytest
 
 from tcemu.numerics import MMAParams, block_fma_bits, get_preset, list_presets, mma
 from tcemu.numerics.inputs import make_operands
+from tcemu.numerics.inputs_mx import make_scales
 
 
 def _rand(shape, dtype, rng):
@@ -153,7 +154,8 @@ def test_every_preset_runs_and_has_sources():
         p = get_preset(*key)
         assert p.sources and p.label
         a, b, c = make_operands(p, 8, p.k_instr, "normal", rng)
-        assert block_fma_bits(a, b, c, p).shape == (8,)
+        scales = make_scales(p, 8, p.k_instr, "normal", rng) if p.scale_format else (None, None)
+        assert block_fma_bits(a, b, c, p, *scales).shape == (8,)
 
 
 def test_shorter_mma_shapes_chain_as_separate_instructions():

@@ -28,7 +28,7 @@ __all__ = ["make_mixed_operands", "make_scales", "make_scaled_operands"]
 def _single(params: MMAParams, fmt: str) -> MMAParams:
     """``params`` with one unscaled input format (for drawing one operand)."""
     return replace(params, input_format=fmt, input_format_b=None, scale_format=None, scale_block=0, scale_chunk=0,
-                   interleave=None, k_instr=params.n_fma)
+                   interleave=None, k_instr=params.n_fma, frac_bits=min(params.frac_bits, 29))
 
 
 def make_mixed_operands(params: MMAParams, s: int, k: int, kind: str, rng: np.random.Generator, spread: int = 12):
