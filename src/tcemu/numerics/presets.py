@@ -64,9 +64,9 @@ WMMA_LOWERING = {
     ("v100", "fp16"): (4, "WMMA on sm_70: HMMA.884 (mma.m8n8k4), as measured through WMMA by Fasi et al. and the "
                           "toolbox (V100TC); not compiled here (nvcc 13 has no sm_70)"),
     **{(a, f): (16, "nvcc 13.0 SASS: 2 x HMMA.16816 per m16n16k16 (m16n8k16 per 16x8 half)")
-       for a in ("a100", "ada", "h100", "b200") for f in ("fp16", "bf16")},
+       for a in ("a100", "ada", "h100", "b200", "sm120") for f in ("fp16", "bf16")},
     **{(a, "tf32"): (4, "nvcc 13.0 SASS: 4 x HMMA.1684.F32.TF32 per m16n16k8 (two m16n8k4 per 16x8 half)")
-       for a in ("a100", "ada", "h100", "b200")},
+       for a in ("a100", "ada", "h100", "b200", "sm120")},
 }
 
 # c = 0 clamp L of the toolbox (docs/numerics.md, "Disputed points and the choices made"): its f050de5 of
