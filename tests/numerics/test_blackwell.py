@@ -230,3 +230,33 @@ def test_scaled_model_refuses_missing_or_misshapen_scales():
         replace(p, scale_format="ue4m3")
     with pytest.raises(ValueError, match="e2m1 x e2m1 only"):
         replace(p, scale_chunk=16)
+
+
+def test_mma_api_block_scaled_and_fp4_dtypes():
+    """mma() with float4/float6 dtypes and scale bits: the same bits as block_fma_bits on the rows and columns."""
+    import ml_dtypes
+
+    from tcemu.numerics import mma
+    from tcemu.numerics.formats_mx import mx_quantize
+
+    rng = np.random.default_rng(5)
+    ea, sa = mx_quantize(rng.standard_normal((2, 3, 128)), "e2m1", "ue4m3", 16)  # batch 2, M 3, K 128
+    eb, sb = mx_quantize(rng.standard_normal((2, 128)), "e2m1", "ue4m3", 16)  # N 2 (as rows), K 128
+    c = rng.standard_normal((2, 3, 2)).astype(np.float32)
+    a = ea.view(ml_dtypes.float4_e2m1fn)
+    b = np.swapaxes(eb.view(ml_dtypes.float4_e2m1fn), -1, -2)
+    d = mma(a, b, c, arch="b200", instruction="tcgen05.mxf4nvf4", input_format="e2m1:ue4m3x16",
+            scale_a=sa, scale_b=sb.T)
+    p = get_preset("b200", "tcgen05.mxf4nvf4", "e2m1:ue4m3x16")
+    for i in range(2):
+        for m in range(3):
+            for n in range(2):
+                want = block_fma_bits(ea[i, m][None], eb[n][None], c[i, m, n:n + 1].view(np.uint32), p,
+                                      sa[i, m][None], sb[n][None])
+                assert d[i, m, n].view(np.uint32) == want[0]
+    with pytest.raises(ValueError, match="pass scale_a"):
+        mma(a, b, c, arch="b200", instruction="tcgen05.mxf4nvf4", input_format="e2m1:ue4m3x16")
+    with pytest.raises(ValueError, match="not block-scaled"):
+        mma(a, b, c, arch="b200", instruction="tcgen05", scale_a=sa, scale_b=sb.T)
+    d32 = mma(a[..., :32], b[..., :32, :], c, arch="sm120")  # unscaled e2m1 mma.sync m16n8k32
+    assert d32.dtype == np.float32 and d32.shape == (2, 3, 2)
