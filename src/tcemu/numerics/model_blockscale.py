@@ -21,7 +21,7 @@ import numpy as np
 
 from .formats import FINITE, INF, decode_table, encode, get_format
 from .formats_mx import decode_scale, get_scale_format
-from .model import _c_fields, _chain_blocks, _CHUNK, _index, _positive_zero, _special_rows
+from .model import _bfma_kernel, _c_fields, _chain_blocks, _CHUNK, _index, _positive_zero, _special_rows
 from .params import MMAParams
 
 __all__ = ["block_fma_scaled_bits"]
@@ -65,14 +65,30 @@ def block_fma_scaled_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.nda
         if params.scale_chunk:
             out[rs] = _chunked(a_idx, b_idx, c_bits[rs], params, sig_a[rs], exp_a[rs], sig_b[rs], exp_b[rs])
         else:
-            e_off = np.repeat((exp_a[rs] + exp_b[rs]).astype(np.int32), params.scale_block, axis=1)
-            out[rs] = _chain_blocks(np.ascontiguousarray(a_idx.T), np.ascontiguousarray(b_idx.T), c_bits[rs], params,
-                                    params.input_format, params.c_format, params.input_format_b,
-                                    np.ascontiguousarray(e_off.T))
+            out[rs] = _product_scaled(np.ascontiguousarray(a_idx.T), np.ascontiguousarray(b_idx.T), c_bits[rs],
+                                      params, (exp_a[rs] + exp_b[rs]).astype(np.int32))
     nan_rows = nan_a.any(axis=1) | nan_b.any(axis=1)
     if np.any(nan_rows):
         out[nan_rows] = c_fmt.canonical_nan
     return out
+
+
+def _product_scaled(a_kt, b_kt, c_bits, p: MMAParams, scale_exp) -> np.ndarray:
+    """``scale_chunk = 0``: the blocks of n_fma k (k-major (K, S) indices), each product's exponent raised by its
+    block's two scale exponents (``scale_exp`` (S, K / scale_block)); blocks chained from c."""
+    if p.scale_block % p.n_fma:  # a block of products spans several scales: one offset per k
+        e_off = np.ascontiguousarray(np.repeat(scale_exp, p.scale_block, axis=1).T)
+        return _chain_blocks(a_kt, b_kt, c_bits, p, p.input_format, p.c_format, p.input_format_b, e_off)
+    per_scale = np.ascontiguousarray(scale_exp.T)  # (K / scale_block, S): one row broadcast over a block's k
+    d = c_bits
+    for k0 in range(0, max(a_kt.shape[0], 1), p.n_fma):
+        d = _bfma_kernel(a_kt[k0:k0 + p.n_fma], b_kt[k0:k0 + p.n_fma], d, product_format=p.input_format,
+                         c_format=p.c_format, output_format=p.output_format, frac_bits=p.frac_bits,
+                         rounding=p.output_rounding, czero_floor=p.czero_floor, c_exp_floor=p.c_exp_floor,
+                         overflow=p.overflow, underflow_sign=p.underflow_sign, product_format_b=p.input_format_b,
+                         e_off=per_scale[k0 // p.scale_block][None] if per_scale.shape[0] else None,
+                         zero_exp=p.zero_factor_exp)
+    return d
 
 
 def _chunked(a_idx, b_idx, c_bits, p: MMAParams, sig_a, exp_a, sig_b, exp_b) -> np.ndarray:
