@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="2^17 rows, 3 repeats, no oracle")
     ap.add_argument("--out", default="out/numerics_speed.csv", help="result file")
     ap.add_argument("--cpu-time", action="store_true",
-                    help="time in CPU seconds of the process (time.process_time), for a machine loaded by other work")
+                    help="time block_fma_bits in CPU seconds of the process (time.process_time), for a machine "
+                         "loaded by other work (the oracle stays in wall time)")
     ap.add_argument("--only", default=None, help="time only the configurations whose name contains this text")
     ap.add_argument("--twin", action="store_true", help="time the emulated-GEMM twin on the validation plan")
     ap.add_argument("--outputs", type=float, default=4e6, help="--twin: outputs per (method, kernel) of the plan")

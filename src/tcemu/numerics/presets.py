@@ -236,7 +236,9 @@ def get_preset(
         prm = replace(prm, czero_floor=toolbox_floor, c_exp_floor=-126)
     elif variant != "mmasim":
         raise ValueError(f"variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
-    elif table is LOWP_PRESETS and prm.interleave is None:  # MMA-Sim: a zero factor takes part at exponent -126
+    elif prm.scale_format or {prm.input_format, prm.b_format} & {"e2m1", "e2m3", "e3m2"}:
+        # MMA-Sim: a zero factor takes part at exponent -126 (the older presets' mmasim variant keeps tcemu's rule
+        # until the hardware settles it, issue 45 item 5)
         prm = replace(prm, zero_factor_exp=-126)
     return prm
 
@@ -247,7 +249,7 @@ _MEASURED_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin, MMA-S
 
 _LOWP_FLOOR_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin) as the architecture's measured presets "
                    "(measured on H200 for fp16/bf16/tf32; unmeasured for this kind); zero products take no part "
-                   "(tcemu's assumption; variant='mmasim': at exponent -126)")
+                   "(tcemu's assumption; variant='mmasim' of the FP6/FP4 and block-scaled kinds: at exponent -126)")
 
 
 def list_presets() -> list[tuple[str, str, str, str]]:
