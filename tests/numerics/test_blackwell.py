@@ -196,7 +196,8 @@ def test_listing_shows_them_with_sources():
     keys = set(list_presets())
     want = {("b200", "tcgen05", "e2m1", "fp32"), ("b200", "tcgen05", "e2m3.e3m2", "fp16"),
             ("b200", "tcgen05.mxf8f6f4", "e5m2.e2m1:ue8m0x32", "fp32"),
-            ("b200", "tcgen05.mxf4nvf4", "e2m1:ue4m3x16", "fp32"), ("b200", "tcgen05.mxf4nvf4", "e2m1:ue8m0x32", "fp32"),
+            ("b200", "tcgen05.mxf4nvf4", "e2m1:ue4m3x16", "fp32"),
+            ("b200", "tcgen05.mxf4nvf4", "e2m1:ue8m0x32", "fp32"),
             ("sm120", "mma.sync.mxf4nvf4", "e2m1:ue4m3x16", "fp32"), ("sm120", "mma.sync", "e3m2.e4m3", "fp32"),
             ("ada", "mma.sync", "e4m3.e5m2", "fp16"), ("h100", "wgmma", "e5m2.e4m3", "fp32"),
             ("h200", "wgmma", "e5m2.e4m3", "fp32")}

@@ -31,6 +31,7 @@ from .emulated import emulated_matmul, emulated_matmul_reference
 from .explain import explain
 from .formats import FORMATS, FloatFormat, decode, encode, from_bits, get_format, to_bits
 from .model import add_round_bits, block_fma_bits
+from . import model_blockscale  # noqa: F401  (registers block_fma_bits's block-scaled path)
 from .params import MMAParams
 from .presets import ARCHS, INSTRUCTIONS, get_preset, list_presets
 from .rounding import Rounding

@@ -1,9 +1,7 @@
 """Random and adversarial operands for mixed-format and block-scaled models (tests, benchmarks).
 
-:func:`make_mixed_operands` is :func:`tcemu.numerics.inputs.make_operands` for a model whose a and b have two
-formats (``input_format_b``) or are block-scaled: a is drawn in a's format and b in b's, each of the same kind
-(``ties`` becomes ``wide``: its crafted pair needs one format), and for ``cancel`` c is minus the exact
-unscaled a . b. :func:`make_scales` draws the scales of a block-scaled model; :func:`make_scaled_operands`
+:func:`make_mixed_operands` (from :mod:`tcemu.numerics.inputs`, where ``make_operands`` dispatches to it) draws
+a in a's format and b in b's. :func:`make_scales` draws the scales of a block-scaled model; :func:`make_scaled_operands`
 returns all five arrays, with c of ``cancel`` computed from the scaled values.
 
 Scale kinds: ``normal`` (ue8m0 2^-4 .. 2^4, ue4m3 of N(0, 1)), ``wide`` (every finite scale: ue8m0 2^-127 ..
@@ -13,49 +11,14 @@ and the NaN scales 0xFF / 0x7F injected), ``bits`` (uniform bytes, NaN included)
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import ml_dtypes
 import numpy as np
 
-from .formats import get_format
 from .formats_mx import scale_values
+from .inputs import _cancel_c, make_mixed_operands
 from .params import MMAParams
 
 __all__ = ["make_mixed_operands", "make_scales", "make_scaled_operands"]
-
-
-def _single(params: MMAParams, fmt: str) -> MMAParams:
-    """``params`` with one unscaled input format (for drawing one operand)."""
-    return replace(params, input_format=fmt, input_format_b=None, scale_format=None, scale_block=0, scale_chunk=0,
-                   interleave=None, k_instr=params.n_fma, frac_bits=min(params.frac_bits, 29))
-
-
-def make_mixed_operands(params: MMAParams, s: int, k: int, kind: str, rng: np.random.Generator, spread: int = 12):
-    """(a_bits, b_bits, c_bits) with a in ``params.input_format`` and b in ``params.b_format``."""
-    from .inputs import make_operands
-
-    kind = "wide" if kind == "ties" else kind
-    a, _, c = make_operands(_single(params, params.input_format), s, k, kind, rng, spread)
-    _, b, _ = make_operands(_single(params, params.b_format), s, k, kind, rng, spread)
-    if kind == "cancel":
-        c = _cancel_c(params, a, b, np.ones((s, 1)), np.ones((s, 1)), 1)
-    return a, b, c
-
-
-def _cancel_c(params: MMAParams, a, b, sa_val, sb_val, block) -> np.ndarray:
-    fc = get_format(params.c_format)
-    va = _elem_values(a, params.input_format) * np.repeat(sa_val, block, axis=1)
-    vb = _elem_values(b, params.b_format) * np.repeat(sb_val, block, axis=1)
-    with np.errstate(over="ignore", invalid="ignore"):
-        ref = -(va * vb).sum(axis=1)
-        return np.nan_to_num(ref, nan=0.0).astype(fc.numpy_dtype).view(fc.container_dtype)
-
-
-def _elem_values(bits, fmt) -> np.ndarray:
-    f = get_format(fmt)
-    with np.errstate(invalid="ignore"):
-        return np.asarray(bits).view(f.numpy_dtype).astype(np.float64)
 
 
 def make_scales(params: MMAParams, s: int, k: int, kind: str, rng: np.random.Generator):

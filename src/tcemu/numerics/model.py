@@ -41,6 +41,9 @@ _ZERO_EXP = -(1 << 20)  # exponent given to zero inputs: their products never re
 _SPECIAL_EXP = 1 << 24  # exponent given to Inf/NaN inputs: E_max > _SPECIAL_LIMIT flags the row
 _SPECIAL_LIMIT = 1 << 22
 _CHUNK = 1 << 13  # rows per chunk: the (K, chunk) int32 temporaries stay in cache (measured best)
+#: the block-scaled path (:mod:`tcemu.numerics.model_blockscale` registers itself when the package imports it; it
+#: builds on this module's kernel, so this module does not import it: no import circle)
+BLOCK_SCALED: dict = {}
 
 
 @lru_cache(maxsize=None)
@@ -451,9 +454,7 @@ def block_fma_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p
         (S,) result bits in ``params.c_format``'s container (uint32 or uint16).
     """
     if params.scale_format is not None or scale_a is not None or scale_b is not None:
-        from .model_blockscale import block_fma_scaled_bits
-
-        return block_fma_scaled_bits(a_bits, b_bits, c_bits, params, scale_a, scale_b)
+        return BLOCK_SCALED["block_fma_scaled_bits"](a_bits, b_bits, c_bits, params, scale_a, scale_b)
     a_bits = np.asarray(a_bits)
     b_bits = np.asarray(b_bits)
     c_bits = np.asarray(c_bits)

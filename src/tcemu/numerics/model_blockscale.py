@@ -21,7 +21,7 @@ import numpy as np
 
 from .formats import FINITE, INF, decode_table, encode, get_format
 from .formats_mx import decode_scale, get_scale_format
-from .model import _bfma_kernel, _c_fields, _chain_blocks, _CHUNK, _index, _positive_zero, _special_rows
+from .model import BLOCK_SCALED, _bfma_kernel, _c_fields, _chain_blocks, _CHUNK, _index, _positive_zero, _special_rows
 from .params import MMAParams
 
 __all__ = ["block_fma_scaled_bits"]
@@ -139,3 +139,6 @@ def _chunk_block(value, e_term, c_bits, p: MMAParams, unit: int) -> np.ndarray:
         zeros = np.zeros((rows.size, 0), np.intp)
         out[rows] = _special_rows(zeros, zeros, c_bits[rows], "e2m1", p.c_format, p.output_format)
     return out
+
+
+BLOCK_SCALED["block_fma_scaled_bits"] = block_fma_scaled_bits  # block_fma_bits's entry for block-scaled models
