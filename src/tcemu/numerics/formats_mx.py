@@ -2,8 +2,8 @@
 
 A block-scaled operand is a vector of low-precision elements (e2m1, e2m3, e3m2, e4m3, e5m2) in which each
 block of ``block`` consecutive elements along K (32 for MX, 16 for NVFP4) shares one scale factor; the value
-of element k is ``element[k] * scale[k // block]`` (PTX ISA, "Block Scaling for tcgen05.mma" and
-``mma.sync ... .block_scale``; OCP Microscaling Formats (MX) v1.0, section 5).
+of element k is ``element[k] * scale[k // block]`` (PTX ISA: ``tcgen05.mma`` block scaling and
+``mma.sync ... .block_scale``; OCP Microscaling Formats (MX) Specification v1.0).
 
 ================ ====== ======== ======================================================================
 scale format     bits   bias     values
@@ -137,7 +137,7 @@ def mx_quantize(x: np.ndarray, elem_format: str, scale_format: str = "ue8m0",
                 block: int = 32) -> tuple[np.ndarray, np.ndarray]:
     """Quantise float values ``(..., K)`` to a block-scaled operand: ``(element bits, scale bits)``.
 
-    The OCP MX recipe (v1.0, section 6.3): per block, the scale is ``2**(floor(log2(amax)) - emax_elem)``
+    The OCP MX recipe (MX v1.0's conversion from a wider format): per block, the scale is ``2**(floor(log2(amax)) - emax_elem)``
     (ue8m0, clamped to 2^-127 .. 2^127) or ``amax / max_elem`` rounded to ue4m3 (NVFP4), then each element
     is ``x / scale`` rounded to nearest even in the element format and saturated. A block of zeros gets
     scale 1 (ue8m0) or 0 (ue4m3). A helper to build inputs; the Tensor Core only consumes them.
