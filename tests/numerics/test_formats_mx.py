@@ -10,7 +10,7 @@ from tcemu.numerics.formats_mx import decode_scale, dequantize, get_scale_format
 from tcemu.numerics.rounding import Rounding
 
 MX = {"e2m1": ml_dtypes.float4_e2m1fn, "e2m3": ml_dtypes.float6_e2m3fn, "e3m2": ml_dtypes.float6_e3m2fn}
-# (largest finite, smallest normal, smallest subnormal): OCP MX v1.0, table 1
+# (largest finite, smallest normal, smallest subnormal): OCP MX v1.0
 LIMITS = {"e2m1": (6.0, 1.0, 0.5), "e2m3": (7.5, 1.0, 0.125), "e3m2": (28.0, 0.25, 0.0625)}
 
 

@@ -19,7 +19,7 @@ mixed FP8, in tcemu's sources). Tags:
   (``nv_fused_dot_add`` with scales: the scale exponents join each product's exponent; ``..._with_block_scale``:
   exact sums of 16 fp4 products, times the scale significands, aligned at the scale exponents, F = 35);
   its ISA lists ``mmasim/isa/nv_ptx/*.py`` (which pairs and scale blocks each instruction takes).
-- ``PTX``: PTX ISA 8.7-9.0, ``tcgen05.mma`` kinds and ``mma.sync`` block scaling: operand types, K, block sizes
+- ``PTX``: PTX ISA (8.7 and later), ``tcgen05.mma`` kinds and ``mma.sync`` block scaling: operand types, K, block sizes
   (scale_vec::1X/2X/4X), ue8m0/ue4m3, e2m3/e3m2 in kind::f8f6f4 and kind::mxf8f6f4.
 - ``toolbox``: Khattak & Mikaitis, B200TC.m and RTXPRO6000TC.m (= B200TC): FP8 one 32-term block, F = 25; no
   FP6/FP4 or block-scaled model.
