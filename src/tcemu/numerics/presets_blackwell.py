@@ -38,7 +38,7 @@ __all__ = ["LOWP_PRESETS", "F8F6F4", "canon_input", "parse_input", "BLOCK_SCALED
 
 F8F6F4 = ("e4m3", "e5m2", "e2m3", "e3m2", "e2m1")
 BLOCK_SCALED_INSTRUCTIONS = ("tcgen05.mxf8f6f4", "tcgen05.mxf4nvf4", "mma.sync.mxf8f6f4", "mma.sync.mxf4nvf4")
-_MMASIM_F8F6F4 = ("e4m3", "e5m2", "e2m1")  # MMA-Sim's lists (e2m3, e3m2: its TODO; its e2m1 at K=32 is read raw)
+_MMASIM_F8F6F4 = ("e4m3", "e5m2", "e2m1")  # MMA-Sim's lists (e2m3, e3m2: its TODO; e2m1 runs only at K=64)
 
 _RND = "fp32 out RZ, fp16 out RNE (as kind::f16, MMA-Sim)"
 _LIT = "literature-based (no hardware data)"
@@ -81,8 +81,8 @@ def _p(fa, fb, out, k, n, f, label, src, **kw) -> MMAParams:
 def _pair_src(fa, fb, base: str) -> str:
     if fa in _MMASIM_F8F6F4 and fb in _MMASIM_F8F6F4 and "e2m1" not in (fa, fb):
         return base
-    return base + f"; {fa} x {fb}: extrapolated (MMA-Sim lists e4m3/e5m2/e2m1 only and reads e2m1 at K=32 as raw " \
-                  "bytes; PTX: every f8f6f4 pair shares the kind's datapath)"
+    return base + f"; {fa} x {fb}: extrapolated (MMA-Sim lists e4m3/e5m2/e2m1 only, and its K=32 code passes e2m1 " \
+                  "as raw uint8 containers that its decoder rejects; PTX: every f8f6f4 pair shares the kind's datapath)"
 
 
 def _table() -> dict[tuple[str, str, str, str], MMAParams]:
