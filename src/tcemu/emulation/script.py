@@ -37,7 +37,7 @@ from .ops import GemmConfig
 from .script_ops import OPS
 
 __all__ = ["emulate_script_", "restore_script_", "is_script", "script_roots", "script_unreachable",
-           "ScriptUnreachable", "rewritten_ops"]
+           "ScriptUnreachable", "rewritten_ops", "is_emulated"]
 
 FilterFn = Callable[[nn.Module, str], bool]
 
@@ -68,6 +68,11 @@ class ScriptUnreachable:
 def is_script(mod: object) -> bool:
     """Whether ``mod`` is a TorchScript module (scripted, traced or loaded)."""
     return isinstance(mod, torch.jit.ScriptModule) and hasattr(mod, "_c")
+
+
+def is_emulated(wrapper: nn.Module) -> bool:
+    """Whether :func:`emulate_script_` rewrote this TorchScript module's graphs."""
+    return _ORIGINAL in wrapper.__dict__
 
 
 def script_roots(model: nn.Module) -> list[tuple[str, nn.Module]]:
@@ -133,6 +138,9 @@ def _rebind(wrapper: nn.Module, cpp: torch._C.ScriptModule) -> None:
     from torch.jit._script import OrderedDictWrapper, OrderedModuleDict  # noqa: PLC0415
 
     d = wrapper.__dict__
+    if "_actual_script_module" in d:  # a traced module: a facade whose attributes are its scripted module's
+        _rebind(d["_actual_script_module"], cpp)
+        return
     for key in [k for k, v in d.items() if isinstance(v, torch._C.ScriptMethod)]:
         del d[key]
     old_children = dict(d["_modules"]._python_modules) if "_modules" in d else {}
@@ -305,14 +313,38 @@ def restore_script_(wrapper: nn.Module) -> bool:
     """Point an emulated TorchScript module back at its original graphs; returns whether it was emulated.
 
     Tensors the emulated copy holds that are not the original's (a buffer that ``.to()`` replaced) are handed
-    to the original first, so the module keeps its state."""
+    to the original first, so the module keeps its state. A module whose graphs call tcemu's ops without being
+    emulated here (a ``copy.deepcopy`` of an emulated one, or one saved emulated and loaded back) gets a copy with
+    those calls turned back into the aten ops they replaced."""
     saved = wrapper.__dict__.pop(_ORIGINAL, None)
-    if saved is None:
+    if saved is not None:
+        _hand_back(wrapper._c, saved[0])
+        _rebind(wrapper, saved[0])
+        return True
+    if not any(node.kind().startswith("tcemu::") for _, cpp in _walk(wrapper._c)
+               for method in cpp._type().method_names() for node in _nodes(cpp._get_method(method).graph)):
         return False
-    original = saved[0]
-    _hand_back(wrapper._c, original)
-    _rebind(wrapper, original)
+    copy, functions = _unit(wrapper._c, "")
+    _share_state(wrapper._c, copy)
+    for fn in functions.values():
+        _unrewrite_graph(fn.graph)
+    _rebind(wrapper, copy)
     return True
+
+
+def _unrewrite_graph(graph: torch._C.Graph) -> None:
+    """Turn the graph's ``tcemu::`` product calls back into the aten ops they replaced."""
+    by_name = {op.qualified_name: op for op in OPS.values()}
+    for node in [n for n in _nodes(graph) if n.kind() in by_name]:
+        op = by_name[node.kind()]
+        inputs = list(node.inputs())[:len(op.aten._schema.arguments)]
+        with graph.insert_point_guard(node):
+            old = graph.insertNode(graph.create(op.aten_schema.split("(", 1)[0], inputs, 1))
+        old.copyMetadata(node)
+        old.output().setType(node.output().type())
+        node.output().replaceAllUsesWith(old.output())
+        node.destroy()
+    graph.lint()
 
 
 def _hand_back(copy: torch._C.ScriptModule, original: torch._C.ScriptModule) -> None:
@@ -325,18 +357,14 @@ def _hand_back(copy: torch._C.ScriptModule, original: torch._C.ScriptModule) -> 
 
 
 def rewritten_ops(wrapper: nn.Module) -> dict[str, int]:
-    """``tcemu::`` op -> how many nodes call it in the module's current graphs (all methods, submodules included)."""
+    """``tcemu::`` op -> how many nodes call it in the graphs of an emulated TorchScript module (every method of
+    every submodule, and the functions they call); {} for one that is not emulated."""
+    saved = wrapper.__dict__.get(_ORIGINAL)
     counts: dict[str, int] = defaultdict(int)
-    seen: set[str] = set()
-    for _, cpp in _walk(wrapper._c):
-        for method in cpp._type().method_names():
-            key = f"{_qualname(cpp)}.{method}"
-            if key in seen:
-                continue
-            seen.add(key)
-            for node in _nodes(cpp._get_method(method).graph):
-                if node.kind().startswith("tcemu::"):
-                    counts[node.kind()] += 1
+    for fn in (saved[1].values() if saved is not None else ()):
+        for node in _nodes(fn.graph):
+            if node.kind().startswith("tcemu::"):
+                counts[node.kind()] += 1
     return dict(counts)
 
 
