@@ -49,6 +49,8 @@ class Net(torch.nn.Module):
         for block in self.blocks:
             e = e + block(x)
         side = torch.matmul(x.double(), self.table).sum().float()  # float64 product: runs unchanged
+        side = side + torch.addmm(self.table, self.table, self.table, beta=0.5).sum().float()  # keywords, unchanged
+        side = side + torch.einsum("i,j->ij", x[0, 0], x[0, 1]).sum()  # an outer product: runs as it is
         return (self.out(x).sum() + e.sum() + side).reshape(1)
 
 
@@ -94,7 +96,7 @@ def test_a_scripted_model_computes_the_bits_of_the_eager_emulated_one(method):
     eager = tcemu.emulate_(_model(), method, backend="torch")
     scripted = tcemu.emulate_(_script(_model()), method, backend="torch")
     assert rewritten_ops(scripted) == {"tcemu::linear": 2, "tcemu::scaled_dot_product_attention": 1,
-                                       "tcemu::einsum": 1, "tcemu::addmm": 1, "tcemu::bmm": 1,
+                                       "tcemu::einsum": 2, "tcemu::addmm": 2, "tcemu::bmm": 1,
                                        "tcemu::tensordot": 1, "tcemu::matmul": 1}
     x = _x()
     want = _run(eager, x)

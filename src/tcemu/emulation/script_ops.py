@@ -140,6 +140,12 @@ _LIB = torch.library.Library("tcemu", "FRAGMENT")  # noqa: TOR901 - kept alive f
 def _kernel(op: ScriptOp, n_args: int):
     """The op's ``CompositeImplicitAutograd`` kernel: the emulated product, or the aten op."""
     label = op.aten._overloadpacket.__name__ if op.name != "scaled_dot_product_attention" else op.name
+    arguments = op.aten._schema.arguments
+    n_positional = sum(not a.kwarg_only for a in arguments)
+    keywords = [a.name for a in arguments[n_positional:]]
+
+    def aten(aten_args):
+        return op.aten(*aten_args[:n_positional], **dict(zip(keywords, aten_args[n_positional:])))
 
     def kernel(*args):
         aten_args, tail = args[:n_args], args[n_args:]
@@ -153,7 +159,7 @@ def _kernel(op: ScriptOp, n_args: int):
             with labelled(label):
                 return op.call(route, *extra, *aten_args)
         except M._Pass:
-            return op.aten(*aten_args)
+            return aten(aten_args)
 
     return kernel
 
