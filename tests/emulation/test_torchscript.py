@@ -274,3 +274,16 @@ def test_custom_ops_inside_a_scripted_model_are_listed_and_metered():
         scripted(torch.randn(2, 4))
     assert any(r.kind == "opaque" and "mystery" in r.op for r in cov.rows)
     assert "opaque" in cov.table()
+
+
+@pytest.mark.interpret
+def test_scripted_equals_eager_through_the_triton_kernels_interpreted():
+    """The Triton backend (kernels run by Triton's interpreter on the CPU) behind the rewritten graphs: the eager
+    emulated model's bits, fused attention included."""
+    eager = tcemu.emulate_(_model(), "tf32x3", backend="triton")
+    scripted = tcemu.emulate_(_script(_model()), "tf32x3", backend="triton")
+    x = _x()
+    with tcemu.config(small_shape_fallback=False, attention_fallback=False):
+        want = _run(eager, x, double=False)
+        with torch.jit.optimized_execution(False):
+            assert _equal(_run(scripted, x, double=False), want)
