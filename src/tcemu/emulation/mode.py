@@ -15,7 +15,8 @@ goes through :func:`tcemu.matmul` / :func:`tcemu.linear` (with autograd, double 
 
 What stays as it is: other dtypes (float64, half, complex, integer), calls with ``out=``, an einsum or
 tensordot without a summed index (an outer product: one FP32 rounding per element, nothing accumulates;
-reported to :func:`tcemu.coverage` as ``no_contraction``), convolutions, and products inside TorchScript or
+reported to :func:`tcemu.coverage` as ``no_contraction``), convolutions, and products inside TorchScript
+(:func:`tcemu.emulate_` rewrites those graphs to call the same handlers: :mod:`tcemu.emulation.script_ops`) or
 inside torch functions that run their own Python (``F.multi_head_attention_forward``): a torch-function mode
 cannot see those. :func:`tcemu.coverage` measures what ran in plain FP32 at the aten level.
 ``matmuls=False`` leaves the products alone (attention only).

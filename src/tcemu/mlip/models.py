@@ -23,8 +23,9 @@ same weights side by side. The returned :class:`PotentialCalculator` checks its 
 (elements the model does not know, a periodic model without a cell) and raises a clear
 :class:`ValueError`. Its first calculation runs inside :func:`tcemu.coverage`: ``calc.coverage`` says what share
 of the float32 contraction FLOPs the method emulated (the harness gives no verdict below 99 %), and a float64
-reference that computed float32 products is refused. Models run eagerly, or ``torch.compile``d (PET); never
-through TorchScript, which hides its products from the emulation.
+reference that computed float32 products is refused. Models run eagerly, or ``torch.compile``d (PET); the
+harness does not load TorchScript exports (their dtype is fixed, so there is no FP64 twin to compare with;
+:mod:`tcemu.ase` emulates them for a user's run).
 """
 
 from __future__ import annotations
@@ -343,7 +344,9 @@ def load_pet_checkpoint(path: str | Path) -> nn.Module:
         model = _load_metatrain(load_model, path, str(path))
     if isinstance(model, torch.jit.ScriptModule):
         raise ValueError(
-            f"{path} holds a TorchScript export; tcemu needs the checkpoint (.ckpt) to emulate it"
+            f"{path} holds a TorchScript export; the validation harness needs the checkpoint (.ckpt), whose "
+            "weights it also runs in float64; to run the export emulated, use "
+            "tcemu.ase.emulate_calculator(MetatomicCalculator(path), method)"
         )
     return model.float().eval()
 
