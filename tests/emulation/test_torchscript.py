@@ -287,3 +287,17 @@ def test_scripted_equals_eager_through_the_triton_kernels_interpreted():
         want = _run(eager, x, double=False)
         with torch.jit.optimized_execution(False):
             assert _equal(_run(scripted, x, double=False), want)
+
+
+def test_state_changed_while_emulated_stays_after_restore():
+    scripted = tcemu.emulate_(_script(_model()), "tf32x3", backend="torch")
+    scripted.eval()
+    with torch.no_grad():
+        scripted.out.weight.mul_(2.0)
+    tcemu.restore_(scripted)
+    assert not scripted.training and not _sub(scripted, "blocks.0").training
+    x = _x()
+    want = _model()
+    with torch.no_grad():
+        want.out.weight.mul_(2.0)
+    assert torch.allclose(scripted(x), want(x), rtol=1e-5)

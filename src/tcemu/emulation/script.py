@@ -45,7 +45,7 @@ FilterFn = Callable[[nn.Module, str], bool]
 _ORIGINAL = "_tcemu_script_original"
 #: namespaces of node kinds that are TorchScript's and torch's own (not a library's custom ops)
 _OWN_NAMESPACES = frozenset({"aten", "prim", "tcemu", "profiler", "cuda", "quantized", "prepacked", "_caffe2",
-                             "onnx", "attr", "scope", "user", "namespaces"})
+                             "onnx"})
 #: aten products that have no rewrite (their kinds; the rewrite matches exact overloads)
 _OTHER_PRODUCTS = frozenset({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::convolution",
                              "aten::_convolution", "aten::conv_transpose1d", "aten::conv_transpose2d",
@@ -119,14 +119,15 @@ def _attributes(cpp: torch._C.ScriptModule) -> list[str]:
     return [name for name in concrete.get_attributes() if name not in children]
 
 
-def _share_state(original: torch._C.ScriptModule, copy: torch._C.ScriptModule) -> None:
-    """Set the copy's attributes to the original's objects (tensors shared, not duplicated)."""
-    for name in _attributes(original):
+def _share_state(source: torch._C.ScriptModule, target: torch._C.ScriptModule) -> None:
+    """Set the target's attributes (of every module of the tree) to the source's objects: tensors shared, not
+    duplicated; flags and numbers as the source has them."""
+    for name in _attributes(source):
         try:
-            copy.setattr(name, original.getattr(name))
-        except RuntimeError:  # an object of a TorchScript class of the original's compilation unit: the copy's own
-            pass
-    for (_, a), (_, b) in zip(_children(original), _children(copy), strict=True):
+            target.setattr(name, source.getattr(name))
+        except (RuntimeError, TypeError):  # an object of a TorchScript class of the source's compilation unit
+            pass  # (the target's own class): the target keeps its equal copy
+    for (_, a), (_, b) in zip(_children(source), _children(target), strict=True):
         _share_state(a, b)
 
 
@@ -312,13 +313,13 @@ def emulate_script_(wrapper: nn.Module, cfg: GemmConfig, filter_fn: FilterFn | N
 def restore_script_(wrapper: nn.Module) -> bool:
     """Point an emulated TorchScript module back at its original graphs; returns whether it was emulated.
 
-    Tensors the emulated copy holds that are not the original's (a buffer that ``.to()`` replaced) are handed
-    to the original first, so the module keeps its state. A module whose graphs call tcemu's ops without being
+    What the emulated copy holds that the original does not (a buffer that ``.to()`` replaced, the ``training``
+    flag) is handed to the original first, so the module keeps its state. A module whose graphs call tcemu's ops without being
     emulated here (a ``copy.deepcopy`` of an emulated one, or one saved emulated and loaded back) gets a copy with
     those calls turned back into the aten ops they replaced."""
     saved = wrapper.__dict__.pop(_ORIGINAL, None)
     if saved is not None:
-        _hand_back(wrapper._c, saved[0])
+        _share_state(wrapper._c, saved[0])
         _rebind(wrapper, saved[0])
         return True
     if not any(node.kind().startswith("tcemu::") for _, cpp in _walk(wrapper._c)
@@ -345,15 +346,6 @@ def _unrewrite_graph(graph: torch._C.Graph) -> None:
         node.output().replaceAllUsesWith(old.output())
         node.destroy()
     graph.lint()
-
-
-def _hand_back(copy: torch._C.ScriptModule, original: torch._C.ScriptModule) -> None:
-    for name in _attributes(copy):
-        value = copy.getattr(name)
-        if isinstance(value, torch.Tensor) and value is not original.getattr(name):
-            original.setattr(name, value)
-    for (_, a), (_, b) in zip(_children(copy), _children(original), strict=True):
-        _hand_back(a, b)
 
 
 def rewritten_ops(wrapper: nn.Module) -> dict[str, int]:
