@@ -301,3 +301,25 @@ def test_state_changed_while_emulated_stays_after_restore():
     with torch.no_grad():
         want.out.weight.mul_(2.0)
     assert torch.allclose(scripted(x), want(x), rtol=1e-5)
+
+
+class _PythonInside(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    @torch.jit.ignore
+    def python_part(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    def forward(self, x):
+        return self.python_part(self.lin(x))
+
+
+def test_a_module_torch_jit_save_refuses_is_a_clear_error():
+    scripted = _script(_PythonInside())
+    x = torch.randn(2, 4)
+    want = scripted(x)
+    with pytest.raises(RuntimeError, match="tcemu: cannot copy the TorchScript module <root>.*torch.jit.save"):
+        tcemu.emulate_(scripted, "tf32x3")
+    assert torch.equal(scripted(x), want) and "tcemu" not in scripted.code
