@@ -323,3 +323,19 @@ def test_a_module_torch_jit_save_refuses_is_a_clear_error():
     with pytest.raises(RuntimeError, match="tcemu: cannot copy the TorchScript module <root>.*torch.jit.save"):
         tcemu.emulate_(scripted, "tf32x3")
     assert torch.equal(scripted(x), want) and "tcemu" not in scripted.code
+
+
+def test_products_without_a_tcemu_op_are_listed():
+    class Conv(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv1d(2, 2, 3)
+            self.lin = torch.nn.Linear(2, 2)
+
+        def forward(self, x):
+            return self.lin(self.conv(x).transpose(1, 2))
+
+    scripted = tcemu.emulate_(_script(Conv()), "tf32x3", warn_unreachable=False)
+    assert rewritten_ops(scripted) == {"tcemu::linear": 1}
+    (u,) = tcemu.unreachable_layers(scripted)
+    assert u.fqn == "conv" and u.type_name == "Conv1d" and "aten::conv1d" in u.reason and "no tcemu op" in u.reason

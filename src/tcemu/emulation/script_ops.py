@@ -34,7 +34,7 @@ from .meter import labelled
 from .methods import MethodSpec, get_method
 from .ops import linear
 
-__all__ = ["OPS", "ScriptOp", "op_for_schema"]
+__all__ = ["OPS", "ScriptOp"]
 
 
 @dataclass(frozen=True)
@@ -177,8 +177,3 @@ def _define() -> dict[str, ScriptOp]:
 
 #: aten schema (as ``torch._C.Node.schema()`` prints it) -> the op that replaces it
 OPS: dict[str, ScriptOp] = _define()
-
-
-def op_for_schema(schema: str) -> ScriptOp | None:
-    """The ``tcemu::`` op that replaces the aten overload of this schema, if any."""
-    return OPS.get(schema)
