@@ -18,7 +18,9 @@ What stays as it is (torch's own call, with torch's result or error): other dtyp
 integer), sparse and meta tensors, operands on two devices, operands whose shapes do not fit, calls with
 ``out=``, an einsum or tensordot without a summed index (an outer product: one FP32 rounding per element,
 nothing accumulates; reported to :func:`tcemu.coverage` as ``no_contraction``), convolutions, and products
-inside TorchScript or inside torch functions that run their own Python (``F.multi_head_attention_forward``): a torch-function mode
+inside TorchScript (:func:`tcemu.emulate_` rewrites those graphs to call the same handlers:
+:mod:`tcemu.emulation.script_ops`) or inside torch functions that run their own Python
+(``F.multi_head_attention_forward``): a torch-function mode
 cannot see those. :func:`tcemu.coverage` measures what ran in plain FP32 at the aten level.
 ``matmuls=False`` leaves the products alone (attention only).
 
