@@ -37,6 +37,13 @@ def summarize(rows: list[dict]) -> None:
                 parts.append(f"{meth} {t:6.1f} ({t / sgt:4.2f}x; {t / xla_best:4.2f}x; "
                              f"{t / float(tx3['tflops']) if tx3 else float('nan'):4.2f}x; {t / ceil:4.2f}) "
                              f"{float(r['err_norm']):.2e}")
+            cut = by.get(("cutlass", "3xtf32", direction, *shp))
+            if cut is not None:  # the study's kernel, and tcemu's TF32x3 against it
+                t = float(cut["tflops"])
+                mine = by.get(("tcemu", "tf32x3", direction, *shp))
+                parts.append(f"cutlass 3xtf32 {t:6.1f} ({t / sgt:4.2f}x; tcemu tf32x3 "
+                             f"{float(mine['tflops']) / t if mine else float('nan'):4.2f}x it) "
+                             f"{float(cut['err_norm']):.2e}")
             print(" | ".join(parts))
 
 
@@ -64,7 +71,8 @@ def plot(rows: list[dict], path: str) -> None:
                 ys_t.append(float(r["tflops"]) if r else math.nan)
                 ys_e.append(float(r["err_norm"]) if r else math.nan)
             style = dict(marker="o" if impl == "tcemu" else ".", lw=2.4 if impl == "tcemu" else 1.0,
-                         ls={"tcemu": "-", "cublas": "-", "triton-builtin": "--", "xla": ":"}.get(impl, "-"),
+                         ls={"tcemu": "-", "cublas": "-", "triton-builtin": "--", "xla": ":",
+                             "cutlass": "-."}.get(impl, "-"),
                          color=colors[(impl, meth)])
             axes[0, col].plot(range(len(shapes)), ys_t, label=f"{impl} {meth}", **style)
             axes[1, col].plot(range(len(shapes)), ys_e, label=f"{impl} {meth}", **style)

@@ -20,6 +20,9 @@ these implementations (``impl``, ``method``):
   presets TF32_TF32_F32_X3, BF16_BF16_F32_X3, BF16_BF16_F32_X6, on the goal shapes only (8192^3 and the
   17,280-atom edge shapes; ``--xla-all`` for all): each compile takes seconds. BF16_BF16_F32_X9 and
   F32_F32_F32 are left out (X9 gave single-pass TF32 accuracy on the H200, a check not stored; F32 is SGEMM).
+* ``cutlass`` (with ``--cutlass WHEEL``): ``3xtf32``, CUTLASS's 3xTF32 GEMM (``OpMultiplyAddFastF32``) in CUTLASS
+  example 27's configuration, the kernel of the published NVIDIA study, built for sm_90a with nvcc from the
+  ``nvidia-cutlass`` wheel's headers at the start of the run (``cutlass_3xtf32/``; about a minute);
 * ``tcemu``: ``tf32x3``, ``bf16x3``, ``bf16x6``, ``bf16x9`` through ``TritonBackend.linear`` /
   ``linear_input_grad`` (the torch custom op, small-shape fallback OFF: the kernel is what is timed), with
   autotuning on (``--no-autotune``: the static table); the ``config`` column gives the configuration and
@@ -37,7 +40,9 @@ first call's time), and the figure beside it (same name, ``.png``). ``--sweep`` 
 configurations of the tcemu kernels (and checks their PTX for ``wgmma.mma_async``): benchmark ``gemm_sweep``,
 one case per (config, M, K, N), metrics ``SWEEP_UNITS``. Stored runs: ``benchmarks/results/h200/gemm/``.
 
-Usage: ``PYTHONPATH=src python3 benchmarks/gemm.py --out out/gemm.csv [--quick] [--sweep]``;
+Usage: ``PYTHONPATH=src python3 benchmarks/gemm.py --out out/gemm.csv [--quick] [--sweep]``; ``--shapes MxKxN,...``
+times those shapes (any, listed above or not); ``--xla-presets`` picks XLA's presets (also ``jax.lax.Precision``'s
+HIGHEST, HIGH, DEFAULT);
 ``--plot-only out/gemm.csv`` redraws the figure (and the summary) from the result file alone.
 """
 
@@ -138,7 +143,9 @@ class Xla:
         key = (preset, direction)
         if key not in self._fns:
             jax, jnp = self.jax, self.jnp
-            prec = getattr(jax.lax.DotAlgorithmPreset, preset)
+            # a DotAlgorithmPreset name, or one of jax.lax.Precision's HIGHEST / HIGH / DEFAULT
+            prec = getattr(jax.lax.Precision, preset) if preset in ("HIGHEST", "HIGH", "DEFAULT") else \
+                getattr(jax.lax.DotAlgorithmPreset, preset)
             dims = (((1,), (1,)), ((), ())) if direction == "fwd" else (((1,), (0,)), ((), ()))
             self._fns[key] = jax.jit(lambda a, w: jax.lax.dot_general(
                 a, w, dims, precision=prec, preferred_element_type=jnp.float32))
@@ -171,10 +178,27 @@ def run_full(args) -> None:
     shapes = SHAPES
     if args.quick:
         shapes = [s for s in SHAPES if (s[1], s[2], s[3]) in ((4096, 4096, 4096), (6720, 256, 1024))]
-    if args.shapes:
-        keep = set(args.shapes.split(","))
-        shapes = [s for s in shapes if f"{s[1]}x{s[2]}x{s[3]}" in keep]
+    if args.shapes:  # those of the list, in its order, then any others as given
+        keep = args.shapes.split(",")
+        shapes = [s for s in SHAPES if f"{s[1]}x{s[2]}x{s[3]}" in keep]
+        listed = {f"{s[1]}x{s[2]}x{s[3]}" for s in shapes}
+        shapes += [("custom", *map(int, k.split("x"))) for k in keep if k not in listed]
     methods = [m for m in TCEMU_METHODS if not args.methods or m in args.methods.split(",")]
+    xla_presets = args.xla_presets.split(",") if args.xla_presets else XLA_PRESETS
+    cutlass = None
+    if args.cutlass:
+        import importlib.util  # noqa: PLC0415 - its own name: PyPA's "build" may be installed too
+
+        spec = importlib.util.spec_from_file_location(
+            "tcemu_cutlass_3xtf32_build", Path(__file__).resolve().parent / "cutlass_3xtf32" / "build.py")
+        cutlass_build = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cutlass_build)
+        Cutlass3xTF32, build = cutlass_build.Cutlass3xTF32, cutlass_build.build
+
+        try:
+            cutlass = Cutlass3xTF32(build(args.cutlass, Path(args.out).parent / "cutlass_3xtf32"))
+        except Exception as exc:  # noqa: BLE001 - the other anchors still run
+            print(f"CUTLASS 3xTF32 unavailable: {type(exc).__name__}: {exc}"[:2000], flush=True)
 
     # precompile every Triton kernel of the run in parallel
     jobs = []
@@ -252,7 +276,7 @@ def run_full(args) -> None:
                         "128x128x32w8s3")
             if xla is not None and (args.xla_all or (M, K, N) in XLA_SHAPES):
                 xa, xw = xla.wrap(a), xla.wrap(w)
-                for preset in XLA_PRESETS:
+                for preset in xla_presets:
                     try:
                         f = xla.fn(preset, direction)
                         t0 = time.perf_counter()
@@ -266,6 +290,17 @@ def run_full(args) -> None:
                     except Exception as exc:  # noqa: BLE001
                         print(f"xla {preset} {direction} failed: {type(exc).__name__}: {exc}"[:400], flush=True)
                 del xa, xw
+            if cutlass is not None and M % 4 == 0 and K % 4 == 0 and N % 4 == 0:
+                # fwd: x @ W^T with W (N, K) row-major; bwd_input: dy @ W, W (N, K) row-major as (K', N') = (N, K)
+                fn = (lambda: cutlass.nt(x, w)) if direction == "fwd" else (lambda: cutlass.nn(dy, w))
+                try:
+                    out = fn()
+                    e = errors(out, ref)
+                    del out
+                    add("cutlass", "3xtf32", direction, M, K, N, bench_torch(fn, args.rep), e,
+                        "128x64x16 warp 64x32x16 mma 16x8x8 s3 (example 27)")
+                except Exception as exc:  # noqa: BLE001
+                    print(f"cutlass 3xtf32 {direction} failed: {exc}"[:400], flush=True)
             for meth in methods:
                 spec = get_method(meth)
                 t0 = time.perf_counter()
@@ -413,6 +448,11 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--no-plot", action="store_true")
     p.add_argument("--no-autotune", action="store_true", help="use the static configuration table")
     p.add_argument("--xla-all", action="store_true", help="XLA on every shape (default: the goal shapes)")
+    p.add_argument("--xla-presets", default="", help=f"comma list of DotAlgorithmPreset names or of "
+                                                      f"jax.lax.Precision's HIGHEST, HIGH, DEFAULT (default "
+                                                      f"{','.join(XLA_PRESETS)})")
+    p.add_argument("--cutlass", default="", help="nvidia-cutlass wheel (or its unpacked folder, or a CUTLASS "
+                                                 "checkout): also time CUTLASS's 3xTF32 GEMM, built with nvcc")
     p.add_argument("--plot-only", default="", help="redraw the plot (and summary) from this result file")
     p.add_argument("--rep", type=int, default=100, help="do_bench repetition time per measurement, ms")
     p.add_argument("--workers", type=int, default=min(16, os.cpu_count() or 1), help="compile processes")

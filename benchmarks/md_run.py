@@ -373,7 +373,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--shape", default="s", help="PET shape (tcemu.mlip.models.PET_SHAPES; default s)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--systems", default=DEFAULT_SYSTEMS, help=f"tcemu.mlip.systems names (default {DEFAULT_SYSTEMS})")
+    p.add_argument("--systems", default=DEFAULT_SYSTEMS,
+                   help=f"tcemu.mlip.systems names (default {DEFAULT_SYSTEMS}); any supercell of the 192-atom box "
+                        "as water_<atoms> (water_1536, water_5184) or water_<a>x<b>x<c>")
     p.add_argument("--engines", default=",".join(ENGINES))
     p.add_argument("--methods", default="fp32,tf32x3+attn", help="fp32 first (the speedups' reference)")
     p.add_argument("--compile", default="inductor", choices=("inductor", "aot_eager", "eager", "none"),

@@ -421,7 +421,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--shapes", default="s,s-nn32,m,l")
-    p.add_argument("--systems", default="water_192,water_17280")
+    p.add_argument("--systems", default="water_192,water_17280",
+                   help="tcemu.mlip.systems names: water_192, water_1536, water_5184, water_17280, any supercell of "
+                        "the 192-atom box as water_<atoms> or water_<a>x<b>x<c>")
     p.add_argument("--methods", default="fp32,tf32,tf32x3,bf16x3,bf16x6,bf16x9")
     p.add_argument("--modes", default="eager,compile")
     p.add_argument("--compile-scope", choices=sorted(COMPILE_SCOPES), default="full",

@@ -10,8 +10,12 @@ the NaN bits are not modelled by either side). At c785138 MMA-Sim's CDNA1/CDNA2 
 assertion (``pairwise_dot`` asserts fp32 operands, gets fp16/bf16); those cases are recorded as such and then run
 with the operands cast to fp32 (exact), which is what MMA-Sim computes with assertions off (``python -O``).
 
+Output: a JSON summary (``--out``: per case samples, agreements, the first disagreements with their operands) and a
+result file (``tcemu._results``, ``--csv``: benchmark ``mmasim_diff_schemes``, one case per instruction, metrics
+``samples`` and ``agree``). Stored run: ``benchmarks/results/cpu/numerics/mmasim_diff_schemes.{json,csv}``.
+
 Usage: ``python benchmarks/mmasim_diff_schemes.py --mmasim /tmp/MMA-Sim [--reps 1] [--out
-benchmarks/results/cpu/numerics/mmasim_diff_schemes.json]``
+out/mmasim_diff_schemes.json] [--csv out/mmasim_diff_schemes.csv]``
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ def _torch_of(bits: np.ndarray, fmt: str):
 def _compare(sim, p, name: str, kinds, reps: int) -> dict:
     """Random matrices of each kind through MMA-Sim (sim(A, B, C)) and the preset; per-kind agreement."""
     m, n, k = sim.m, sim.n, sim.k
-    fb = getattr(p.scheme, "b_format", None) or p.input_format
+    fb = p.b_format
     res = {"samples": 0, "agree": 0, "disagreements": []}
     for kind in kinds:
         for r in range(reps):
@@ -76,6 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mmasim", required=True, help=f"a checkout of microsoft/MMA-Sim at {MMASIM_COMMIT}")
     ap.add_argument("--reps", type=int, default=1, help="matrices per (case, kind)")
     ap.add_argument("--out", default="out/mmasim_diff_schemes.json")
+    ap.add_argument("--csv", default="out/mmasim_diff_schemes.csv")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(Path(args.mmasim).resolve()))
     import mmasim.simulator.amd as sim_amd
@@ -123,7 +128,16 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(summary, indent=1))
-    print(f"{summary['agree']}/{summary['samples']} outputs agree over {len(ran)} cases; wrote {out}")
+    from tcemu._results import Provenance, case, measurement, write_results
+
+    rows = []
+    for name, v in cases.items():
+        if "samples" in v:
+            rows += measurement("mmasim_diff_schemes", "tcemu.numerics.block_fma_bits", f"MMA-Sim {MMASIM_COMMIT}",
+                                case(instruction=name), {"samples": v["samples"], "agree": v["agree"]},
+                                {"samples": "count", "agree": "count"})
+    csv = write_results(args.csv, rows, Provenance.current(device="cpu"))
+    print(f"{summary['agree']}/{summary['samples']} outputs agree over {len(ran)} cases; wrote {out}, {csv}")
     return 0
 
 

@@ -7,7 +7,8 @@
 What is timed: ``block_fma_bits(a_bits (S, K), b_bits (S, K), c_bits (S,), preset)`` on S = 2^20 random
 N(0, 1) dot products (the distribution of the public hardware data), for the configurations below, each
 repeated ``--repeats`` times; reported as dot products per second (median, 20th and 80th percentiles).
-The exact rational oracle (tcemu.numerics.oracle) is timed on 2,000 rows for comparison.
+The exact rational oracle (tcemu.numerics.oracle) is timed on 2,000 rows for comparison. Each rate is also given
+as K=16-equivalent dot products per second (rate x K / 16: the issue's unit for longer instructions).
 Threads are pinned to one (OMP/OpenBLAS/MKL env vars); NumPy's elementwise kernels are single-threaded.
 
 Reference points (the public models' own figures, not measured here; docs/numerics.md, "Speed"): MMA-Sim
@@ -31,7 +32,7 @@ the H200 run's twin for ``--outputs`` outputs per (method, kernel). Stored run:
 fp16 block-FMA row as the same run's baseline; metrics ``dot_products_per_cpu_s`` and ``k16_equivalent_per_cpu_s``.
 Stored run: ``benchmarks/results/cpu/numerics/model_speed_schemes_ci_machine.csv``.
 
-Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick]
+Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick] [--only TEXT] [--cpu-time]
 [--out out/numerics_speed.csv]``; ``python benchmarks/numerics_speed.py --twin [--outputs 4e6] [--gemms 6]
 [--twin-rows 24] --out out/twin_speed.csv``
 """
@@ -57,6 +58,7 @@ sys.path.insert(0, str(ROOT / "src"))
 from tcemu._results import Provenance, case, measurement, write_results  # noqa: E402
 from tcemu.numerics import block_fma_bits, get_preset  # noqa: E402
 from tcemu.numerics.inputs import make_operands  # noqa: E402
+from tcemu.numerics.inputs_mx import make_scales  # noqa: E402
 from tcemu.numerics.oracle import oracle_bits  # noqa: E402
 
 CONFIGS = [  # (arch, instruction, input, output, K)
@@ -69,6 +71,17 @@ CONFIGS = [  # (arch, instruction, input, output, K)
     ("h100", "wgmma", "e4m3", "fp32", 32),
     ("h100", "mma.sync", "e4m3", "fp32", 32),
     ("h100", "mma.sync", "fp16", "fp32", 256),
+    # low-precision kinds (tcemu.numerics.presets_blackwell); block-scaled ones get N(0,1)-like scales
+    ("b200", "tcgen05", "e4m3.e5m2", "fp32", 32),
+    ("b200", "tcgen05", "e2m1", "fp32", 32),
+    ("b200", "tcgen05", "e2m3.e3m2", "fp32", 32),
+    ("b200", "tcgen05.mxf8f6f4", "e4m3:ue8m0x32", "fp32", 32),
+    ("b200", "tcgen05.mxf8f6f4", "e2m1.e4m3:ue8m0x32", "fp32", 32),
+    ("b200", "tcgen05.mxf4nvf4", "e2m1:ue4m3x16", "fp32", 64),
+    ("b200", "tcgen05.mxf4nvf4", "e2m1:ue8m0x32", "fp32", 64),
+    ("sm120", "mma.sync.mxf4nvf4", "e2m1:ue4m3x16", "fp32", 64),
+    ("ada", "mma.sync", "e4m3.e5m2", "fp32", 32),
+    ("h100", "wgmma", "e4m3.e5m2", "fp32", 32),
 ]
 
 
@@ -83,13 +96,13 @@ def _rates(impl: str, recipe: str, k: int, rate: np.ndarray) -> list:
                         "dot_products_per_s_p80": float(p80)}, UNITS)
 
 
-def _time(fn, repeats: int) -> np.ndarray:
+def _time(fn, repeats: int, clock=time.perf_counter) -> np.ndarray:
     fn()  # warm-up: tables, allocations
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return np.array(times)
 
 
@@ -99,6 +112,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--quick", action="store_true", help="2^17 rows, 3 repeats, no oracle")
     ap.add_argument("--out", default="out/numerics_speed.csv", help="result file")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time block_fma_bits in CPU seconds of the process (time.process_time), for a machine "
+                         "loaded by other work (the oracle stays in wall time)")
+    ap.add_argument("--only", default=None, help="time only the configurations whose name contains this text")
     ap.add_argument("--twin", action="store_true", help="time the emulated-GEMM twin on the validation plan")
     ap.add_argument("--outputs", type=float, default=4e6, help="--twin: outputs per (method, kernel) of the plan")
     ap.add_argument("--gemms", type=int, default=6, help="--twin: GEMMs timed per (method, kernel)")
@@ -111,20 +128,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.schemes:
         return _schemes(args)
     rows, repeats = (1 << 17, 3) if args.quick else (args.rows, args.repeats)
+    clock = time.process_time if args.cpu_time else time.perf_counter
+    configs = [c for c in CONFIGS if args.only is None or args.only in " ".join(map(str, c[:4]))]
     rng = np.random.default_rng(0)
     prov = Provenance.current(device="cpu")
     prov = dataclasses.replace(prov, gpu=f"{prov.gpu} (1 core)")  # the threads are pinned to one
     out_rows = []
-    for arch, instr, fin, fout, k in CONFIGS:
+    for arch, instr, fin, fout, k in configs:
         p = get_preset(arch, instr, fin, fout)
         a, b, c = make_operands(p, rows, k, "normal", rng)
-        t = _time(lambda: block_fma_bits(a, b, c, p), repeats)
+        scales = make_scales(p, rows, k, "normal", rng) if p.scale_format else (None, None)
+        t = _time(lambda: block_fma_bits(a, b, c, p, *scales), repeats, clock)
         rate = rows / t
         p20, p50, p80 = np.percentile(rate, [20, 50, 80])
         recipe = f"{arch} {instr} {fin}->{fout}"
-        print(f"{recipe:32s} K={k:<4d} {p50:10.3g} dot products/s  (p20 {p20:.3g}, p80 {p80:.3g})")
+        print(f"{recipe:48s} K={k:<4d} {p50:10.3g} dot products/s  (p20 {p20:.3g}, p80 {p80:.3g}; "
+              f"K=16-equivalent {p50 * k / 16:.3g})")
         out_rows += _rates("tcemu.numerics.block_fma_bits", recipe, k, rate)
-    if not args.quick:
+    if not args.quick and args.only is None:
         p = get_preset("h100", "mma.sync", "fp16", "fp32")
         a, b, c = make_operands(p, 2000, 16, "normal", rng)
         t = _time(lambda: oracle_bits(a, b, c, p), 2)

@@ -4,9 +4,10 @@
 :func:`emulate_models_` takes the ``nn.Module`` objects found in a calculator, a TorchSim model or a script,
 emulates each in place with :func:`tcemu.emulate_` (and, with ``attention=True``, the attention products of
 the attention blocks it knows, by :func:`tcemu.emulate_functional_`), and returns an :class:`EmulationReport`
-that says what was emulated and what could not be reached: TorchScript modules (compiled code, whose
-products tcemu cannot replace), float64 models (nothing to emulate) and the layers
-:func:`tcemu.unreachable_layers` lists, plus the modules that hold weights outside ``nn.Linear`` layers.
+that says what was emulated and what could not be reached: float64 models (nothing to emulate) and the layers
+:func:`tcemu.unreachable_layers` lists (custom ops inside TorchScript graphs among them), plus the modules that
+hold weights outside ``nn.Linear`` layers. TorchScript models (metatomic's exported ``.pt`` files, deployed MACE
+or torchani models) are emulated by rewriting their graphs (:mod:`tcemu.emulation.script`).
 """
 
 from __future__ import annotations
@@ -85,20 +86,17 @@ def default_attention_filter() -> FilterFn | None:
     return is_pet_attention_block
 
 
-def _is_script(mod: nn.Module) -> bool:
-    return isinstance(mod, torch.jit.ScriptModule)
-
-
 def _float_dtypes(mod: nn.Module) -> set[torch.dtype]:
     return {p.dtype for p in mod.parameters() if p.is_floating_point()}
 
 
-def _script_reason(mod: nn.Module) -> str:
-    name = getattr(mod, "original_name", type(mod).__name__)
-    hint = ("load the checkpoint as an eager module instead (metatrain: load_model('model.ckpt').export(); "
-            "tcemu.mlip.models.load_pet_checkpoint)") if name == "AtomisticModel" else \
-        "build the model as an eager nn.Module (not torch.jit.script / torch.jit.load)"
-    return f"TorchScript ({name}): its compiled code cannot run emulated products; {hint}"
+def _class_name(mod: nn.Module) -> str:
+    """The module's class name; a TorchScript module's is its original class's."""
+    return (getattr(mod, "original_name", None) or type(mod).__name__) if _is_script(mod) else type(mod).__name__
+
+
+def _is_script(mod: nn.Module) -> bool:
+    return isinstance(mod, torch.jit.ScriptModule)
 
 
 def _weights_report(mod: nn.Module) -> tuple[int, int, dict[str, int]]:
@@ -108,17 +106,45 @@ def _weights_report(mod: nn.Module) -> tuple[int, int, dict[str, int]]:
 
     emulated = total = 0
     others: dict[str, int] = {}
+    rewritten = _rewritten_modules(mod)
+    not_products = {cls.__name__ for cls in _NOT_PRODUCTS}
     for sub in mod.modules():
         n = sum(p.numel() for p in sub.parameters(recurse=False) if p.dtype == torch.float32)
-        if not n or isinstance(sub, _NOT_PRODUCTS):
+        if not n or isinstance(sub, _NOT_PRODUCTS) or (_is_script(sub) and _class_name(sub) in not_products):
             continue
         total += n
-        if isinstance(sub, EmulatedLinear):
+        if isinstance(sub, EmulatedLinear) or (id(sub) in rewritten and _class_name(sub) == "Linear"):
             emulated += n
-        elif not isinstance(sub, nn.Linear):
+        elif _is_script(sub) and _class_name(sub) != "Linear":
+            key = f"TorchScript {_class_name(sub)}"
+            others[key] = others.get(key, 0) + 1
+        elif not isinstance(sub, nn.Linear) and not _is_script(sub):
             key = f"{type(sub).__module__.split('.')[0]}.{type(sub).__qualname__}"
             others[key] = others.get(key, 0) + 1
     return emulated, total, others
+
+
+def _rewritten_modules(mod: nn.Module) -> set[int]:
+    """Ids of the modules inside the TorchScript modules of ``mod`` whose graphs are rewritten."""
+    from tcemu.emulation.script import is_emulated, script_roots
+
+    return {id(sub) for _, root in script_roots(mod) if is_emulated(root) for sub in root.modules()}
+
+
+def _emulated_layers(mod: nn.Module) -> int:
+    """``EmulatedLinear`` layers, and ``nn.Linear`` layers of rewritten TorchScript graphs."""
+    from tcemu import EmulatedLinear
+
+    rewritten = _rewritten_modules(mod)
+    return sum(isinstance(m, EmulatedLinear) or (id(m) in rewritten and _class_name(m) == "Linear")
+               for m in mod.modules())
+
+
+def _scripted_attention(mod: nn.Module) -> int:
+    """Attention calls in the rewritten TorchScript graphs of ``mod``."""
+    from tcemu.emulation.script import rewritten_ops, script_roots
+
+    return sum(rewritten_ops(root).get("tcemu::scaled_dot_product_attention", 0) for _, root in script_roots(mod))
 
 
 def outermost(found: Iterable[tuple[str, nn.Module]]) -> list[tuple[str, nn.Module]]:
@@ -164,9 +190,7 @@ def emulate_models_(
     unreached: list[Unreached] = []
     emulated: list[tuple[str, nn.Module]] = []
     for where, mod in models:
-        if _is_script(mod):
-            unreached.append(Unreached(where, type(mod).__name__, _script_reason(mod)))
-        elif torch.float32 not in _float_dtypes(mod):
+        if torch.float32 not in _float_dtypes(mod):
             dtypes = ", ".join(sorted(str(d).removeprefix("torch.") for d in _float_dtypes(mod))) or "none"
             unreached.append(Unreached(where, type(mod).__name__,
                                        f"no float32 parameters ({dtypes}): nothing to emulate"))
@@ -189,7 +213,8 @@ def emulate_models_(
             if n:
                 tcemu.emulate_functional_(mod, spec, attention_filter, attention=True, matmuls=False, backend=backend)
                 blocks += n
-        layers += sum(isinstance(m, tcemu.EmulatedLinear) for m in mod.modules())
+        blocks += _scripted_attention(mod) if attention else 0  # emulate_ rewrote their attention calls
+        layers += _emulated_layers(mod)
         e, t, o = _weights_report(mod)
         weights_emulated, weights_total = weights_emulated + e, weights_total + t
         for k, v in o.items():
@@ -205,9 +230,8 @@ def emulate_models_(
 
 
 def restore_models_(found: Iterable[tuple[str, nn.Module]]) -> None:
-    """Undo :func:`emulate_models_` on every eager model of ``found``."""
+    """Undo :func:`emulate_models_` on every model of ``found``."""
     import tcemu
 
     for _, mod in outermost(found):
-        if not _is_script(mod):
-            tcemu.restore_(mod)
+        tcemu.restore_(mod)

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-__all__ = ["DeviceInfo", "capability", "device_info", "interpreting", "shared_memory_per_block", "sm_count",
+__all__ = ["DeviceInfo", "capability", "device_info", "gpu_name", "interpreting", "shared_memory_per_block", "sm_count",
            "tensor_core_generation", "triton_version", "versions"]
 
 #: TRITON_INTERPRET values that turn Triton's interpreter on, as Triton reads them (any case)
@@ -60,6 +60,13 @@ def sm_count(device: torch.device | str | int | None = None) -> int | None:
     """Streaming multiprocessors of a CUDA ``device``; None off CUDA."""
     index = _cuda_index(device)
     return None if index is None else _properties(index).multi_processor_count
+
+
+def gpu_name(device: torch.device | str | int | None = None) -> str | None:
+    """``torch.cuda.get_device_name`` of a CUDA ``device`` (e.g. ``"NVIDIA H100 80GB HBM3"``), read once; None off
+    CUDA."""
+    index = _cuda_index(device)
+    return None if index is None else _properties(index).name
 
 
 def shared_memory_per_block(device: torch.device | str | int | None = None) -> int | None:

@@ -11,9 +11,10 @@ wraps (tcemu's own ``PotentialCalculator``, ASE's ``SumCalculator``). Each model
 :func:`tcemu.emulate_functional_`), the calculator's cached results are dropped, and the report of what was
 and was not reached is kept as ``calc.tcemu_report`` (:class:`tcemu._engine.EmulationReport`).
 
-Not reachable: TorchScript models (metatomic's exported ``.pt`` files: load the ``.ckpt`` checkpoint with
-metatrain and ``export()`` it instead, which gives an eager ``AtomisticModel``) and float64 models (MACE's
-default: build the calculator with ``default_dtype="float32"``).
+TorchScript models (metatomic's exported ``.pt`` files, ``MetatomicCalculator("model.pt")``; a MACE or torchani
+model scripted for deployment) are emulated by rewriting their graphs (:mod:`tcemu.emulation.script`); custom
+ops inside them are listed in the report. Not reachable: float64 models (MACE's default: build the calculator
+with ``default_dtype="float32"``).
 """
 
 from __future__ import annotations

@@ -9,8 +9,9 @@ of a flag in the module's ``__dict__``; code outside modules is not touched at a
 is ever active outside the models).
 
 * Models that already hold tcemu layers (a script that emulates explicitly) are left as they are.
-* Modules without float32 parameters (float64 models, parameter-free modules) and TorchScript modules are
-  marked seen and left alone; their reports say why.
+* Modules without float32 parameters (float64 models, parameter-free modules) are marked seen and left alone.
+  TorchScript models get their graphs rewritten (:mod:`tcemu.emulation.script`); one called directly (not
+  from a Python module) runs emulated from its second call, as a bare layer does (below).
 * The hook does nothing while ``torch.compile`` traces: a model is emulated at its first eager call, which
   for ``torch.compile(model)`` is the call of the compiled wrapper, before Dynamo traces the inner model.
 * Submodules are swapped before the outermost module's ``forward`` runs, so its first call is emulated;
@@ -109,7 +110,10 @@ def _emulated_by_script(module: nn.Module) -> bool:
         def _scoped_forward(m):
             return None
 
-    return any((isinstance(m, EmulatedLinear) or _scoped_forward(m) is not None) and _SEEN not in m.__dict__
+    from .emulation.script import is_emulated, is_script
+
+    return any((isinstance(m, EmulatedLinear) or _scoped_forward(m) is not None
+                or (is_script(m) and is_emulated(m))) and _SEEN not in m.__dict__
                for m in module.modules())
 
 
@@ -120,11 +124,8 @@ def _emulate_root(module: nn.Module) -> None:
 
     cfg = _State.config
     name = type(module).__qualname__
-    by_script = not isinstance(module, torch.jit.ScriptModule) and _emulated_by_script(module)
+    by_script = _emulated_by_script(module)
     _mark(module)
-    if isinstance(module, torch.jit.ScriptModule):
-        _State.skipped.append((name, "TorchScript: its compiled code cannot run emulated products"))
-        return
     if not _has_float32_parameters(module):
         return  # nothing to emulate (a parameter-free module, or a float64 model)
     if by_script:

@@ -57,8 +57,15 @@ SUBNORMAL_FP32 = 2.0**-149
 """Smallest positive FP32 subnormal: the largest change of a value by the range fix-up's scaling."""
 
 
+def _check_k(k: float) -> None:
+    if not k >= 0:
+        raise ValueError(f"tcemu.testing: K (the accumulation length, or a number of roundings) must be >= 0, "
+                         f"got {k!r}: a bound for a negative count would be negative")
+
+
 def gamma(k: int, u: float = U_FP32) -> float:
     """``gamma_k = k u / (1 - k u)``: the bound on ``k`` successive relative roundings."""
+    _check_k(k)
     ku = k * u
     if ku >= 1:
         return math.inf
@@ -68,6 +75,7 @@ def gamma(k: int, u: float = U_FP32) -> float:
 def rounding_steps(method: str | MethodSpec, k: int) -> int:
     """FP32 roundings on the way to one output: K accumulations, the products within a level,
     and the scale-and-add that joins each level (the scaling by ``2^-s`` is exact)."""
+    _check_k(k)
     spec = get_method(method)
     return k + spec.n_products + len(spec.levels)
 

@@ -52,7 +52,7 @@ def emulate_model(
 
     Raises:
         TypeError: ``model`` is not a ``torch.nn.Module``.
-        ValueError: it computes in float64, or holds only TorchScript / float64 modules.
+        ValueError: it computes in float64, or holds only float64 modules.
     """
     _check_model(model)
     base, plus, extra = str(method).partition("+")

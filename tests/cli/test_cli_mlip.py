@@ -174,3 +174,17 @@ def test_cuda_without_a_device_is_a_bad_argument(tmp_path, capsys):
     """--device cuda without CUDA raised AssertionError ('Torch not compiled with CUDA enabled')."""
     assert main(SP + ["--device", "cuda", "--out", str(tmp_path)]) == 2
     assert "argument --device: device 'cuda': no CUDA device here" in _one_error_line(capsys, "sp")
+
+
+def test_curve_grid_study_is_the_published_grid():
+    import argparse
+
+    import numpy as np
+
+    from tcemu.cli.mlip import _heights
+    from tcemu.mlip.tasks.energy_curve import STUDY_HEIGHTS_A
+
+    h = _heights(argparse.Namespace(grid="study", points=5))
+    assert h == STUDY_HEIGHTS_A and len(h) == 60 and (h[0], h[-1]) == (1.2, 6.0)
+    assert np.diff(h) == pytest.approx(np.full(59, 0.0814), abs=1e-4)  # the study's "0.081 A steps"
+    assert len(_heights(argparse.Namespace(grid=None, points=5))) == 5

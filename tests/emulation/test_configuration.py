@@ -70,6 +70,40 @@ def test_bad_fields_are_refused(changes, match):
         EmulationConfig().replace(**changes)
 
 
+@pytest.mark.parametrize("given", ["bf16x6", 3, {"method": "bf16x6"}])
+def test_a_positional_argument_other_than_a_configuration_is_refused_at_once(given):
+    with pytest.raises(TypeError, match=r"tcemu.config takes an EmulationConfig or fields by name"):
+        with tcemu.config(given):
+            pass
+
+
+@pytest.mark.parametrize("text, value", [("6e9", 6e9), (" 1000 ", 1000.0), ("0", 0.0)])
+def test_a_flop_threshold_given_as_a_string_of_a_number_is_that_number(text, value):
+    with tcemu.config(small_shape_min_flops=text) as cfg:
+        assert cfg.small_shape_min_flops == value and isinstance(cfg.small_shape_min_flops, float)
+    assert EmulationConfig(small_shape_min_flops=text).small_shape_min_flops == value
+
+
+@pytest.mark.parametrize("given, error, match", [
+    ("six", ValueError, "must be a FLOP count"), ("-1", ValueError, ">= 0"), (True, TypeError, "a number"),
+    ([6e9], TypeError, "a number"),
+])
+def test_a_flop_threshold_that_is_not_a_count_is_refused_in_one_line(given, error, match):
+    with pytest.raises(error, match=match):
+        EmulationConfig(small_shape_min_flops=given)
+
+
+@pytest.mark.parametrize("bound", ["gamma", "normwise_bound", "elementwise_bound", "eta_bound"])
+def test_a_negative_k_has_no_bound(bound):
+    from tcemu import testing
+
+    fn = getattr(testing, bound)
+    args = (-4,) if bound == "gamma" else ("tf32x3", -4)
+    with pytest.raises(ValueError, match="must be >= 0"):
+        fn(*args)
+    assert fn(*args[:-1], 0) >= 0  # an empty sum: no rounding of its own
+
+
 def test_unknown_field_is_refused():
     with pytest.raises(TypeError, match="no field small_shape"):
         with tcemu.config(small_shape=False):

@@ -137,13 +137,17 @@ def test_emulate_warns_when_it_reaches_nothing():
 
 
 def test_a_foreign_instance_forward_is_kept():
+    """Someone else's instance forward runs inside the scope, and restore_ puts it back
+    (tests/emulation/test_user_paths.py has the values)."""
     model = Net()
     calls = []
     original = model.body.head.forward
-    model.body.head.forward = lambda h: calls.append(1) or original(h)
+    wrapper = model.body.head.forward = lambda h: calls.append(1) or original(h)
     tcemu.emulate_(model, "tf32x3")
     model(torch.randn(2, 16))
-    assert calls == [1] and scope_of(model.body.head) is None
+    assert calls == [1] and scope_of(model.body.head) is not None
+    tcemu.restore_(model)
+    assert model.body.head.__dict__["forward"] is wrapper
 
 
 def test_emulated_scopes_compile_in_one_graph_with_the_eager_results():

@@ -295,10 +295,7 @@ def test_emulate_functional_refuses_what_it_cannot_do():
         tcemu.emulate_functional_(model, "tf32x3", _is_block, attention=False, matmuls=False)
     with pytest.raises(ValueError, match="unknown"):
         tcemu.emulate_functional_(model, "tf33x3", _is_block)
-    model.block.forward = lambda *a: None  # someone else's wrapper: not silently replaced
-    with pytest.raises(ValueError, match="already has an instance attribute 'forward'"):
-        tcemu.emulate_functional_(model, "tf32x3", _is_block)
-    assert "forward" not in model.embed.__dict__  # nothing changed before the refusal
+    assert all("forward" not in m.__dict__ for m in model.modules())  # nothing changed by the refusals
 
 
 def test_emulate_functional_compiles_in_one_graph_with_the_eager_results():

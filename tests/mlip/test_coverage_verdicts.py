@@ -76,16 +76,46 @@ def test_pet_ani_and_chgnet_runs_are_emulated(name, small_water):
 
 
 class _Scripted(torch.nn.Module):
-    """An energy model whose products run inside TorchScript: no emulation reaches them."""
+    """An energy model whose products run inside a custom op (a library's own compiled code, as in a TorchScript
+    model that calls one): no emulation reaches them."""
 
     def __init__(self):
         super().__init__()
         torch.manual_seed(0)
-        self.net = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(1, 64), torch.nn.Tanh(), torch.nn.Linear(64, 1)))
+        _opaque_op()
+        self.net = torch.jit.script(_OpaqueNet())
 
     def forward(self, pos):
         d = (pos[:, None] - pos[None]).norm(dim=-1)
         return self.net(d[d > 0][:, None]).sum()
+
+
+class _OpaqueNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(1, 64))
+        self.w2 = torch.nn.Parameter(torch.randn(64, 1) / 8)
+
+    def forward(self, x):
+        return torch.ops.tcemu_test_verdicts.mm(torch.tanh(torch.ops.tcemu_test_verdicts.mm(x, self.w1)), self.w2)
+
+
+_LIB = []
+
+
+def _mm_as_compiled_code(a, b):
+    with torch._C.DisableTorchFunction():  # as C++ code: no torch-function mode sees its product
+        return torch.mm(a, b)
+
+
+def _opaque_op():
+    """``tcemu_test_verdicts::mm``: a custom op with autograd (its products run inside it, as aten mm calls)."""
+    if _LIB:
+        return
+    lib = torch.library.Library("tcemu_test_verdicts", "FRAGMENT")  # noqa: TOR901
+    lib.define("mm(Tensor a, Tensor b) -> Tensor")
+    lib.impl("mm", _mm_as_compiled_code, "CompositeImplicitAutograd")
+    _LIB.append(lib)
 
 
 def _scripted_calculator(dtype="float32"):
@@ -112,7 +142,7 @@ def test_a_run_that_emulated_nothing_is_not_validated_never_safe(tmp_path):
     """The issue's failure: nothing emulated, so every method returned FP32's numbers and passed. Now the
     coverage says 0 % and the verdict is 'not validated', in the table, verdicts.csv and report.md."""
     pot = calculators.from_factory(_scripted_calculator, name="scripted")
-    with pytest.warns(UserWarning, match="tcemu.emulate_: not reached: net.0 .RecursiveScriptModule.: TorchScript"):
+    with pytest.warns(UserWarning, match="tcemu.emulate_: not reached: net \\(_OpaqueNet\\): custom op tcemu_test_verdicts::mm"):
         sp = tasks.single_point(pot, systems.water_cluster(3), ("tf32", "tf32x3"), show_progress=False)
     assert sp.coverage["tf32"] == 0.0 and sp.energies_eV["tf32"] == sp.energies_eV["fp32"]
     res = _verdicts(sp)

@@ -131,3 +131,43 @@ def test_against_alchemi_kernel_on_cpu():
         )
     assert uphill > 0  # the uphill branch was exercised
     assert (dt > 0.05).any()  # and dt grew past delaystep
+
+
+class _Well:
+    """An ASE calculator: one anharmonic well per atom, E = sum k x^2 / 2 + x^4 / 4 (no coupling)."""
+
+    def __new__(cls, k):
+        from ase.calculators.calculator import Calculator, all_changes
+
+        class Well(Calculator):
+            implemented_properties = ["energy", "forces"]
+
+            def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
+                super().calculate(atoms, properties, system_changes)
+                x = self.atoms.positions
+                self.results = {"energy": float((0.5 * k * x**2 + 0.25 * x**4).sum()), "forces": -(k * x + x**3)}
+
+        return Well()
+
+
+def test_alchemi_fire2_optimizer_follows_ours_on_one_atom():
+    """The ASE wrapper of ALCHEMI's kernel: one atom (one Warp thread, no CPU race) takes our FIRE2's steps."""
+    pytest.importorskip("nvalchemiops.torch.fire2", reason="nvalchemi-toolkit-ops (Warp) not installed")
+    from ase import Atoms
+
+    from tcemu.mlip.fire2 import AlchemiFIRE2
+
+    k = np.array([[0.3, 1.7, 2.9]])
+    runs = []
+    for opt_cls in (FIRE2, AlchemiFIRE2):
+        a = Atoms("H", positions=[[0.9, -0.7, 0.4]])
+        a.calc = _Well(k)
+        opt = opt_cls(a, logfile=None)
+        trace = []
+        opt.attach(lambda a=a, t=trace: t.append(a.positions.copy()), interval=1)
+        opt.run(fmax=1e-6, steps=150)
+        runs.append((np.array(trace), opt.state.dt, opt.state.alpha, opt.get_number_of_steps()))
+    (p0, dt0, al0, n0), (p1, dt1, al1, n1) = runs
+    assert n0 == n1 and p0.shape == p1.shape
+    np.testing.assert_allclose(p1, p0, rtol=0, atol=1e-12)
+    assert dt1 == pytest.approx(dt0, rel=1e-12) and al1 == pytest.approx(al0, rel=1e-12)

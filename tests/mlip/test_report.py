@@ -22,6 +22,8 @@ def suite(tmp_path_factory):
         relax_fmax_eV_per_A=1e-3,
         second_order_potential="pet-tiny",
         second_order_properties=("elastic",),
+        pet_relax_potential="pet-tiny",
+        pet_relax_max_steps=4,
     )
     res = run_suite(cfg, out, show_progress=False, log=lambda s: None)
     return res, out
@@ -42,6 +44,7 @@ def test_files(suite):
         "nve_ani1x_water_cluster_6.png",
         "relax_ani1x_water_cluster_6.png",
         "elastic_pet-tiny_pt_fcc_4.png",
+        "relax_pet-tiny_cantor_27.png",
     ):
         assert (out / name).stat().st_size > 0, name
 
@@ -60,10 +63,12 @@ def test_verdicts_csv(suite):
             assert passed
     # every case's coverage, per emulation method: all of PET's and ANI-1x's products emulated
     cov = [r for r in rows if ":not_emulated[" in r["check"]]
-    assert {r["method"] for r in cov} == {"tf32", "tf32x3"} and len(cov) == 2 * 5
+    assert {r["method"] for r in cov} == {"tf32", "tf32x3"} and len(cov) == 2 * 6
     assert all(r["verdict"] == "pass" and float(r["value"]) < 0.01 for r in cov), cov
     text = (out / "report.md").read_text()
     assert "**Coverage**" in text and "| single point | PET-tiny (random weights) on water cluster, 6 atoms |" in text
+    assert "## NVE drift with its confidence interval" in text and "## Against the published PET study" in text
+    assert "| relax | FIRE2 (ALCHEMI)" in text  # the PET relaxation ran, so its row is compared
 
 
 def test_tf32_is_not_safe_and_tf32x3_passes_single_point(suite):

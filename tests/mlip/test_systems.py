@@ -37,6 +37,34 @@ def test_supercell_has_17280_atoms():
     assert np.allclose(sc.cell.lengths(), [3 * 12.417, 5 * 12.417, 6 * 12.417], atol=1e-6)
 
 
+@pytest.mark.parametrize("name, repeat", [("water_1536", (2, 2, 2)), ("water_5184", (3, 3, 3)),
+                                          ("water_17280", (3, 5, 6)), ("water_3072", (2, 2, 4)),
+                                          ("water_1x2x3", (1, 2, 3))])
+def test_named_supercells_of_the_water_box(name, repeat):
+    box = systems.water_box()
+    sc = systems.build(name)
+    assert len(sc) == 192 * np.prod(repeat)
+    assert np.allclose(sc.cell.lengths(), np.array(repeat) * 12.417, atol=1e-6)
+    assert sc.info["name"] == f"water_{len(sc)}"
+    # the first copy is the box itself, and every atom keeps its neighbourhood: the same sorted distances to
+    # its neighbours within 6 A (minimum image) as in the box
+    assert np.allclose(sc.positions[:192], box.positions)
+    for i in (0, 1, 191):
+        near = np.sort(box.get_distances(i, range(192), mic=True))
+        near_sc = np.sort(sc.get_distances(i, range(len(sc)), mic=True))
+        assert np.allclose(near_sc[near_sc < 6.0], near[near < 6.0])  # 6 A: under half the box's edge
+
+
+def test_cubic_repeat_and_bad_supercells():
+    assert [systems.cubic_repeat(n) for n in (1, 8, 27, 90, 7)] == [(1, 1, 1), (2, 2, 2), (3, 3, 3), (3, 5, 6),
+                                                                    (1, 1, 7)]
+    for bad in ("water_100", "water_0", "water_2x2", "water_0x1x1"):
+        with pytest.raises(ValueError, match="unknown system"):
+            systems.build(bad)
+    with pytest.raises(ValueError, match="repeat must be three positive integers"):
+        systems.water_supercell((0, 1, 1))
+
+
 def test_co_on_pt111_height_and_order():
     for h in (1.2, 3.0, 6.0):
         a = systems.co_on_pt111(h)

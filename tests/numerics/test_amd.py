@@ -122,7 +122,7 @@ def test_instruction_names_and_refusals():
     assert get_preset("mi300", "v_mfma_f32_32x32x8f16", "fp16") == p  # either spelling
     assert get_preset("mi250", "f32_32x32x4bf16_1k", "bf16").n_fma == 4
     assert get_preset("mi250", "v_mfma_f32_32x32x4bf16", "bf16").n_fma == 2
-    assert get_preset("mi300", "mfma", "fp8.bf8").scheme.b_format == "e5m2fnuz"
+    assert get_preset("mi300", "mfma", "fp8.bf8").b_format == "e5m2fnuz"
     assert get_preset("mi300", "mfma", "xf32").input_format == "tf32"
     with pytest.raises(ValueError, match="no e4m3fnuz MFMA on mi250"):
         get_preset("mi250", "mfma", "fp8")
@@ -205,3 +205,18 @@ def test_oracle_sensitivity(change):
         b[:, 0] = np.float32(2.0**127).view(np.uint32) >> 16
         a[:, 0] = 0
     assert np.any(block_fma_bits(a, b, c, p) != oracle_bits(a, b, c, other))
+
+
+def test_mma_mixed_fp8_bf8():
+    """float8_e4m3fnuz a with float8_e5m2fnuz b runs v_mfma_f32_16x16x32_fp8_bf8 (b read as bf8)."""
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((2, 32)).astype(ml_dtypes.float8_e4m3fnuz)
+    b = rng.standard_normal((32, 3)).astype(ml_dtypes.float8_e5m2fnuz)
+    c = np.zeros((2, 3), np.float32)
+    d = mma(a, b, c, arch="mi300")
+    p = get_preset("mi300", "v_mfma_f32_16x16x32_fp8_bf8", "fp8.bf8")
+    rows_a = np.repeat(a.view(np.uint8), 3, axis=0)
+    rows_b = np.tile(b.view(np.uint8).T, (2, 1))
+    assert np.array_equal(d.view(np.uint32).ravel(), block_fma_bits(rows_a, rows_b, np.zeros(6, np.uint32), p))
+    same_bits_as_fp8 = block_fma_bits(rows_a, rows_b, np.zeros(6, np.uint32), get_preset("mi300", "mfma", "fp8"))
+    assert not np.array_equal(d.view(np.uint32).ravel(), same_bits_as_fp8)  # b's bits read as bf8, not fp8

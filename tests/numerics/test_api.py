@@ -8,6 +8,7 @@ import pytest
 
 from tcemu.numerics import MMAParams, block_fma_bits, get_preset, list_presets, mma
 from tcemu.numerics.inputs import make_operands
+from tcemu.numerics.inputs_mx import make_scales
 
 
 def _rand(shape, dtype, rng):
@@ -112,15 +113,22 @@ def test_refusals_shapes_and_values():
             arch="h100", output_format="fp16")
 
 
-def test_operands_of_two_formats_are_refused():
-    """fp16 A with bf16 B was accepted silently (B's values were read as fp16)."""
+def test_operands_of_two_formats():
+    """fp16 A with bf16 B was accepted silently (B's values were read as fp16): a pair without a preset is refused;
+    e4m3 x e5m2, which the instructions take, runs as the mixed preset (b read as e5m2)."""
     c = np.zeros((2, 2), np.float32)
     a16, b16 = np.ones((2, 16), np.float16), np.ones((16, 2), np.float16)
-    with pytest.raises(ValueError, match=r"a is fp16 \(float16\) but b is bf16 \(bfloat16\).*one input format"):
+    with pytest.raises(ValueError, match=r"no preset for arch=h100, instruction=mma.sync, fp16.bf16->fp32"):
         mma(a16, b16.astype(ml_dtypes.bfloat16), c, arch="h100")
-    with pytest.raises(ValueError, match="a is e4m3 .* but b is e5m2"):
-        mma(np.ones((2, 32), ml_dtypes.float8_e4m3fn), np.ones((32, 2), ml_dtypes.float8_e5m2), c, arch="h100")
-    with pytest.raises(ValueError, match=r"a has dtype float16 \(fp16\) but the input format is bf16"):
+    a8 = np.full((2, 32), 448.0).astype(ml_dtypes.float8_e4m3fn)
+    b8 = np.full((32, 2), 57344.0).astype(ml_dtypes.float8_e5m2)
+    for instr in ("mma.sync", "wgmma"):
+        d = mma(a8, b8, c, arch="h100", instruction=instr)
+        p = get_preset("h100", instr, "e4m3.e5m2")
+        want = block_fma_bits(np.full((4, 32), 0x7E, np.uint8), np.full((4, 32), 0x7B, np.uint8),
+                              np.zeros(4, np.uint32), p)
+        assert np.array_equal(d.view(np.uint32).ravel(), want) and np.all(d > 0)
+    with pytest.raises(ValueError, match=r"a has dtype float16 \(fp16\) but its input format is bf16"):
         mma(a16, b16, c, arch="h100", input_format="bf16")
     # float32 values of the format stay accepted (the documented way to pass tf32, and fp16 values too)
     assert np.array_equal(mma(a16, b16.astype(np.float32), c, arch="h100"), mma(a16, b16, c, arch="h100"))
@@ -154,7 +162,8 @@ def test_every_preset_runs_and_has_sources():
         p = get_preset(*key)
         assert p.sources and p.label
         a, b, c = make_operands(p, 8, p.k_instr, "normal", rng)
-        assert block_fma_bits(a, b, c, p).shape == (8,)
+        scales = make_scales(p, 8, p.k_instr, "normal", rng) if p.scale_format else (None, None)
+        assert block_fma_bits(a, b, c, p, *scales).shape == (8,)
 
 
 def test_shorter_mma_shapes_chain_as_separate_instructions():

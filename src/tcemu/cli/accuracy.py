@@ -15,7 +15,7 @@ import math
 import os
 import time
 
-from .args import BadArgument, csv_list, device, output_dir
+from .args import BadArgument, csv_list, device, output_dir, seed
 
 DEFAULT_SHAPES = "256x16x256,256x256x256,256x4096x256,256x16384x256"
 DEFAULT_DISTRIBUTIONS = "normal,uniform,wide,tiny"
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--methods", default=None, type=csv_list, help="comma-separated (default: all)")
     parser.add_argument("--device", default=None, type=device, help="cpu or cuda (default: cuda if present)")
     parser.add_argument("--backend", default="auto", choices=["auto", "torch", "triton"])
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=seed, default=0)
     parser.add_argument("--out", default=None, type=output_dir, help="directory for accuracy.csv and accuracy.png")
     parser.add_argument("--markdown", action="store_true", help="also print a markdown table (normal inputs)")
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 __all__ = ["BadArgument", "CommandFailed", "bad_argument", "npz_file", "output_file", "check_choices", "at_least", "positive_float", "nonnegative_float", "output_dir",
-           "device", "csv_list", "require_cuda_device"]
+           "device", "seed", "csv_list", "require_cuda_device"]
 
 
 class BadArgument(ValueError):
@@ -66,6 +66,21 @@ def at_least(low: int) -> Callable[[str], int]:
 
     parse.__name__ = f"integer >= {low}"
     return parse
+
+
+#: the seeds every generator tcemu seeds takes (torch.manual_seed, numpy's default_rng): 0 to 2**64 - 1
+SEED_LIMIT = 2**64
+
+
+def seed(text: str) -> int:
+    """A random seed: an integer from 0 to 2**64 - 1 (refused when the command line is parsed, exit status 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if not 0 <= value < SEED_LIMIT:
+        raise argparse.ArgumentTypeError(f"a seed is an integer from 0 to 2**64 - 1, got {text}")
+    return value
 
 
 def _float(text: str) -> float:

@@ -98,6 +98,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--points", type=at_least(3), default=60,
         help="number of heights from 1.2 to 6.0 Angstrom, at least 3 (default 60)"
     )
+    p.add_argument("--grid", choices=["study"], default=None,
+                   help="a named height grid instead of --points: study = the published PET study's 60 heights, "
+                   "1.2-6.0 Angstrom in 0.081 Angstrom steps")
     p = sub.add_parser("nve", help="NVE velocity Verlet: drift and fluctuation of the total energy")
     _common(p, "ani1x", "water_192")
     p.add_argument("--ps", type=positive_float, default=0.5, help="picoseconds per run (default 0.5)")
@@ -112,8 +115,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--optimizer",
         default="fire2",
-        choices=["fire2", "ase-fire2"],
-        help="fire2: ours, ALCHEMI update and defaults; ase-fire2: ase.optimize.FIRE2",
+        choices=["fire2", "alchemi-fire2", "ase-fire2"],
+        help="fire2: ours, ALCHEMI update and defaults; alchemi-fire2: ALCHEMI's kernel (nvalchemiops); "
+        "ase-fire2: ase.optimize.FIRE2",
     )
     p = sub.add_parser("second-order", help="phonons, water vibrations, elastic constants: errors vs FP64")
     _common(p, "pet-distilled", None)
@@ -140,8 +144,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"comma-separated methods (default {METHODS_DEFAULT})"
     )
     p.add_argument(
-        "--checks", default="single_point,energy_curve,nve,relax,second_order", type=csv_list,
-        help="comma-separated checks to run (second_order: phonons, water vibrations, elastic constants)"
+        "--checks", default="single_point,energy_curve,nve,relax,second_order,pet_relax", type=csv_list,
+        help="comma-separated checks to run (second_order: phonons, water vibrations, elastic constants; "
+             "pet_relax: the PET study's FIRE2 relaxation)"
     )
     _calculator(p)
     p.add_argument("--device", default=None, type=device, help="torch device (default: cuda if available, else cpu)")
@@ -167,6 +172,17 @@ def _methods(names: list[str]) -> list[str]:
 
     with bad_argument("--methods"):
         return [check_method(m) for m in names]
+
+
+def _heights(args: argparse.Namespace) -> tuple[float, ...]:
+    """The curve's heights: a named grid (``--grid``), else ``--points`` from 1.2 to 6.0 Angstrom."""
+    import numpy as np
+
+    from tcemu.mlip.tasks.energy_curve import HEIGHT_GRIDS
+
+    if getattr(args, "grid", None):
+        return HEIGHT_GRIDS[args.grid]
+    return tuple(float(h) for h in np.linspace(1.2, 6.0, args.points))
 
 
 def _system(name: str):
@@ -291,10 +307,8 @@ def _run(args: argparse.Namespace, cmd: str) -> int | None:
                 f"{m:{w}s} {e.force_mean_err_eV_per_A:18.3e} {res.floor_multiple(m):8.3g} {e.energy_abs_err_eV:16.3e}"
             )
     elif cmd == "curve":
-        import numpy as np
-
         res = tasks.energy_curve(
-            pot, methods, tuple(np.linspace(1.2, 6.0, args.points)), device=device, show_progress=show
+            pot, methods, _heights(args), device=device, show_progress=show
         )
         stem = f"energy_curve_{pot.name}"
         for m in res.methods:

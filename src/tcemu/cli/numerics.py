@@ -89,7 +89,7 @@ def _explanation(args: argparse.Namespace) -> str:
         p = replace(p, label=p.label + " (what-if: " + ", ".join(f"{k}={v}" for k, v in changes.items()) + ")",
                     **changes)
     a = parse_values(args.a, p.input_format)
-    b = parse_values(args.b, p.input_format)
+    b = parse_values(args.b, p.b_format)
     if not a:
         raise BadArgument("--a is empty: give the comma-separated values of a (as many as --b)")
     if len(a) != len(b):
@@ -109,14 +109,18 @@ def _presets() -> int:
     def floor(x):
         return "none" if x is None else str(x)
 
-    print(f"{'arch':5s} {'instruction':9s} {'in':5s} {'out':5s} {'K':>3s} {'N':>3s} {'F':>3s} {'D format':8s} "
+    print(f"{'arch':5s} {'instruction':17s} {'in':18s} {'out':5s} {'K':>3s} {'N':>3s} {'F':>3s} {'D format':8s} "
           f"{'round':5s} {'c=0 floor':>9s} {'(mmasim/toolbox)':>16s} {'c exp floor':>11s}  notes")
     for key in list_presets(extra=False):  # the literature-based ones: _literature_presets
         p = get_preset(*key)
         ms = get_preset(*key, variant="mmasim")
         tb = get_preset(*key, variant="toolbox")
         notes = "emulated: fp16 path, groups k mod 4 in {0,1},{2,3}, c added RNE" if p.interleave else ""
-        print(f"{key[0]:5s} {key[1]:9s} {key[2]:5s} {key[3]:5s} {p.k_instr:3d} {p.n_fma:3d} {p.frac_bits:3d} "
+        if p.scale_format:
+            notes = ("scaled chunks of 16 (exact sums)" if p.scale_chunk else "scale exponents into products")
+        if "literature-based" in p.sources:
+            notes += ("; " if notes else "") + "literature-based"
+        print(f"{key[0]:5s} {key[1]:17s} {key[2]:18s} {key[3]:5s} {p.k_instr:3d} {p.n_fma:3d} {p.frac_bits:3d} "
               f"{p.output_format:8s} {p.output_rounding.value.upper():5s} {floor(p.czero_floor):>9s} "
               f"{floor(ms.czero_floor) + '/' + floor(tb.czero_floor):>16s} {floor(p.c_exp_floor):>11s}  {notes}")
     print("\nc=0 floor and c exponent floor: the 'measured' variant (what the H200 answered, docs/hardware/h200.md); "

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import argparse
 
-from .args import BadArgument, at_least, bad_argument, check_choices, npz_file, output_dir, require_cuda_device
+from .args import (BadArgument, at_least, bad_argument, check_choices, npz_file, output_dir, require_cuda_device,
+                   seed)
 
 
 def _samples(text: str) -> float:
@@ -48,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--samples", type=_samples, default=1e7, help="samples per case (default 1e7)")
     parser.add_argument("--families", nargs="*", default=None, help="input families (default: all)")
     parser.add_argument("--workers", type=at_least(0), default=0, help="model processes (default 0: CPU count - 1)")
-    parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--seed", type=seed, default=2026)
     parser.add_argument("--gpus", type=at_least(1), default=1,
                         help="shard the cases over this many GPUs (one process each)")
     parser.add_argument("--smoke", action="store_true", help="only check SASS and fragment layouts")

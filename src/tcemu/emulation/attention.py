@@ -36,6 +36,8 @@ from .._hw import interpreting, shared_memory_per_block
 from .configuration import backward_config, for_backward, setting
 from .methods import MethodSpec, get_method
 from .ops import matmul
+from .reference import no_autocast
+from .transforms import batched_or_dual
 
 log = logging.getLogger("tcemu.emulation.attention")
 
@@ -224,15 +226,18 @@ def scaled_dot_product_attention(q: Tensor, k: Tensor, v: Tensor, attn_mask: Ten
         mask = mask.reshape((1,) * (4 - mask.dim()) + tuple(mask.shape))
     fused = backend == "triton" or (backend == "auto" and setting("fused_attention"))
     reason = _fused_unsupported(q, k, v, mask, spec) if fused else None
-    if fused and reason is None:
+    if fused and reason is None and not batched_or_dual(q, k, v, mask):
         if backend == "auto" and _small_batch(q):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
+            with no_autocast(q.device.type):
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
         return torch.ops.tcemu.attention_fwd(q, k, v, mask, scale, spec.name)[0]
-    if backend == "triton":
+    if backend == "triton" and reason is not None:
         raise ValueError(f"tcemu.scaled_dot_product_attention: no fused kernel for {spec.name} on shapes "
                          f"{tuple(q.shape)} / {tuple(k.shape)} on {q.device}: {reason}; use backend='auto' "
                          "(the reference)")
-    return sdpa_reference(q, k, v, mask, scale=scale, method=spec, backend="auto" if backend == "auto" else "torch")
+    # here too under a function transform (vmap, jvp, is_grads_batched), for which the fused ops have no rules:
+    # the reference's products are emulated under them
+    return sdpa_reference(q, k, v, mask, scale=scale, method=spec, backend="torch" if backend == "torch" else "auto")
 
 
 # ------------------------------------------------------------------------------------------- fused kernels
@@ -361,14 +366,18 @@ def _setup_context(ctx, inputs, output) -> None:
 
 def _backward(ctx, do, _dlse):
     q, k, v, mask, o, lse = ctx.saved_tensors
-    if torch.is_grad_enabled():
-        # create_graph (double backward, e.g. training on forces): the gradients through the reference, whose
-        # own graph can be differentiated again
-        wrt = [q, k, v] + ([mask] if ctx.mask_grad else [])
+    if torch.is_grad_enabled() or batched_or_dual(do, q, k, v, mask):
+        # create_graph (double backward, e.g. training on forces), or a batched or dual gradient
+        # (is_grads_batched, forward-over-reverse): the gradients through the reference, whose own graph can be
+        # differentiated again and whose products have the transforms' rules
+        create_graph = torch.is_grad_enabled()
+        needs = (*ctx.needs_input_grad[:3], ctx.mask_grad)
+        wrt = [t for t, need in zip((q, k, v, mask), needs) if need]  # (the others may not require grad)
         with torch.enable_grad(), backward_config(ctx):
             out = sdpa_reference(q, k, v, mask, scale=ctx.scale, method=ctx.method, backend="auto")
-            grads = torch.autograd.grad(out, wrt, do, create_graph=True, allow_unused=True)
-        return grads[0], grads[1], grads[2], (grads[3] if ctx.mask_grad else None), None, None
+            found = iter(torch.autograd.grad(out, wrt, do, create_graph=create_graph, allow_unused=True))
+        grads = [next(found) if need else None for need in needs]
+        return *grads, None, None
     dq, dk, dv, dm = torch.ops.tcemu.attention_bwd(q, k, v, mask, o, lse, do, ctx.scale, ctx.method, ctx.mask_grad)
     return dq, dk, dv, (dm if ctx.mask_grad else None), None, None
 

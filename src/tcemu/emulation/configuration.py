@@ -7,7 +7,8 @@ that whole-model entry points (``tcemu run``, :mod:`tcemu.mlip`) apply. The proc
 code changes it with ``with tcemu.config(small_shape_fallback=False): ...``. The override lives in a
 :class:`contextvars.ContextVar`, so it is local to the thread (and asyncio task) that entered it: an MD loop in
 one thread never sees another thread's override, and a new thread starts from the process default. A backward
-pass runs under the configuration its forward saw (autograd runs a CUDA backward on threads of its own).
+pass runs under the configuration its forward saw, and counts its emulated products for the coverage meters its
+forward ran in (autograd runs a CUDA backward on threads of its own): :func:`for_backward`.
 
 Under ``torch.compile`` a setting is read at trace time (:func:`setting`) and becomes a constant of the graph:
 change the configuration before compiling (or call ``torch.compiler.reset()``).
@@ -19,6 +20,7 @@ import contextlib
 import contextvars
 import dataclasses
 import functools
+import math
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -26,8 +28,11 @@ from typing import Any
 
 import torch
 
-__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "EmulationConfig", "backward_config",
-           "config", "env_flag", "for_backward", "get_config", "setting"]
+from .meter import backward_meters, forward_meters
+
+__all__ = ["ATTENTION_SCOPES", "ATTENTION_SUFFIXES", "BACKENDS", "ENV_VARS", "SMALL_SHAPE_RULES", "EmulationConfig",
+           "ForwardState",
+           "backward_config", "config", "env_flag", "for_backward", "get_config", "setting"]
 
 #: strings an environment switch accepts (after stripping and lower-casing); unset or empty means its default
 TRUE_STRINGS = ("1", "true", "yes", "on")
@@ -39,6 +44,8 @@ ATTENTION_SCOPES = ("none", "blocks", "step")
 #: the command line's and ``TCEMU_FP32_PRECISION``'s spelling of an attention scope after the method
 #: (``tf32x3+attn``): :meth:`EmulationConfig.from_method_string` and :attr:`EmulationConfig.method_string`
 ATTENTION_SUFFIXES = {"none": "", "blocks": "+attn", "step": "+attn-step"}
+#: how the small-shape fallback decides (``EmulationConfig.small_shape_rule``)
+SMALL_SHAPE_RULES = ("measured", "flops")
 
 
 def env_flag(name: str, default: bool, environ: Mapping[str, str] | None = None) -> bool:
@@ -55,7 +62,8 @@ def env_flag(name: str, default: bool, environ: Mapping[str, str] | None = None)
                      f"{', '.join(FALSE_STRINGS)} (off), or unset it")
 
 
-def _env_float(name: str, default: float, environ: Mapping[str, str]) -> float:
+def _env_float(name: str, default: float, environ: Mapping[str, str], what: str = "a FLOP count",
+               example: str = "6e9") -> float:
     raw = environ.get(name, "").strip()
     if not raw:
         return default
@@ -64,9 +72,26 @@ def _env_float(name: str, default: float, environ: Mapping[str, str]) -> float:
     except ValueError:
         value = float("nan")
     if not value >= 0 or value == float("inf"):
-        raise ValueError(f"{name}={raw!r} is not a FLOP count: set it to a finite number >= 0 (e.g. 6e9), "
+        raise ValueError(f"{name}={raw!r} is not {what}: set it to a finite number >= 0 (e.g. {example}), "
                          "or unset it")
     return value
+
+
+def _flop_count(value: Any) -> float:
+    """``small_shape_min_flops`` as a float: a number >= 0, or a string of one (``"6e9"``, as the environment
+    gives it)."""
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ValueError(f"EmulationConfig.small_shape_min_flops must be a FLOP count (a number >= 0, e.g. 6e9), "
+                             f"got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"EmulationConfig.small_shape_min_flops must be a number >= 0 (e.g. 6e9), got "
+                        f"{type(value).__name__} {value!r}")
+    if not value >= 0:
+        raise ValueError(f"small_shape_min_flops must be >= 0, got {value!r}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -79,11 +104,18 @@ class EmulationConfig:
             ``"torch"`` or ``"triton"``, for those entry points.
         grad_weight_method: method of the weight gradients (None: ``method``).
         attention: where those entry points emulate attention (:data:`ATTENTION_SCOPES`).
-        small_shape_fallback: on CUDA, GEMMs below ``small_shape_min_flops`` (2 M N K) run as cuBLAS SGEMM
-            (FP32 accuracy kept): there the emulation is launch-bound and no faster (docs/kernels.md).
-        small_shape_min_flops: the threshold of that fallback. 6 GFLOP: on the H200, from 6.04 GFLOP up TF32x3,
-            BF16x3 and BF16x6 ran faster than SGEMM on GPU time in every measured case, at 4.03 GFLOP 0.37-1.59x
-            (benchmarks/results/h200/gemm/small_shape_threshold.csv).
+        small_shape_fallback: on CUDA, GEMMs where the emulation does not pay run as cuBLAS SGEMM (FP32
+            accuracy kept), as ``small_shape_rule`` decides (docs/kernels.md, "Design": small shapes).
+        small_shape_rule: ``"measured"``: per (method, M, N, K) from the GPU's measured table
+            (:mod:`tcemu.emulation.gemm.decision`: ``small_shape_table``, else the one shipped for this GPU
+            model), and the FLOP rule where there is none; ``"flops"``: the FLOP rule everywhere.
+        small_shape_min_flops: the FLOP rule: GEMMs below 2 M N K = this run as SGEMM. 6 GFLOP: on the H200,
+            from 6.04 GFLOP up TF32x3, BF16x3 and BF16x6 ran faster than SGEMM on GPU time in every measured
+            case, at 4.03 GFLOP 0.37-1.59x (benchmarks/results/h200/gemm/small_shape_threshold.csv).
+        small_shape_margin: the measured rule emulates only where SGEMM's 20th-percentile time over the
+            emulation's 80th reaches ``1 + margin``.
+        small_shape_table: a table file written by ``benchmarks/gemm_decision.py`` on this machine, read before
+            the shipped ones (used where its GPU name is this device's); None: the shipped tables only.
         attention_fallback: on CUDA, attention batches of fewer than
             :data:`~tcemu.emulation.attention.FUSED_MIN_HEADS` heads in all run torch's FP32 attention (too few
             programs to fill the GPU; benchmarks/results/h200/attention/batch_sweep.csv).
@@ -103,7 +135,10 @@ class EmulationConfig:
     grad_weight_method: str | None = None
     attention: str = "none"
     small_shape_fallback: bool = True
+    small_shape_rule: str = "measured"
     small_shape_min_flops: float = 6e9
+    small_shape_margin: float = 0.05
+    small_shape_table: str | None = None
     attention_fallback: bool = True
     fused_attention: bool = True
     autotune: bool = False
@@ -121,8 +156,14 @@ class EmulationConfig:
         if self.attention not in ATTENTION_SCOPES:
             raise ValueError(f"unknown attention scope {self.attention!r}; choose one of "
                              f"{', '.join(ATTENTION_SCOPES)}")
+        object.__setattr__(self, "small_shape_min_flops", _flop_count(self.small_shape_min_flops))
         if not self.small_shape_min_flops >= 0:
             raise ValueError(f"small_shape_min_flops must be >= 0, got {self.small_shape_min_flops!r}")
+        if self.small_shape_rule not in SMALL_SHAPE_RULES:
+            raise ValueError(f"unknown small_shape_rule {self.small_shape_rule!r}; choose one of "
+                             f"{', '.join(SMALL_SHAPE_RULES)}")
+        if not 0 <= self.small_shape_margin < math.inf:
+            raise ValueError(f"small_shape_margin must be a finite number >= 0, got {self.small_shape_margin!r}")
         if self.kernel_config is not None:
             from .gemm.configs import KernelConfig  # noqa: PLC0415 - imports triton: only when one is named
 
@@ -168,7 +209,10 @@ class EmulationConfig:
         d = cls()
         return cls(
             small_shape_fallback=env_flag("TCEMU_SMALL_SHAPE_FALLBACK", d.small_shape_fallback, env),
+            small_shape_rule=env.get("TCEMU_SMALL_SHAPE_RULE", "").strip().lower() or d.small_shape_rule,
             small_shape_min_flops=_env_float("TCEMU_SMALL_SHAPE_MIN_FLOPS", d.small_shape_min_flops, env),
+            small_shape_margin=_env_float("TCEMU_SMALL_SHAPE_MARGIN", d.small_shape_margin, env, "a margin", "0.05"),
+            small_shape_table=env.get("TCEMU_SMALL_SHAPE_TABLE", "").strip() or None,
             attention_fallback=env_flag("TCEMU_ATTENTION_FALLBACK", d.attention_fallback, env),
             fused_attention=env_flag("TCEMU_FUSED_ATTENTION", d.fused_attention, env),
             autotune=env_flag("TCEMU_GEMM_AUTOTUNE", d.autotune, env),
@@ -179,7 +223,10 @@ class EmulationConfig:
 #: the environment variables of :meth:`EmulationConfig.from_env` and the field each sets
 ENV_VARS = {
     "TCEMU_SMALL_SHAPE_FALLBACK": "small_shape_fallback",
+    "TCEMU_SMALL_SHAPE_RULE": "small_shape_rule",
     "TCEMU_SMALL_SHAPE_MIN_FLOPS": "small_shape_min_flops",
+    "TCEMU_SMALL_SHAPE_MARGIN": "small_shape_margin",
+    "TCEMU_SMALL_SHAPE_TABLE": "small_shape_table",
     "TCEMU_ATTENTION_FALLBACK": "attention_fallback",
     "TCEMU_FUSED_ATTENTION": "fused_attention",
     "TCEMU_GEMM_AUTOTUNE": "autotune",
@@ -209,6 +256,9 @@ def config(cfg: EmulationConfig | None = None, /, **changes: Any) -> Iterator[Em
     ``with tcemu.config(small_shape_fallback=False, attention_fallback=False): ...`` makes every product of the
     block run the method itself. Nested blocks stack; the override is local to this thread (and task).
     """
+    if cfg is not None and not isinstance(cfg, EmulationConfig):
+        raise TypeError(f"tcemu.config takes an EmulationConfig or fields by name (e.g. tcemu.config(method="
+                        f"'bf16x6')), got {type(cfg).__name__} {cfg!r}")
     new = (get_config() if cfg is None else cfg).replace(**changes) if changes else (cfg or get_config())
     token = _CURRENT.set(new)
     try:
@@ -217,17 +267,35 @@ def config(cfg: EmulationConfig | None = None, /, **changes: Any) -> Iterator[Em
         _CURRENT.reset(token)
 
 
-def for_backward() -> EmulationConfig | None:
-    """The configuration in force here, for an autograd ``setup_context`` to keep (``ctx.settings``): autograd
-    runs a CUDA backward on threads of its own, which do not see this thread's :func:`config`. None while
-    compiling, where the settings are constants of the traced graphs, forward and backward alike."""
-    return None if torch.compiler.is_compiling() else get_config()
+@dataclass(frozen=True)
+class ForwardState:
+    """What a backward needs of its forward's thread and task: the configuration and the coverage meters."""
+
+    config: EmulationConfig
+    meters: tuple
+
+
+def for_backward() -> ForwardState | None:
+    """The configuration and the meters in force here, for an autograd ``setup_context`` to keep
+    (``ctx.settings``): autograd runs a CUDA backward on threads of its own (and a backward may be called from
+    another thread), which do not see this thread's :func:`config` and meters. None while compiling, where the
+    settings are constants of the traced graphs, forward and backward alike (and no meter measures)."""
+    if torch.compiler.is_compiling():
+        return None
+    return ForwardState(get_config(), forward_meters())
+
+
+@contextlib.contextmanager
+def _restored(state: ForwardState) -> Iterator[None]:
+    with config(state.config), backward_meters(state.meters):
+        yield
 
 
 def backward_config(ctx: Any) -> contextlib.AbstractContextManager:
-    """Run a backward under the configuration its forward kept (:func:`for_backward`), if it kept one."""
+    """Run a backward under the configuration its forward kept (:func:`for_backward`), if it kept one, counting
+    its emulated products for the forward's meters too."""
     settings = getattr(ctx, "settings", None)
-    return contextlib.nullcontext() if settings is None else config(settings)
+    return contextlib.nullcontext() if settings is None else _restored(settings)
 
 
 @torch.compiler.assume_constant_result

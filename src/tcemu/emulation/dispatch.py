@@ -22,7 +22,7 @@ from torch import Tensor
 from .configuration import config
 from .meter import guard_backend
 from .methods import MethodSpec
-from .reference import cuda_fp32_precision, mm_reference
+from .reference import cuda_fp32_precision, mm_reference, no_autocast
 from .split import split
 
 __all__ = ["GemmBackend", "ReferenceBackend", "get_backend", "backend_names", "resolve_backend",
@@ -94,7 +94,7 @@ class ReferenceBackend:
 
 
 def _cublas_tf32_matmul(a: Tensor, b: Tensor) -> Tensor:
-    with cuda_fp32_precision("tf32"):
+    with cuda_fp32_precision("tf32"), no_autocast(a.device.type):
         return torch.matmul(a, b)
 
 

@@ -19,7 +19,7 @@ from torch.nn.modules.lazy import LazyModuleMixin
 from torch.nn.utils import parametrize
 
 from .methods import MethodSpec
-from .ops import GemmConfig, check_operands, compiled_fp32_linear, linear_2d
+from .ops import GemmConfig, OperandError, check_operands, compiled_fp32_linear, emulable, linear_2d
 
 __all__ = ["EmulatedLinear", "emulate_module_", "restore_module_", "overrides_forward"]
 
@@ -107,12 +107,15 @@ class EmulatedLinear(nn.Linear):
                 return y
         if input.dtype == torch.float64 and weight.dtype == torch.float64:
             return F.linear(input, weight, bias)
+        operands = (input, weight) if bias is None else (input, weight, bias)
+        if input.dtype == weight.dtype == torch.float32 and not emulable(*operands):
+            return F.linear(input, weight, bias)  # sparse or meta tensors, two devices: torch's result or error
         check_operands("EmulatedLinear", input, weight, bias)
         if input.dim() == 0:
-            raise ValueError("EmulatedLinear: the input is a 0-d tensor; it needs a last dimension of "
+            raise OperandError("EmulatedLinear: the input is a 0-d tensor; it needs a last dimension of "
                              f"in_features = {self.in_features} (reshape it to (..., {self.in_features}))")
         if input.shape[-1] != weight.shape[1]:
-            raise ValueError(
+            raise OperandError(
                 f"EmulatedLinear: input has {input.shape[-1]} features, layer expects {weight.shape[1]}"
             )
         lead = input.shape[:-1]

@@ -22,6 +22,11 @@ products the meter cannot see; calls counted, no FLOPs). ``fraction`` is emulate
 Each row says the innermost module (forward and backward; named as torch's ModuleTracker names them: the first
 module called, by its class, then dotted paths), the op and the phase.
 
+A meter counts the products of the thread and asyncio task that entered it (and of tasks started inside it), in
+forward and backward: an emulated product of a backward counts for the meters its forward ran in (autograd runs a
+CUDA backward on threads of its own, :mod:`tcemu.emulation.context`), a plain one for the meters of the thread
+that called ``backward`` (torch hands its dispatch modes to autograd's threads).
+
 Where it cannot see: compiled graphs. torch does not compile under a dispatch mode, so inside the meter a
 ``torch.compile``d function runs eagerly (with ``fullgraph=True`` torch raises instead): the meter measures the
 eager code. Entering it inside a compiled region raises. Custom ops (a library's own CUDA kernels) are listed as
@@ -38,8 +43,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
 
+from .context import ContextStack, foreign_thread, leave_mode
 from .module_tracker import ModuleTracker
 
 __all__ = ["coverage", "Coverage", "CoverageRow", "KINDS", "guard_backend", "labelled", "report_uncontracted"]
@@ -47,23 +53,58 @@ __all__ = ["coverage", "Coverage", "CoverageRow", "KINDS", "guard_backend", "lab
 KINDS = ("emulated", "fallback", "fp32", "no_contraction", "other_dtype", "opaque")
 _JUDGED = ("emulated", "fallback", "fp32")
 
-_TLS = threading.local()  # depth: inside a tcemu backend call; label: the routed torch function
-_METERS: list[Coverage] = []
+class _ThreadState(threading.local):
+    depth = 0  # inside a tcemu backend call (its piece products are not the model's)
+    label = None  # the routed torch function
+
+
+_TLS = _ThreadState()
+_METERS = ContextStack("meters")  # the meters measuring in this thread and task
 _NULL = contextlib.nullcontext()
 
 
 def _depth() -> int:
-    return getattr(_TLS, "depth", 0)
+    return _TLS.depth
+
+
+def _meters() -> tuple[Coverage, ...]:
+    """The meters measuring here: this thread's and task's; on autograd's own threads, those whose dispatch mode
+    torch handed over from the thread that called ``backward``."""
+    meters = _METERS.get()
+    if not meters and foreign_thread():
+        return tuple(m.meter for m in _get_current_dispatch_mode_stack() if isinstance(m, _AtenCounter))
+    return meters
 
 
 def active() -> bool:
-    """Whether a :func:`coverage` meter is measuring."""
-    return bool(_METERS)
+    """Whether a :func:`coverage` meter is measuring here."""
+    return bool(_meters())
+
+
+def forward_meters() -> tuple[Coverage, ...]:
+    """The meters measuring here, for an autograd Function's forward to keep (``ctx``)."""
+    return _meters()
+
+
+@contextlib.contextmanager
+def backward_meters(kept: tuple[Coverage, ...]):
+    """Count a backward's emulated products for the meters of its forward (``kept``, those still measuring) and
+    those measuring here."""
+    here = _meters()
+    meters = tuple(m for m in kept if not m.finished and m not in here) + here
+    if meters == here:
+        yield
+        return
+    token = _METERS.set(meters)
+    try:
+        yield
+    finally:
+        _METERS.reset(token)
 
 
 @contextlib.contextmanager
 def _label(name: str):
-    old = getattr(_TLS, "label", None)
+    old = _TLS.label
     if old is None:
         _TLS.label = name
     try:
@@ -74,7 +115,7 @@ def _label(name: str):
 
 def labelled(name: str):
     """Name the emulated products made inside (the torch function that ``emulation_mode`` routed)."""
-    return _label(name) if _METERS and not torch.compiler.is_compiling() else _NULL
+    return _label(name) if not torch.compiler.is_compiling() and _meters() else _NULL
 
 
 def _phase() -> str:
@@ -83,13 +124,13 @@ def _phase() -> str:
 
 def _record(op: str, kind: str, method: str, flops: float, calls: int = 1) -> None:
     phase = _phase()
-    for meter in list(_METERS):
+    for meter in _meters():
         meter._add(meter._module(), op, phase, kind, method, flops, calls)
 
 
 def report_uncontracted(op: str, flops: float) -> None:
     """Record a float32 product without accumulation left to torch (an einsum outer product)."""
-    if _METERS and not torch.compiler.is_compiling():
+    if not torch.compiler.is_compiling() and _meters():
         _record(op, "no_contraction", "", flops)
 
 
@@ -114,7 +155,7 @@ class _GuardedBackend:
             with torch._C.DisableTorchFunction():
                 return fn(*args)
         depth = _depth()
-        outer = depth == 0 and bool(_METERS)
+        outer = depth == 0 and bool(_meters())
         before = _fallbacks(self._inner, device) if outer else 0
         _TLS.depth = depth + 1
         try:
@@ -128,7 +169,7 @@ class _GuardedBackend:
             else:
                 kind = "fallback" if _fallbacks(self._inner, device) != before else "emulated"
                 method = spec.name
-            _record(getattr(_TLS, "label", None) or op, kind, method, flops())
+            _record(_TLS.label or op, kind, method, flops())
         return out
 
     def matmul(self, a, b, spec):
@@ -161,12 +202,12 @@ class _GuardedBackend:
 
 
 def _fallbacks(backend: Any, device: torch.device) -> int:
-    """Calls that took the CUDA backend's small-shape SGEMM fallback so far."""
+    """Calls of this thread that took the CUDA backend's small-shape SGEMM fallback so far."""
     if device.type != "cuda" or backend.name != "triton":
         return 0
-    from .gemm import fallback_stats  # noqa: PLC0415 - the Triton backend is in use, so it imports
+    from .gemm.triton_backend import thread_fallbacks  # noqa: PLC0415 - the Triton backend is in use: it imports
 
-    return sum(fallback_stats().values())
+    return thread_fallbacks()
 
 
 _GUARDED: dict[int, _GuardedBackend] = {}
@@ -176,7 +217,7 @@ def guard_backend(backend: Any) -> Any:
     """``backend``, or its guarded twin while a meter measures or a torch-function mode is active."""
     if torch.compiler.is_compiling():  # no meter under compile; a mode there must still skip the pieces
         return _GuardedBackend(backend) if torch._C._len_torch_function_stack() else backend
-    if not (_METERS or torch._C._len_torch_function_stack()):
+    if not (torch._C._len_torch_function_stack() or _meters()):
         return backend
     g = _GUARDED.get(id(backend))
     if g is None or g._inner is not backend:
@@ -258,8 +299,8 @@ class _AtenCounter(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if _depth():
-            return out  # tcemu's own pieces
+        if _depth() or not self.meter._measures_here():
+            return out  # tcemu's own pieces, or another thread's or task's products
         packet = func._overloadpacket
         if packet in self.products:
             self.meter._aten(packet, args, kwargs, out)
@@ -267,7 +308,7 @@ class _AtenCounter(TorchDispatchMode):
             q, k, v = args[:3]
             fwd = 2.0 * math.prod(_shape(q)[:-2]) * _shape(q)[-2] * _shape(k)[-2] * (_shape(q)[-1] + _shape(v)[-1])
             bwd = str(packet) == "tcemu.attention_bwd"
-            self.meter._add(self.meter._module(), getattr(_TLS, "label", None) or "scaled_dot_product_attention",
+            self.meter._add(self.meter._module(), _TLS.label or "scaled_dot_product_attention",
                             _phase(), "emulated", str(args[8] if bwd else args[5]), 2 * fwd if bwd else fwd, 1)
         elif func.namespace not in _SEEN_NAMESPACES:
             self.meter._add(self.meter._module(), str(packet), _phase(), "opaque", "", 0.0, 1)
@@ -296,7 +337,8 @@ class CoverageRow:
 
 
 class Coverage:
-    """A coverage meter: use as ``with tcemu.coverage() as cov:`` (see the module docstring)."""
+    """A coverage meter: use as ``with tcemu.coverage() as cov:`` (see the module docstring). Entered again
+    after its block, it adds to its counts; entered inside its own block, it refuses."""
 
     def __init__(self, *models: torch.nn.Module) -> None:
         self._models = models
@@ -307,19 +349,37 @@ class Coverage:
 
     # ---- measuring
     def __enter__(self) -> Coverage:
+        if self._counter is not None:
+            raise RuntimeError("tcemu.coverage: this meter is measuring already (its `with` entered inside "
+                               "itself); measure the inner block with a second tcemu.coverage()")
         if torch.compiler.is_compiling():
             raise RuntimeError("tcemu.coverage() cannot measure inside a compiled region: enter it around eager "
                                "code (torch.compile'd functions called inside it run eagerly)")
-        self._tracker = ModuleTracker(self._models).__enter__()
-        self._counter = _AtenCounter(self).__enter__()
-        _METERS.append(self)
+        tracker = ModuleTracker(self._models, self._measures_here).__enter__()
+        try:
+            self._counter = _AtenCounter(self).__enter__()
+        except BaseException:
+            tracker.__exit__(None, None, None)
+            raise
+        self._tracker = tracker
+        _METERS.push(self)
+        self.finished = False
         return self
 
     def __exit__(self, *exc) -> None:
-        _METERS.remove(self)
-        self._counter.__exit__(*exc)
-        self._tracker.__exit__(*exc)
-        self.finished = True
+        counter, self._counter = self._counter, None
+        if counter is None:
+            return
+        try:
+            _METERS.remove(self)
+            leave_mode(counter, True, lambda: counter.__exit__(*exc))
+        finally:
+            self._tracker.__exit__(*exc)
+            self.finished = True
+
+    def _measures_here(self) -> bool:
+        """Whether this meter counts what runs here (this thread and task, or autograd's threads)."""
+        return self in _METERS.get() or foreign_thread()
 
     def _module(self) -> str:
         return self._tracker.current() if self._tracker is not None else ""
@@ -339,7 +399,7 @@ class Coverage:
         except Exception:  # noqa: BLE001 - an unusual overload: counted as a call without FLOPs
             flops, k = 0.0, 0
         op = str(packet)
-        label = getattr(_TLS, "label", None)
+        label = _TLS.label
         if dtype != torch.float32:
             kind, method = "other_dtype", str(dtype).removeprefix("torch.")
         elif k == 1:

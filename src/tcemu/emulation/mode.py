@@ -8,20 +8,29 @@ goes through :func:`tcemu.matmul` / :func:`tcemu.linear` (with autograd, double 
 * ``addmm``, ``baddbmm``, ``addbmm``, ``addmv`` (and their in-place ``Tensor`` forms) with torch's ``alpha`` and
   ``beta`` semantics: at ``beta=0`` the input is ignored (NaN in it does not propagate), at ``alpha=0`` no
   product is formed;
-* ``F.linear``, ``F.bilinear``, ``torch.tensordot`` and ``torch.einsum`` (lowered to batched GEMMs by
+* ``F.linear`` (a bias that broadcasts to the output, such as (1, N), added to the emulated product),
+  ``F.bilinear``, ``torch.tensordot`` and ``torch.einsum`` (lowered to batched GEMMs by
   :mod:`tcemu.emulation.contractions`: any subscripts, ellipsis, broadcasting, three or more operands);
 * with ``attention=True``, ``F.scaled_dot_product_attention`` without dropout or causal masking
   (:func:`tcemu.scaled_dot_product_attention`).
 
-What stays as it is: other dtypes (float64, half, complex, integer), calls with ``out=``, an einsum or
-tensordot without a summed index (an outer product: one FP32 rounding per element, nothing accumulates;
-reported to :func:`tcemu.coverage` as ``no_contraction``), convolutions, and products inside TorchScript or
-inside torch functions that run their own Python (``F.multi_head_attention_forward``): a torch-function mode
+What stays as it is (torch's own call, with torch's result or error): other dtypes (float64, half, complex,
+integer), sparse and meta tensors, operands on two devices, operands whose shapes do not fit, calls with
+``out=``, an einsum or tensordot without a summed index (an outer product: one FP32 rounding per element,
+nothing accumulates; reported to :func:`tcemu.coverage` as ``no_contraction``), convolutions, and products
+inside TorchScript (:func:`tcemu.emulate_` rewrites those graphs to call the same handlers:
+:mod:`tcemu.emulation.script_ops`) or inside torch functions that run their own Python
+(``F.multi_head_attention_forward``): a torch-function mode
 cannot see those. :func:`tcemu.coverage` measures what ran in plain FP32 at the aten level.
 ``matmuls=False`` leaves the products alone (attention only).
 
 The mode sees every torch call while it is active, so it costs host time on each op of eager code.
 :func:`tcemu.emulate_` scopes it to the selected modules (their ``forward`` runs inside the mode).
+
+A mode is local to the thread and the asyncio task that entered it (:mod:`tcemu.emulation.context`): torch's
+mode stack is per thread, and a mode on it acts as the innermost mode of the running task (two tasks holding
+different modes across an ``await`` keep theirs). Under ``torch.autocast`` the products it routes are
+emulated all the same and return float32 (FP32-faithful); what it leaves to torch follows autocast.
 """
 
 from __future__ import annotations
@@ -37,28 +46,49 @@ from torch.overrides import TorchFunctionMode
 from . import contractions as C
 from .meter import labelled, report_uncontracted
 from .attention import scaled_dot_product_attention
+from .context import ContextStack, foreign_thread, leave_mode
 from .methods import MethodSpec, get_method
-from .ops import linear, matmul
+from .ops import emulable, linear, matmul
 
-__all__ = ["emulation_mode", "ROUTED", "SCOPE_STACK", "push_scope"]
+__all__ = ["emulation_mode", "ROUTED", "SWITCHES", "pop_scope", "push_scope"]
 
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
 #: Scope switches of :mod:`tcemu.emulation.scope`, innermost last: each entry is the position of the innermost
 #: "off" switch at or below it (-1: none). A mode entered by a scope at position p emulates while the innermost
 #: "off" is below p, so that modules left out by ``filter_fn`` run plain, and selected ones inside them do not.
-SCOPE_STACK: list[int] = []
+#: Local to the thread and task.
+SWITCHES = ContextStack("scope_switches")
+#: the emulation_mode blocks of this thread and task, innermost last
+_MODES = ContextStack("modes")
 
 
 def push_scope(emulate: bool) -> int:
     """Enter a scope switch; returns its position."""
-    pos = len(SCOPE_STACK)
-    SCOPE_STACK.append((SCOPE_STACK[-1] if SCOPE_STACK else -1) if emulate else pos)
+    stack = SWITCHES.get()
+    pos = len(stack)
+    SWITCHES.push((stack[-1] if stack else -1) if emulate else pos)
     return pos
 
 
-def _fp32(*tensors) -> bool:
-    return all(isinstance(t, Tensor) and t.dtype == torch.float32 for t in tensors)
+def pop_scope() -> None:
+    """Leave the innermost scope switch."""
+    SWITCHES.pop()
+
+
+_fp32 = emulable  # the operands the emulation runs; anything else is torch's own call, its errors included
+
+
+def _matmul_fits(a: Tensor, b: Tensor) -> bool:
+    """Whether ``torch.matmul(a, b)`` accepts the shapes (both at least 1-D); torch raises otherwise."""
+    if a.shape[-1] != (b.shape[-2] if b.dim() > 1 else b.shape[0]):
+        return False
+    if a.dim() > 2 or b.dim() > 2:
+        try:
+            torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        except RuntimeError:
+            return False
+    return True
 
 
 class _Pass(Exception):
@@ -71,14 +101,15 @@ def _scalars_only(kwargs: dict, allowed: tuple[str, ...]) -> tuple:
     vals = tuple(kwargs.get(k, 1) for k in allowed)
     if not all(isinstance(v, (int, float)) and not isinstance(v, complex) for v in vals):
         raise _Pass
-    return vals
+    return tuple(int(v) if isinstance(v, bool) else v for v in vals)  # torch reads True and False as 1 and 0
 
 
 # ------------------------------------------------------------------ handlers: (mode, args, kwargs) -> Tensor
 
 
 def _h_matmul(m, args, kwargs):
-    if len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() == 0 or args[1].dim() == 0:
+    if (len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() == 0 or args[1].dim() == 0
+            or not _matmul_fits(*args)):
         raise _Pass
     return matmul(args[0], args[1], m.method, backend=m.backend)
 
@@ -88,32 +119,36 @@ def _h_rmatmul(m, args, kwargs):
 
 
 def _h_mm(m, args, kwargs):
-    if len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 2 or args[1].dim() != 2:
+    if (len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 2 or args[1].dim() != 2
+            or not _matmul_fits(*args)):
         raise _Pass
     return matmul(args[0], args[1], m.method, backend=m.backend)
 
 
 def _h_bmm(m, args, kwargs):
     if (len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 3 or args[1].dim() != 3
-            or args[0].shape[0] != args[1].shape[0]):
+            or args[0].shape[0] != args[1].shape[0] or not _matmul_fits(*args)):
         raise _Pass
     return matmul(args[0], args[1], m.method, backend=m.backend)
 
 
 def _h_mv(m, args, kwargs):
-    if len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 2 or args[1].dim() != 1:
+    if (len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 2 or args[1].dim() != 1
+            or not _matmul_fits(*args)):
         raise _Pass
     return matmul(args[0], args[1], m.method, backend=m.backend)
 
 
 def _h_dot(m, args, kwargs):
-    if len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 1 or args[1].dim() != 1:
+    if (len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() != 1 or args[1].dim() != 1
+            or not _matmul_fits(*args)):
         raise _Pass
     return matmul(args[0], args[1], m.method, backend=m.backend)
 
 
 def _h_inner(m, args, kwargs):
-    if len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() == 0 or args[1].dim() == 0:
+    if (len(args) != 2 or kwargs or not _fp32(*args) or args[0].dim() == 0 or args[1].dim() == 0
+            or args[0].shape[-1] != args[1].shape[-1]):
         raise _Pass
     return C.tensordot(args[0], args[1], ([-1], [-1]), method=m.method, backend=m.backend)
 
@@ -123,7 +158,10 @@ def _h_vecdot(m, args, kwargs):
         raise _Pass
     x, y = args
     dim = kwargs.get("dim", -1)
-    shape = torch.broadcast_shapes(x.shape, y.shape)
+    try:
+        shape = torch.broadcast_shapes(x.shape, y.shape)
+    except RuntimeError:
+        raise _Pass from None
     x, y = x.expand(shape).movedim(dim, -1), y.expand(shape).movedim(dim, -1)
     return matmul(x.unsqueeze(-2), y.unsqueeze(-1), m.method, backend=m.backend).squeeze(-1).squeeze(-1)
 
@@ -138,10 +176,19 @@ def _h_multi_dot(m, args, kwargs):
 def _h_linear(m, args, kwargs):
     a = dict(zip(("input", "weight", "bias"), args)) | kwargs
     x, w, b = a.get("input"), a.get("weight"), a.get("bias")
-    if (set(a) - {"input", "weight", "bias"} or not _fp32(x, w) or (b is not None and not _fp32(b))
-            or w.dim() != 2 or x.dim() == 0):
+    if (set(a) - {"input", "weight", "bias"} or not _fp32(x, w, *(() if b is None else (b,))) or w.dim() != 2
+            or x.dim() == 0 or x.shape[-1] != w.shape[1]):
         raise _Pass
-    return linear(x, w, b, m.method, backend=m.backend)
+    if b is None or b.shape == (w.shape[0],):
+        return linear(x, w, b, m.method, backend=m.backend)
+    out_shape = (*x.shape[:-1], w.shape[0])
+    try:
+        fits = x.dim() > 1 and torch.broadcast_shapes(b.shape, out_shape) == out_shape
+    except RuntimeError:
+        fits = False
+    if not fits:
+        raise _Pass  # torch's result (a 1-D input) or error
+    return linear(x, w, None, m.method, backend=m.backend) + b  # a bias broadcast to the output
 
 
 def _h_bilinear(m, args, kwargs):
@@ -272,6 +319,13 @@ _SDPA = {F.scaled_dot_product_attention, torch._C._nn.scaled_dot_product_attenti
 ROUTED = tuple(sorted({getattr(f, "__qualname__", getattr(f, "__name__", str(f))) for f in _HANDLERS}))
 
 
+def _checkpointing():
+    """:mod:`tcemu.emulation.checkpointing` (it imports the scopes, which import this module)."""
+    from . import checkpointing  # noqa: PLC0415
+
+    return checkpointing
+
+
 class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `with emulation_mode(...)`
     """Context manager routing float32 contractions through the emulation (the list in the module docstring).
 
@@ -300,10 +354,44 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
         self.matmuls = matmuls
         self.scope = scope
 
+    def __enter__(self) -> emulation_mode:
+        if not torch.compiler.is_compiling():
+            _MODES.push(self)
+        return super().__enter__()
+
+    def __exit__(self, *exc) -> None:
+        if torch.compiler.is_compiling():
+            super().__exit__(*exc)
+            return
+        _MODES.remove(self)
+        leave_mode(self, False, lambda: super(emulation_mode, self).__exit__(*exc))
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
+        if torch.compiler.is_compiling():  # Dynamo traces the mode it found (no ContextVar under Dynamo)
+            return self._route(func, types, args, kwargs)
+        modes = _MODES.var.get()
+        if modes:
+            mode = modes[-1]  # this task's innermost mode (another task's may be the one on torch's stack)
+        elif foreign_thread():
+            mode = self  # autograd's worker thread: torch's stack, handed over from the caller, is the state
+        else:
+            return func(*args, **(kwargs or {}))  # no mode of this thread and task
+        if not torch._C._len_torch_function_stack():  # no mode below this one (torch took it off while it runs)
+            return mode._route(func, types, args, kwargs)
+        token = _MODES.var.set(modes[:-1])  # as torch's stack: the calls made here go to the modes below
+        try:
+            return mode._route(func, types, args, kwargs)
+        finally:
+            _MODES.var.reset(token)
+
+    def _route(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if self.scope is not None and SCOPE_STACK and SCOPE_STACK[-1] > self.scope:
-            return func(*args, **kwargs)  # inside a module left out by filter_fn
+        if self.scope is not None:
+            switches = SWITCHES.get()
+            if switches and switches[-1] > self.scope:
+                return func(*args, **kwargs)  # inside a module left out by filter_fn
+        if func is torch._C._set_grad_enabled and args and not args[0] and not torch.compiler.is_compiling():
+            _checkpointing().on_grad_disabled(self)  # a reentrant checkpoint's recompute: under this mode
         if self.attention and func in _SDPA:
             a = dict(zip(_SDPA_ARGS, args)) | kwargs
             if (_fp32(a["query"], a["key"], a["value"]) and not a.get("dropout_p", 0.0)
@@ -314,6 +402,8 @@ class emulation_mode(TorchFunctionMode):  # noqa: N801 - used like a function: `
                                                         backend=self.backend)
         handler = _HANDLERS.get(func) if self.matmuls else None
         if handler is not None:
+            if torch.is_grad_enabled() and not torch.compiler.is_compiling():
+                _checkpointing().on_product(self)  # a non-reentrant checkpoint's recompute: under this mode
             try:
                 with labelled(getattr(func, "__name__", "product")):
                     return handler(self, args, kwargs)

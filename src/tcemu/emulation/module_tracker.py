@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -19,7 +20,8 @@ class ModuleTracker:
     input, the usual way an MLIP computes forces.)
     """
 
-    def __init__(self, roots: tuple[torch.nn.Module, ...] = ()) -> None:
+    def __init__(self, roots: tuple[torch.nn.Module, ...] = (), here: Callable[[], bool] = lambda: True) -> None:
+        self.here = here  # whether a module call belongs to this tracker (the global hooks see every thread's)
         self.stack: list[tuple[str, int]] = []
         self.names: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         for root in roots:
@@ -51,13 +53,16 @@ class ModuleTracker:
         return name
 
     def _pre(self, mod, args) -> None:
+        if not self.here():
+            return
         start = -1
         if torch.is_grad_enabled():
-            start = self._probe.view_as(self._probe).grad_fn._sequence_nr()
+            with torch._C._DisableFuncTorch():  # inside a torch.func transform too: a plain autograd node
+                start = self._probe.view_as(self._probe).grad_fn._sequence_nr()
         self.stack.append((self._name(mod), start))
 
     def _post(self, mod, args, output) -> None:
-        if not self.stack:
+        if not self.stack or not self.here():
             return
         name, start = self.stack.pop()
         if start < 0:

@@ -19,8 +19,11 @@ from torch import Tensor
 from .configuration import backward_config, for_backward
 from .dispatch import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
+from .reference import no_autocast
+from .transforms import (batched_matmul_operands, batched_or_dual, legacy_batched, legacy_level, needs_function,
+                         refuse_proxy_tracing)
 
-__all__ = ["GemmConfig", "matmul", "linear", "check_operands"]
+__all__ = ["GemmConfig", "OperandError", "matmul", "linear", "check_operands", "emulable"]
 
 _DEVICES = ("cpu", "cuda")
 
@@ -120,11 +123,34 @@ def compiled_fp32_linear(key: str | None, x: Tensor, weight: Tensor, bias: Tenso
     rows = lead.numel()
     if limit == 0 or rows == 0 or rows > limit:
         return None
-    with torch._C.DisableTorchFunction():
+    with torch._C.DisableTorchFunction(), no_autocast(device.type):
         return F.linear(x.reshape(rows, K), weight, bias).reshape(*lead, N)
 
 
 # --------------------------------------------------------------------------- validation
+
+
+class OperandError(ValueError, RuntimeError):
+    """Operands whose shapes or devices do not fit together: a ValueError, as tcemu documents, and the
+    RuntimeError that torch raises for the same operands, so that code catching torch's error still does."""
+
+
+def emulable(*tensors: Any) -> bool:
+    """Whether the operands are what the emulation runs: float32, dense, on one CPU or CUDA device. Where they
+    are not (other dtypes, sparse or meta tensors, two devices), :func:`tcemu.emulation_mode` and
+    ``EmulatedLinear`` leave the call to torch, torch's result or error included."""
+    device = None
+    for t in tensors:
+        if not isinstance(t, Tensor) or t.dtype != torch.float32 or t.device.type not in _DEVICES:
+            return False
+        if device is None:
+            device = t.device
+        elif t.device != device:
+            return False
+        # (not while compiling: Dynamo refuses a layout read in some traced contexts; see check_operands)
+        if not torch.compiler.is_compiling() and t.layout != torch.strided:
+            return False
+    return True
 
 
 def check_operands(op: str, *tensors: Tensor | None) -> None:
@@ -146,7 +172,7 @@ def check_operands(op: str, *tensors: Tensor | None) -> None:
         if device is None:
             device = t.device
         elif t.device != device:
-            raise ValueError(f"tcemu.{op}: operands are on different devices ({device} and {t.device})")
+            raise OperandError(f"tcemu.{op}: operands are on different devices ({device} and {t.device})")
         # (not while compiling: Dynamo refuses a `layout` read inside an autograd.Function under a torch-function
         # mode such as emulation_mode; the eager call of the same code has checked it)
         if not torch.compiler.is_compiling() and (t.is_sparse or t.layout != torch.strided):
@@ -157,6 +183,7 @@ def check_operands(op: str, *tensors: Tensor | None) -> None:
 
 
 def _plain_matmul(a: Tensor, b: Tensor, cfg: GemmConfig) -> Tensor:
+    refuse_proxy_tracing("matmul")
     backend = resolve_backend(cfg.backend, a.device, cfg.forward)
     return backend.matmul(a, b, cfg.forward)
 
@@ -177,8 +204,10 @@ class _EmulatedMatmul(torch.autograd.Function):
         ctx.settings = for_backward()
 
     @staticmethod
-    def backward(ctx: Any, grad: Tensor):  # type: ignore[override]
+    def backward(ctx: Any, grad: Tensor | None):  # type: ignore[override]
         a, b = ctx.saved_tensors
+        if grad is None:  # not materialized (the transforms' Function): no gradient reaches the output
+            return None, None, None
         a_shape, b_shape = ctx.shapes
         cfg: GemmConfig = ctx.cfg
         grad_a = grad_b = None
@@ -190,11 +219,51 @@ class _EmulatedMatmul(torch.autograd.Function):
         return grad_a, grad_b, None
 
 
+class _TransformedMatmul(_EmulatedMatmul):
+    """:class:`_EmulatedMatmul` with forward-mode AD and ``torch.func.vmap`` rules, for products under a
+    transform (torch.compile refuses a Function with a ``jvp``, so compiled code keeps the plain one)."""
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        _EmulatedMatmul.setup_context(ctx, inputs, output)
+        ctx.save_for_forward(*inputs[:2])
+        ctx.set_materialize_grads(False)  # an operand without a tangent adds no product to jvp's
+
+    @staticmethod
+    def jvp(ctx: Any, tangent_a: Tensor | None, tangent_b: Tensor | None, _: None) -> Tensor:
+        """Forward-mode AD: ``dA @ B + A @ dB``, both emulated products of the forward's method."""
+        a, b = ctx.saved_for_forward
+        cfg: GemmConfig = ctx.cfg
+        out = None if tangent_a is None else _matmul_nd(tangent_a, b, cfg)
+        if tangent_b is not None:
+            term = _matmul_nd(a, tangent_b, cfg)
+            out = term if out is None else out + term
+        return out
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, a: Tensor, b: Tensor, cfg: GemmConfig) -> tuple[Tensor, int | None]:
+        """``torch.func.vmap``: one emulated product of the batched operands (the batch dimension first)."""
+        da, db, _ = in_dims
+        if da is None and db is None:
+            return _matmul_nd(a, b, cfg), None
+        a = a if da is None else a.movedim(da, 0)
+        b = b if db is None else b.movedim(db, 0)
+        return _matmul_nd(*batched_matmul_operands(a, da is not None, b, db is not None), cfg), 0
+
+
+def _legacy_matmul(a: Tensor, b: Tensor, batched: list[bool], cfg: GemmConfig) -> Tensor:
+    return _matmul_nd(*batched_matmul_operands(a, batched[0], b, batched[1]), cfg)
+
+
 def _matmul_nd(a: Tensor, b: Tensor, cfg: GemmConfig) -> Tensor:
     """Both operands at least 2-D."""
-    if a.requires_grad or b.requires_grad:
-        if torch.is_grad_enabled():
-            return _EmulatedMatmul.apply(a, b, cfg)
+    if needs_function(a, b):
+        return _TransformedMatmul.apply(a, b, cfg)
+    level = legacy_level(a, b)
+    if level is not None:  # a backward under is_grads_batched=True: the batched product (differentiable)
+        return legacy_batched(level, lambda a, b, batched: _legacy_matmul(a, b, batched, cfg), a, b)
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _EmulatedMatmul.apply(a, b, cfg)
     return _plain_matmul(a, b, cfg)
 
 
@@ -221,26 +290,27 @@ def matmul(
     """
     check_operands("matmul", a, b)
     if a.dim() == 0 or b.dim() == 0:
-        raise ValueError("tcemu.matmul: both arguments need at least 1 dimension (as torch.matmul)")
+        raise OperandError("tcemu.matmul: both arguments need at least 1 dimension (as torch.matmul)")
     cfg = GemmConfig.make(method, grad_weight_method=grad_weight_method, backend=backend)
     squeeze_rows = a.dim() == 1
     squeeze_cols = b.dim() == 1
     a2 = a.unsqueeze(0) if squeeze_rows else a
     b2 = b.unsqueeze(-1) if squeeze_cols else b
     if a2.shape[-1] != b2.shape[-2]:
-        raise ValueError(
+        raise OperandError(
             f"tcemu.matmul: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be multiplied "
             f"({a2.shape[-1]} != {b2.shape[-2]})"
         )
     try:
         torch.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
     except RuntimeError:
-        raise ValueError(
+        raise OperandError(
             f"tcemu.matmul: batch dimensions of {tuple(a.shape)} and {tuple(b.shape)} do not broadcast"
         ) from None
     if a2.numel() == 0 or b2.numel() == 0:
         # a zero M, N, K or batch size: an empty result or exact zeros (an empty sum), gradients likewise
-        return torch.matmul(a, b)
+        with no_autocast(a.device.type):
+            return torch.matmul(a, b)
     out = _matmul_nd(a2, b2, cfg)
     if squeeze_cols:
         out = out.squeeze(-1)
@@ -275,10 +345,13 @@ class _EmulatedLinear(torch.autograd.Function):
         x, weight = ctx.saved_tensors
         cfg: GemmConfig = ctx.cfg
         grad_x = grad_w = grad_b = None
+        if grad is None:
+            return grad_x, grad_w, grad_b, None, None
         with backward_config(ctx):
             if ctx.needs_input_grad[0]:
-                if torch.is_grad_enabled() or cfg.grad_input is not cfg.forward:
-                    # create_graph=True (double backward) or another method: the differentiable general op
+                if torch.is_grad_enabled() or cfg.grad_input is not cfg.forward or batched_or_dual(grad, weight):
+                    # create_graph=True (double backward), another method or a transform (a batched or dual
+                    # gradient): the differentiable general op
                     grad_x = _matmul_nd(grad, weight, cfg.only(cfg.grad_input))
                 else:
                     grad_x = ctx.backend.linear_input_grad(grad, weight, None, cfg.forward)
@@ -287,6 +360,54 @@ class _EmulatedLinear(torch.autograd.Function):
         if ctx.has_bias and ctx.needs_input_grad[2]:
             grad_b = grad.sum(0)
         return grad_x, grad_w, grad_b, None, None
+
+
+class _TransformedLinear(_EmulatedLinear):
+    """:class:`_EmulatedLinear` with forward-mode AD and ``torch.func.vmap`` rules (as :class:`_TransformedMatmul`)."""
+
+    @staticmethod
+    def setup_context(ctx: Any, inputs: tuple, output: Tensor) -> None:
+        _EmulatedLinear.setup_context(ctx, inputs, output)
+        ctx.save_for_forward(*inputs[:2])
+        ctx.set_materialize_grads(False)
+
+    @staticmethod
+    def jvp(ctx: Any, tangent_x: Tensor | None, tangent_w: Tensor | None, tangent_b: Tensor | None,
+            *_: None) -> Tensor:
+        """Forward-mode AD: ``dx @ W^T + x @ dW^T + db``, the products emulated with the forward's method."""
+        x, weight = ctx.saved_for_forward
+        out = None if tangent_x is None else linear_2d(tangent_x, weight, None, ctx.cfg)
+        if tangent_w is not None:
+            term = linear_2d(x, tangent_w, None, ctx.cfg)
+            out = term if out is None else out + term
+        if tangent_b is not None:
+            out = tangent_b.expand(x.shape[0], -1).clone() if out is None else out + tangent_b
+        return out
+
+    @staticmethod
+    def vmap(info: Any, in_dims: tuple, x: Tensor, weight: Tensor, bias: Tensor | None, backend: GemmBackend,
+             cfg: GemmConfig) -> tuple[Tensor, int | None]:
+        """``torch.func.vmap``: one emulated product of the batched operands (the batch dimension first)."""
+        dims = in_dims[:3]
+        if all(d is None for d in dims):
+            return linear_2d(x, weight, bias, cfg), None
+        x, weight, bias = (t if d is None else t.movedim(d, 0) for t, d in zip((x, weight, bias), dims))
+        return _batched_linear(x, weight, bias, [d is not None for d in dims], cfg), 0
+
+
+def _batched_linear(x: Tensor, weight: Tensor, bias: Tensor | None, batched: list[bool], cfg: GemmConfig) -> Tensor:
+    """``x @ weight^T + bias`` for x (M, K), weight (N, K), bias (N,), each with a batch dimension first where
+    ``batched`` says; the result (B, M, N)."""
+    x_batched, w_batched, b_batched = batched
+    if w_batched:  # a weight per batch entry: a batched product
+        y = _matmul_nd(*batched_matmul_operands(x, x_batched, weight.mT, True), cfg)
+        if bias is not None and not b_batched:
+            y = y + bias
+    else:
+        y = linear_2d(x.reshape(-1, x.shape[-1]), weight, None if b_batched else bias, cfg)
+        if x_batched:
+            y = y.reshape(x.shape[0], x.shape[1], weight.shape[0])
+    return y + bias.unsqueeze(-2) if b_batched else y
 
 
 def _one_method(cfg: GemmConfig) -> bool:
@@ -298,15 +419,22 @@ def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -
     if x.numel() == 0 or weight.numel() == 0:
         # M, N or K is zero: an empty result, or the bias alone (an empty sum is exactly 0), with torch's
         # gradients (empty or zero): nothing is rounded, so every method gives these same values
-        return F.linear(x, weight, bias)
+        with no_autocast(x.device.type):
+            return F.linear(x, weight, bias)
     if torch.compiler.is_compiling():
         y = compiled_fp32_linear(cfg.sgemm_key, x, weight, bias)
         if y is not None:
             return y
+    refuse_proxy_tracing("linear")
     backend = resolve_backend(cfg.backend, x.device, cfg.forward)
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )
+    if needs_function(x, weight, bias):
+        return _TransformedLinear.apply(x, weight, bias, backend, cfg)
+    level = legacy_level(x, weight, bias)
+    if level is not None:  # a backward under is_grads_batched=True: the batched product (differentiable)
+        return legacy_batched(level, lambda x, w, b, batched: _batched_linear(x, w, b, batched, cfg), x, weight, bias)
     if needs_grad:
         return _EmulatedLinear.apply(x, weight, bias, backend, cfg)
     return backend.linear(x, weight, None, cfg.forward, bias)
@@ -340,7 +468,7 @@ def linear(
     if x.dim() == 0:
         raise ValueError("tcemu.linear: input must have at least 1 dimension")
     if x.shape[-1] != weight.shape[1]:
-        raise ValueError(
+        raise OperandError(
             f"tcemu.linear: input has {x.shape[-1]} features but weight {tuple(weight.shape)} expects {weight.shape[1]}"
         )
     if bias is not None and bias.shape != (weight.shape[0],):

@@ -18,7 +18,7 @@ from torch import Tensor
 from .methods import MethodSpec, get_method
 from .split import power_of_two, range_scale_exponents, scale_down, split
 
-__all__ = ["mm_reference", "mm_range_scaled", "ieee_fp32_matmul"]
+__all__ = ["mm_reference", "mm_range_scaled", "ieee_fp32_matmul", "no_autocast"]
 
 
 @contextlib.contextmanager
@@ -45,12 +45,22 @@ def cuda_fp32_precision(mode: str):
             cuda.allow_tf32 = old
 
 
+def no_autocast(device_type: str) -> contextlib.AbstractContextManager:
+    """``torch.autocast`` off for ``device_type`` if it is on: under autocast torch runs float32 products in
+    bf16/fp16, which would make an emulated product's pieces (and its result) low precision. An emulated product
+    is FP32-faithful and float32 whatever autocast says."""
+    if torch.is_autocast_enabled(device_type):
+        return torch.autocast(device_type, enabled=False)
+    return contextlib.nullcontext()
+
+
 def ieee_fp32_matmul(a: Tensor, b: Tensor) -> Tensor:
-    """``torch.matmul`` in true FP32 (TF32 disabled on CUDA, whatever the global setting)."""
-    if a.is_cuda:
-        with cuda_fp32_precision("ieee"):
-            return torch.matmul(a, b)
-    return torch.matmul(a, b)
+    """``torch.matmul`` in true FP32 (TF32 disabled on CUDA, autocast off, whatever the global settings)."""
+    with no_autocast(a.device.type):
+        if a.is_cuda:
+            with cuda_fp32_precision("ieee"):
+                return torch.matmul(a, b)
+        return torch.matmul(a, b)
 
 
 def _finite_or_zero(x: Tensor) -> Tensor:

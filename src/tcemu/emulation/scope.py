@@ -2,12 +2,15 @@
 
 A scoped module's ``forward`` becomes an instance attribute, ``functools.partial(_forward_in_scope, module,
 scope)``, which runs the class's ``forward`` inside ``emulation_mode(**scope)``, or, for a module that
-``filter_fn`` left out inside a scoped one, with the enclosing scopes switched off. Being an instance attribute,
-it leaves parameters, buffers and state-dict keys alone; ``copy.deepcopy`` and pickling bind it to the copy (a
-torch.fx GraphModule's through torch.fx's preserved attributes in a deepcopy; torch.fx rebuilds an unpickled
-GraphModule without it, so there a pickle keeps the emulation only through a scoped parent);
-``torch.compile`` traces through it; :func:`remove_scopes` deletes it. Code outside the scoped modules pays
-nothing for the mode (a mode around a whole step intercepts every torch call of its eager parts).
+``filter_fn`` left out inside a scoped one, with the enclosing scopes switched off. A ``forward`` that others had
+assigned to the instance (hooks and wrappers of accelerate, PEFT, the user) is run inside the scope instead, by
+``functools.partial(_wrapped_forward_in_scope, module, scope, that_forward)``, and put back by
+:func:`remove_scopes`. Being an instance attribute, it leaves parameters, buffers and state-dict keys alone;
+``copy.deepcopy`` and pickling bind it to the copy (a torch.fx GraphModule's through torch.fx's preserved
+attributes in a deepcopy; torch.fx rebuilds an unpickled GraphModule without it, so there a pickle keeps the
+emulation only through a scoped parent); ``torch.compile`` traces through it; :func:`remove_scopes` deletes it.
+Code outside the scoped modules pays nothing for the mode (a mode around a whole step intercepts every torch call
+of its eager parts).
 
 :func:`install_scopes` (called by :func:`tcemu.emulate_`) puts the mode on every selected module (entered once:
 a module inside an active scope of the same call runs as it is) and an "off" switch on each unselected module
@@ -23,11 +26,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import fx, jit, nn
 
+from .context import ContextStack
 from .linear import EmulatedLinear
 from .methods import MethodSpec, get_method
-from .mode import SCOPE_STACK, emulation_mode, push_scope
+from .mode import emulation_mode, pop_scope, push_scope
 
 __all__ = ["Scope", "install_scopes", "remove_scopes", "scope_of", "emulate_functional_"]
 
@@ -50,33 +55,61 @@ class Scope:
         return self.method is not None
 
 
-#: The scopes being run, innermost last (a module inside a scope that is already active runs as it is).
-_ACTIVE: list[Scope] = []
+#: The scopes being run in this thread and task, innermost last, by ``id`` (a module inside a scope that is
+#: already active runs as it is).
+_ACTIVE = ContextStack("scopes")
+
+
+def _run_in_scope(scope: Scope, forward: Callable, args: tuple, kwargs: dict) -> Any:
+    """``forward(*args, **kwargs)`` inside the scope."""
+    active = _ACTIVE.get()
+    # (a context copied into another thread has the scope but not torch's per-thread mode stack: entered again)
+    if active and active[-1] == id(scope) and (scope.method is None or torch._C._len_torch_function_stack()):
+        return forward(*args, **kwargs)
+    _ACTIVE.push(id(scope))
+    pos = push_scope(scope.emulates)
+    try:
+        if not scope.emulates:
+            return forward(*args, **kwargs)
+        with emulation_mode(scope.method, backend=scope.backend, attention=scope.attention,
+                            matmuls=scope.matmuls, scope=pos):
+            return forward(*args, **kwargs)
+    finally:
+        pop_scope()
+        _ACTIVE.pop()
 
 
 def _forward_in_scope(module: nn.Module, scope: Scope, *args: Any, **kwargs: Any) -> Any:
     """The class's ``forward`` of ``module``, inside the scope."""
-    if _ACTIVE and _ACTIVE[-1] is scope:
-        return type(module).forward(module, *args, **kwargs)
-    _ACTIVE.append(scope)
-    pos = push_scope(scope.emulates)
-    try:
-        if not scope.emulates:
-            return type(module).forward(module, *args, **kwargs)
-        with emulation_mode(scope.method, backend=scope.backend, attention=scope.attention,
-                            matmuls=scope.matmuls, scope=pos):
-            return type(module).forward(module, *args, **kwargs)
-    finally:
-        SCOPE_STACK.pop()
-        _ACTIVE.pop()
+    return _run_in_scope(scope, type(module).forward, (module, *args), kwargs)
+
+
+def _wrapped_forward_in_scope(module: nn.Module, scope: Scope, forward: Callable, *args: Any,
+                              **kwargs: Any) -> Any:
+    """``forward``, the forward that was assigned to the instance before tcemu came (a hook or wrapper of
+    accelerate, PEFT or the user), inside the scope; ``module`` is kept for copies (``copy.deepcopy`` binds both
+    to the copy)."""
+    return _run_in_scope(scope, forward, args, kwargs)
+
+
+_SCOPED = (_forward_in_scope, _wrapped_forward_in_scope)
 
 
 def scope_of(module: nn.Module) -> Scope | None:
     """The module's scope, if tcemu installed one."""
     fwd = module.__dict__.get("forward")
-    if isinstance(fwd, functools.partial) and fwd.func is _forward_in_scope:
+    if isinstance(fwd, functools.partial) and fwd.func in _SCOPED:
         return fwd.args[1]
     return None
+
+
+def instance_forward(module: nn.Module) -> Callable | None:
+    """The ``forward`` assigned to the instance by others (a hook or wrapper), under tcemu's scope if it has one;
+    None where the class's ``forward`` runs."""
+    fwd = module.__dict__.get("forward")
+    if isinstance(fwd, functools.partial) and fwd.func in _SCOPED:
+        return fwd.args[2] if fwd.func is _wrapped_forward_in_scope else None
+    return fwd
 
 
 class _GraphModuleForward(functools.partial):
@@ -90,28 +123,36 @@ class _GraphModuleForward(functools.partial):
 
 
 def _set_scope(module: nn.Module, scope: Scope) -> None:
+    """Run the module's forward inside ``scope``: the class's, or the one assigned to the instance by others
+    (wrapped, and put back by :func:`remove_scopes`)."""
     graph_module = isinstance(module, fx.GraphModule)
-    fwd = (_GraphModuleForward if graph_module else functools.partial)(_forward_in_scope, module, scope)
-    cls_fwd = type(module).forward
-    # what the class's forward shows to code that inspects it (metatomic checks forward's annotations)
+    inner = instance_forward(module)
+    kind = _GraphModuleForward if graph_module else functools.partial
+    if inner is None:
+        fwd = kind(_forward_in_scope, module, scope)
+    else:
+        fwd = kind(_wrapped_forward_in_scope, module, scope, inner)
+    shown = type(module).forward if inner is None else inner
+    # what the forward shows to code that inspects it (metatomic checks forward's annotations)
     for attr in ("__name__", "__qualname__", "__doc__", "__annotations__"):
-        if hasattr(cls_fwd, attr):
-            setattr(fwd, attr, getattr(cls_fwd, attr))
+        if hasattr(shown, attr):
+            setattr(fwd, attr, getattr(shown, attr))
     try:
         fwd.__signature__ = inspect.signature(module.forward)
     except (TypeError, ValueError):
         pass
-    module.forward = fwd
     if graph_module:  # GraphModule's deepcopy rebuilds the module and sets back only these attributes
-        module.meta.setdefault(_PRESERVED, {})["forward"] = fwd
+        preserved = module.meta.setdefault(_PRESERVED, {})
+        old = preserved.get("forward")  # a wrapper of others preserved there is put back by remove_scopes
+        if old is not None and old is module.__dict__.get("forward") and scope_of(module) is not None:
+            old = getattr(old, "_tcemu_preserved", None)  # a scope of tcemu replaced: what it kept
+        fwd._tcemu_preserved = old
+        preserved["forward"] = fwd
+    module.forward = fwd
 
 
 #: where a GraphModule keeps the attributes its deepcopy sets back (torch.fx's ``_USER_PRESERVED_ATTRIBUTES_KEY``)
 _PRESERVED = "_user_preserved_attributes"
-
-
-def _foreign_forward(module: nn.Module) -> bool:
-    return "forward" in module.__dict__ and scope_of(module) is None
 
 
 def remove_scopes(model: nn.Module, origin: str | None = None) -> None:
@@ -119,8 +160,15 @@ def remove_scopes(model: nn.Module, origin: str | None = None) -> None:
     for mod in model.modules():
         s = scope_of(mod)
         if s is not None and (origin is None or s.origin == origin):
-            del mod.__dict__["forward"]
-            getattr(mod, "meta", {}).get(_PRESERVED, {}).pop("forward", None)
+            fwd = mod.__dict__.pop("forward")
+            if fwd.func is _wrapped_forward_in_scope:
+                mod.__dict__["forward"] = fwd.args[2]  # the wrapper of others, as it was
+            preserved = getattr(mod, "meta", {}).get(_PRESERVED, {})
+            if preserved.get("forward") is fwd:
+                if getattr(fwd, "_tcemu_preserved", None) is not None:
+                    preserved["forward"] = fwd._tcemu_preserved
+                else:
+                    del preserved["forward"]
 
 
 def install_scopes(model: nn.Module, method: str | MethodSpec, filter_fn: FilterFn | None = None, *,
@@ -143,13 +191,14 @@ def install_scopes(model: nn.Module, method: str | MethodSpec, filter_fn: Filter
         if isinstance(mod, jit.ScriptModule):
             return  # its ops are invisible to a torch-function mode (unreachable_layers names it)
         selected = filter_fn is None or bool(filter_fn(mod, fqn))
-        if selected and isinstance(mod, EmulatedLinear):
-            return  # emulates its own product: no mode needed
+        if selected and isinstance(mod, EmulatedLinear) and instance_forward(mod) is None:
+            return  # emulates its own product: no mode needed (a forward replaced on the instance may call
+            # nn.Linear's, captured before the swap: that one gets the mode, whose F.linear it emulates)
         if selected:
             codegen.make_eager_(mod)
         # every selected module gets the mode (so that it is emulated when called directly too, as MACE's
         # calculator calls model.atomic_energies_fn), every unselected one below a selected one the "off" switch
-        if (selected or under_selected) and not _foreign_forward(mod) and scope_of(mod) is None:
+        if (selected or under_selected) and scope_of(mod) is None:
             _set_scope(mod, on if selected else off)
             scoped.append(fqn)
         for name, child in mod.named_children():
@@ -178,8 +227,7 @@ def emulate_functional_(
     ``filter_fn=lambda m, fqn: type(m).__name__ == "AttentionBlock"``. :func:`restore_` removes it.
 
     Raises:
-        ValueError: if ``filter_fn`` selects no module, or a selected module already has an instance
-            ``forward`` of another origin (it would be lost).
+        ValueError: if ``filter_fn`` selects no module.
     """
     scope = Scope(get_method(method), backend, attention, matmuls, origin="emulate_functional_")
     emulation_mode(scope.method, backend=backend, attention=attention, matmuls=matmuls)  # validates the arguments
@@ -187,10 +235,6 @@ def emulate_functional_(
     if not selected:
         raise ValueError("tcemu.emulate_functional_: filter_fn selected no module of the model, so nothing "
                          "would be emulated; check the filter against model.named_modules()")
-    for fqn, mod in selected:
-        if _foreign_forward(mod):
-            raise ValueError(f"tcemu.emulate_functional_: module {fqn or '<root>'!r} already has an instance "
-                             "attribute 'forward' (another wrapper); remove it first")
     for _, mod in selected:
         _set_scope(mod, scope)
     return model

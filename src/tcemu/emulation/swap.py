@@ -7,12 +7,16 @@ subclass, and ``print(model)`` shows each layer's method. ``nn.LazyLinear`` is e
 It also emulates the model's functional products (``torch.matmul``, ``einsum``, ``tensordot``, ``F.linear``,
 ``bmm``, ``addmm``, attention, ...: the list in :mod:`tcemu.emulation.mode`) by running the selected modules'
 ``forward`` inside :func:`tcemu.emulation_mode` (:mod:`tcemu.emulation.scope`), and rebuilds e3nn's
-TorchScript-compiled code in eager form so that the mode sees it (:mod:`tcemu.emulation.codegen`).
+TorchScript-compiled code in eager form so that the mode sees it (:mod:`tcemu.emulation.codegen`). TorchScript
+modules (scripted, traced, loaded: a whole model or a part of one) get their graphs' products rewritten to
+tcemu's ops (:mod:`tcemu.emulation.script`).
 
 What it cannot reach is listed by :func:`unreachable_layers` and reported with a warning: ``nn.MultiheadAttention``
 (its projections and attention run inside ``F.multi_head_attention_forward``, which a torch-function mode cannot
-look into), TorchScript modules other than e3nn's generated code, and convolutions. :func:`tcemu.coverage`
-measures what a run emulated and what ran in plain FP32.
+look into), convolutions, and custom ops inside TorchScript graphs (a library's own compiled code). A ``forward``
+assigned to a module instance by others (hooks and wrappers of accelerate, PEFT or the user) runs inside the
+scope, and :func:`restore_` puts it back as it was. :func:`tcemu.coverage` measures what a run emulated and what
+ran in plain FP32.
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import nn
 
 from . import scope
-from .codegen import scripted_products
+from .script import emulate_script_, restore_script_, script_roots, script_unreachable
 from .linear import EmulatedLinear, emulate_module_, overrides_forward, restore_module_
 from .methods import MethodSpec
 from .ops import GemmConfig
@@ -54,7 +59,10 @@ def unreachable_layers(model: nn.Module, *, functional: bool = True) -> list[Unr
     """
     found: list[UnreachableLayer] = []
     inside_mha: set[str] = set()
+    inside_script = {id(sub) for _, root in script_roots(model) for sub in root.modules()}
     for fqn, mod in model.named_modules():
+        if id(mod) in inside_script:
+            continue  # its graphs are rewritten: listed below by what they run
         if isinstance(mod, nn.MultiheadAttention):
             found.append(UnreachableLayer(
                 fqn, type(mod).__name__,
@@ -71,7 +79,16 @@ def unreachable_layers(model: nn.Module, *, functional: bool = True) -> list[Unr
             found.append(UnreachableLayer(fqn, type(mod).__name__, "not an nn.Linear: not emulated"))
         elif isinstance(mod, nn.modules.conv._ConvNd):
             found.append(UnreachableLayer(fqn, type(mod).__name__, "convolutions are not emulated"))
-    found.extend(UnreachableLayer(c.fqn, c.owner, c.reason) for c in scripted_products(model))
+        elif isinstance(scope.instance_forward(mod), (torch.jit.ScriptFunction, torch.jit.ScriptModule)):
+            found.append(UnreachableLayer(
+                fqn, type(mod).__name__, "its forward was replaced on the instance by TorchScript code, whose "
+                "products a torch-function mode cannot see: not emulated"))
+        elif not functional and isinstance(mod, nn.Linear) and scope.instance_forward(mod) is not None:
+            found.append(UnreachableLayer(
+                fqn, type(mod).__name__, "its forward was replaced on the instance (a hook or wrapper), which may "
+                "call nn.Linear's forward as it was before the swap: emulate with functional=True"))
+    for fqn, root in script_roots(model):
+        found.extend(UnreachableLayer(u.fqn, u.type_name, u.reason) for u in script_unreachable(root, fqn))
     return found
 
 
@@ -145,6 +162,9 @@ def emulate_(
     for mod in chosen:
         emulate_module_(mod, cfg)
     scoped = scope.install_scopes(model, cfg.forward, filter_fn, backend=backend) if functional else []
+    for fqn, root in script_roots(model):  # after install_scopes, which rebuilds e3nn's scripted code eagerly
+        if emulate_script_(root, cfg, filter_fn, prefix=fqn, functional=functional):
+            scoped.append(fqn)
     if warn_unreachable:
         unreached = unreachable_layers(model, functional=functional)
         if unreached:
@@ -161,10 +181,13 @@ def emulate_(
 
 def restore_(model: nn.Module) -> nn.Module:
     """Undo :func:`emulate_` and :func:`emulate_functional_` in place: every :class:`EmulatedLinear` gets its
-    original class back (the same object) and scoped ``forward`` wrappers are removed. (e3nn code rebuilt in
-    eager form stays eager: it computes what the TorchScript code did.)"""
+    original class back (the same object), scoped ``forward`` wrappers are removed and TorchScript modules run
+    their original graphs again. (e3nn code rebuilt in eager form stays eager: it computes what the TorchScript
+    code did.)"""
     _check_module(model, "restore_")
     scope.remove_scopes(model)
+    for _, root in script_roots(model):
+        restore_script_(root)
     for mod in model.modules():
         if isinstance(mod, EmulatedLinear):
             restore_module_(mod)

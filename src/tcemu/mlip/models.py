@@ -23,8 +23,9 @@ same weights side by side. The returned :class:`PotentialCalculator` checks its 
 (elements the model does not know, a periodic model without a cell) and raises a clear
 :class:`ValueError`. Its first calculation runs inside :func:`tcemu.coverage`: ``calc.coverage`` says what share
 of the float32 contraction FLOPs the method emulated (the harness gives no verdict below 99 %), and a float64
-reference that computed float32 products is refused. Models run eagerly, or ``torch.compile``d (PET); never
-through TorchScript, which hides its products from the emulation.
+reference that computed float32 products is refused. Models run eagerly, or ``torch.compile``d (PET); the
+harness does not load TorchScript exports (their dtype is fixed, so there is no FP64 twin to compare with;
+:mod:`tcemu.ase` emulates them for a user's run).
 
 The recipe (:class:`Potential`, :class:`PotentialCalculator`) is :mod:`tcemu.mlip.potential`, PET is
 :mod:`tcemu.mlip.pet`; this module names them all (:func:`get_potential`) and keeps them importable from here.

@@ -113,7 +113,9 @@ def load_pet_checkpoint(path: str | Path) -> nn.Module:
         model = _load_metatrain(load_model, path, str(path))
     if isinstance(model, torch.jit.ScriptModule):
         raise ValueError(
-            f"{path} holds a TorchScript export; tcemu needs the checkpoint (.ckpt) to emulate it"
+            f"{path} holds a TorchScript export; the validation harness needs the checkpoint (.ckpt), whose "
+            "weights it also runs in float64; to run the export emulated, use "
+            "tcemu.ase.emulate_calculator(MetatomicCalculator(path), method)"
         )
     return model.float().eval()
 

@@ -29,6 +29,7 @@ from tcemu.mlip.criteria import (
     verdicts,
 )
 from tcemu.mlip.report_text import coverage_table, verdict_table, write_report, write_verdicts
+from tcemu.mlip.study import suite_section as study_section
 from tcemu.mlip.results import SuiteConfig, SuiteResult, environment
 
 __all__ = [
@@ -159,7 +160,7 @@ def _run_suite(config: SuiteConfig, out: str | Path, show_progress: bool, log) -
             )
             res.relax.append(r)
             save_check_figures(r, out, f"relax_{config.relax_potential}_{config.relax_system}")
-            write_csv(r.to_rows(), out / "mlip_relax.csv")
+            write_csv([x for r in res.relax for x in r.to_rows()], out / "mlip_relax.csv")
         except Exception as exc:  # noqa: BLE001
             _failed(res, log, "relax", f"{config.relax_potential}/{config.relax_system}", exc)
         res.wall_s["relax"] = time.perf_counter() - t0
@@ -177,8 +178,26 @@ def _run_suite(config: SuiteConfig, out: str | Path, show_progress: bool, log) -
         except Exception as exc:  # noqa: BLE001
             _failed(res, log, "second_order", pname, exc)
         res.wall_s["second_order"] = time.perf_counter() - t0
+    if "pet_relax" in config.checks:
+        t0 = time.perf_counter()
+        pname, sname = config.pet_relax_potential, config.pet_relax_system
+        log(f"[pet relax] {pname} on {sname}, {config.pet_relax_optimizer} to {config.pet_relax_fmax_eV_per_A} "
+            f"eV/A, {config.pet_relax_repeats} start(s) rattled by {config.pet_relax_rattle_A} A")
+        try:
+            r = tasks.relax_check(pot(pname), systems.build(sname), methods, config.pet_relax_repeats,
+                                  config.pet_relax_optimizer, config.pet_relax_fmax_eV_per_A,
+                                  config.pet_relax_max_steps, config.device, include_fp64=config.relax_include_fp64,
+                                  show_progress=show_progress, rattle_A=config.pet_relax_rattle_A)
+            res.relax.append(r)
+            save_check_figures(r, out, f"relax_{pname}_{sname}")
+            write_csv([x for r in res.relax for x in r.to_rows()], out / "mlip_relax.csv")
+        except Exception as exc:  # noqa: BLE001
+            _failed(res, log, "relax", f"{pname}/{sname}", exc)
+        res.wall_s["pet_relax"] = time.perf_counter() - t0
     res.verdicts = verdicts(res)
     write_verdicts(res, out)
-    write_report(res, out)
+    path = write_report(res, out)
+    with Path(path).open("a") as f:  # the NVE drift intervals and the published study beside the suite's results
+        f.write("\n" + study_section(res))
     return res
 

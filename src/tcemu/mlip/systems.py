@@ -17,6 +17,7 @@ __all__ = [
     "SYSTEMS",
     "build",
     "cantor_slab",
+    "cubic_repeat",
     "co_on_pt111",
     "equilibrate_water_box",
     "water_box",
@@ -140,10 +141,32 @@ def water_cluster(n_molecules: int = 8, vacuum: float = 6.0):
 
 
 def water_supercell(repeat: tuple[int, int, int] = (3, 5, 6)):
-    """The water box repeated ``repeat`` times: 192 * 90 = 17,280 atoms by default (37.3 x 62.1 x 74.5 Angstrom)."""
+    """The water box repeated ``repeat`` times: 192 * 90 = 17,280 atoms by default (37.3 x 62.1 x 74.5 Angstrom).
+
+    Every atom keeps its neighbourhood (the box is periodic), so a model's neighbours per atom are the box's."""
+    repeat = tuple(int(r) for r in repeat)
+    if len(repeat) != 3 or min(repeat) < 1:
+        raise ValueError(f"tcemu water_supercell: repeat must be three positive integers, got {repeat!r}")
     atoms = water_box().repeat(repeat)
     atoms.info = {"name": f"water_{len(atoms)}"}
     return atoms
+
+
+def cubic_repeat(copies: int) -> tuple[int, int, int]:
+    """The repeat (a <= b <= c, a b c = ``copies``) closest to a cube (smallest c / a): 8 -> (2, 2, 2),
+    27 -> (3, 3, 3), 90 -> (3, 5, 6)."""
+    if copies < 1:
+        raise ValueError(f"tcemu cubic_repeat: copies must be >= 1, got {copies}")
+    best = (1, 1, copies)
+    for a in range(1, round(copies ** (1 / 3)) + 2):
+        if copies % a:
+            continue
+        for b in range(a, int((copies // a) ** 0.5) + 1):
+            if (copies // a) % b == 0:
+                c = copies // a // b
+                if c >= b and c / a < best[2] / best[0]:
+                    best = (a, b, c)
+    return best
 
 
 def co_on_pt111(height: float = 1.85, size: tuple[int, int, int] = (3, 3, 4), vacuum: float = 10.0):
@@ -188,17 +211,29 @@ def cantor_slab(seed: int = 0, size: tuple[int, int, int] = (7, 7, 11), vacuum: 
 #: Named builders (no arguments needed): the names used by the CLI and the benchmarks.
 SYSTEMS: dict[str, Callable] = {
     "water_192": water_box,
+    "water_1536": lambda: water_supercell((2, 2, 2)),
+    "water_5184": lambda: water_supercell((3, 3, 3)),
     "water_17280": water_supercell,
     "water_cluster_24": water_cluster,
     "pt111_co": co_on_pt111,
     "cantor_539": cantor_slab,
+    "cantor_27": lambda: cantor_slab(size=(3, 3, 3)),  # a CPU-sized slab of the alloy (3 x 3 x 3, 27 atoms)
 }
 
 
 def build(name: str):
-    """Build a named system (see :data:`SYSTEMS`); ``water_cluster_<n_atoms>`` gives any cluster size."""
+    """Build a named system (see :data:`SYSTEMS`); ``water_cluster_<n_atoms>`` gives any cluster size,
+    ``water_<n_atoms>`` any supercell of the 192-atom box (n a multiple of 192, repeated as :func:`cubic_repeat`
+    says) and ``water_<a>x<b>x<c>`` the box repeated (a, b, c) times."""
     if name in SYSTEMS:
         return SYSTEMS[name]()
     if name.startswith("water_cluster_") and name[14:].isdigit() and int(name[14:]) % 3 == 0:
         return water_cluster(int(name[14:]) // 3)
-    raise ValueError(f"unknown system {name!r}; choose one of {', '.join(SYSTEMS)} or water_cluster_<3n>")
+    tail = name[6:] if name.startswith("water_") else ""
+    if tail.isdigit() and int(tail) > 0 and int(tail) % 192 == 0:
+        return water_supercell(cubic_repeat(int(tail) // 192))
+    parts = tail.split("x")
+    if len(parts) == 3 and all(p.isdigit() and int(p) > 0 for p in parts):
+        return water_supercell(tuple(int(p) for p in parts))
+    raise ValueError(f"unknown system {name!r}; choose one of {', '.join(SYSTEMS)}, water_cluster_<3n>, "
+                     "water_<192 n> (a supercell of the 192-atom box) or water_<a>x<b>x<c> (the box repeated)")

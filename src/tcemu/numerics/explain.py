@@ -131,20 +131,24 @@ def explain(a_bits, b_bits, c_bits: int, params: MMAParams) -> str:
     if p.scheme is not None:
         raise ValueError(f"tcemu: explain shows the block-FMA model; {p.label} is a {p.scheme.kind} scheme "
                          "(tcemu.numerics.oracle_schemes computes it exactly)")
+    if p.scale_format is not None:
+        raise ValueError("block-scaled kinds are not explained step by step; compute them with "
+                         "tcemu.numerics.block_fma_bits(a, b, c, params, scale_a, scale_b)")
     a_bits = [int(x) for x in a_bits]
     b_bits = [int(x) for x in b_bits]
     trace: list[OracleTrace] = []
     res = oracle_dot(a_bits, b_bits, int(c_bits), p, trace)
-    dt = get_format(p.input_format).container_dtype
-    fast = int(block_fma_bits(np.array([a_bits], dt), np.array([b_bits], dt),
+    dt, dt_b = get_format(p.input_format).container_dtype, get_format(p.b_format).container_dtype
+    fast = int(block_fma_bits(np.array([a_bits], dt), np.array([b_bits], dt_b),
                               np.array([c_bits], get_format(p.c_format).container_dtype), p)[0])
     cf = p.c_format
     lines = [p.describe(), ""]
-    lines.append(f"inputs ({p.input_format}):")
+    fb = p.b_format
+    lines.append(f"inputs ({p.input_format}" + (f" x {fb}" if fb != p.input_format else "") + "):")
     for k, (x, y) in enumerate(zip(a_bits, b_bits)):
-        if value_of(x, p.input_format) != 0 or value_of(y, p.input_format) != 0:
+        if value_of(x, p.input_format) != 0 or value_of(y, fb) != 0:
             lines.append(f"  k={k:<3d} a={_hexbits(x, p.input_format)} ({value_of(x, p.input_format)!r})  "
-                         f"b={_hexbits(y, p.input_format)} ({value_of(y, p.input_format)!r})")
+                         f"b={_hexbits(y, fb)} ({value_of(y, fb)!r})")
     lines.append(f"  c={_hexbits(int(c_bits), cf)} ({value_of(int(c_bits), cf)!r})   (other k: a or b zero)")
     for i, t in enumerate(trace, 1):
         lines.append("")
@@ -175,7 +179,7 @@ def explain(a_bits, b_bits, c_bits: int, params: MMAParams) -> str:
     exact_all = Fraction(value_of(int(c_bits), cf)) if math.isfinite(value_of(int(c_bits), cf)) else None
     if exact_all is not None:
         for x, y in zip(a_bits, b_bits):
-            vx, vy = value_of(x, p.input_format), value_of(y, p.input_format)
+            vx, vy = value_of(x, p.input_format), value_of(y, fb)
             if not (math.isfinite(vx) and math.isfinite(vy)):
                 exact_all = None
                 break
@@ -192,7 +196,7 @@ def explain(a_bits, b_bits, c_bits: int, params: MMAParams) -> str:
 def explain_values(a: str, b: str, c: str, params: MMAParams) -> str:
     """:func:`explain` on the CLI's value syntax (comma-separated a and b, one c)."""
     a_bits = parse_values(a, params.input_format)
-    b_bits = parse_values(b, params.input_format)
+    b_bits = parse_values(b, params.b_format)
     if len(a_bits) != len(b_bits):
         raise ValueError(f"a has {len(a_bits)} values, b has {len(b_bits)}")
     c_bits = parse_values(c, params.c_format)

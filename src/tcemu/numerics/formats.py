@@ -17,7 +17,12 @@ name             exponent     fraction   bias   notes
 ``e4m3``         4            3          7      OCP float8_e4m3fn: no Inf, S.1111.111 is NaN
 ``e5m2``         5            2          15     OCP float8_e5m2 (IEEE-like)
 ``e8m13``        8            13         127    internal FP8 accumulator; binary32 container, low 10 bits 0
+``e2m1``         2            1          1      OCP MX FP4 (float4_e2m1fn): no Inf, no NaN; uint8 container
+``e2m3``         2            3          1      OCP MX FP6 (float6_e2m3fn): no Inf, no NaN; uint8 container
+``e3m2``         3            2          3      OCP MX FP6 (float6_e3m2fn): no Inf, no NaN; uint8 container
 ================ ============ ========== ====== ======================================
+
+The MX scale formats (ue8m0, ue4m3) and block-scaled operands are in :mod:`tcemu.numerics.formats_mx`.
 
 Wider and AMD formats (FP64 DMMA, AMD CDNA Matrix Cores): ``fp64`` (IEEE binary64, uint64 container; decoded,
 not encoded here), ``e4m3fnuz`` and ``e5m2fnuz`` (AMD CDNA3 FP8/BF8, bias 8 and 16: no Inf, no -0, the pattern
@@ -71,7 +76,8 @@ class FloatFormat:
         frac_bits: width of the fraction field (precision ``p = frac_bits + 1``).
         bias: exponent bias.
         ieee_specials: True for IEEE rules (exponent all ones = Inf/NaN); False for OCP ``fn``
-            formats (no Inf; only S.1111.111 is NaN).
+            formats (no Inf; only S.1111.111 is NaN, or no NaN either with ``finite_only``).
+        finite_only: no Inf and no NaN: every bit pattern is a number (OCP MX FP4/FP6, e2m1, e2m3, e3m2).
         container_bits: width of the integer that holds the bits (32 for tf32 and e8m13).
         container_shift: the format's bits sit this far left in the container (13 tf32, 10 e8m13).
         numpy_dtype: the NumPy dtype of the format, or None (tf32, e8m13).
@@ -82,6 +88,7 @@ class FloatFormat:
     frac_bits: int
     bias: int
     ieee_specials: bool = True
+    finite_only: bool = False
     container_bits: int = 0
     container_shift: int = 0
     numpy_dtype: object = None
@@ -117,6 +124,8 @@ class FloatFormat:
         """Bits (without sign, format layout) of the largest finite value."""
         if self.ieee_specials:
             return (((1 << self.exp_bits) - 1) << self.frac_bits) - 1
+        if self.finite_only:
+            return (1 << (self.width - 1)) - 1
         return (((1 << self.exp_bits) - 1) << self.frac_bits) | ((1 << self.frac_bits) - 2)
 
     @property
@@ -144,6 +153,12 @@ FORMATS: dict[str, FloatFormat] = {
         FloatFormat("e4m3", 4, 3, 7, ieee_specials=False, numpy_dtype=ml_dtypes.float8_e4m3fn),
         FloatFormat("e5m2", 5, 2, 15, numpy_dtype=ml_dtypes.float8_e5m2),
         FloatFormat("e8m13", 8, 13, 127, container_bits=32, container_shift=10),
+        FloatFormat("e2m1", 2, 1, 1, ieee_specials=False, finite_only=True, container_bits=8,
+                    numpy_dtype=ml_dtypes.float4_e2m1fn),
+        FloatFormat("e2m3", 2, 3, 1, ieee_specials=False, finite_only=True, container_bits=8,
+                    numpy_dtype=ml_dtypes.float6_e2m3fn),
+        FloatFormat("e3m2", 3, 2, 3, ieee_specials=False, finite_only=True, container_bits=8,
+                    numpy_dtype=ml_dtypes.float6_e3m2fn),
     )
 }
 
@@ -163,6 +178,10 @@ _ALIASES = {
     "float8_e5m2": "e5m2",
     "f32_e8m13": "e8m13",
     "xf32": "tf32",
+    "float4_e2m1fn": "e2m1",
+    "fp4": "e2m1",
+    "float6_e2m3fn": "e2m3",
+    "float6_e3m2fn": "e3m2",
 }
 
 
@@ -206,6 +225,8 @@ def decode(bits: np.ndarray, fmt: str | FloatFormat) -> tuple[np.ndarray, np.nda
         special = efield == exp_mask
         is_nan = special & (frac != 0)
         is_inf = special & (frac == 0)
+    elif f.finite_only:
+        special = is_nan = is_inf = np.zeros(np.shape(u), dtype=bool)
     else:
         is_nan = (efield == exp_mask) & (frac == frac_mask)
         is_inf = np.zeros_like(is_nan)
@@ -291,7 +312,9 @@ def encode(
     field = np.where(kept == 0, 0, field)
     too_big = field > f.max_finite_field
     if np.any(too_big):
-        if f.inf_field is None:  # no Inf in the format: NaN (OCP e4m3fn without saturation)
+        if f.finite_only:  # nothing beyond the largest finite value: saturate (the OCP MX conversion rule)
+            big = np.full(field.shape, f.max_finite_field, dtype=np.int64)
+        elif f.inf_field is None:  # no Inf in the format: NaN (OCP e4m3fn without saturation)
             big = np.full(field.shape, (1 << (f.width - 1)) - 1, dtype=np.int64)
         else:
             big = np.full(field.shape, f.inf_field, dtype=np.int64)

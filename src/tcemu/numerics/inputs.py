@@ -18,13 +18,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import ml_dtypes
 import numpy as np
 
 from .formats import FloatFormat, get_format
 from .params import MMAParams
 
-__all__ = ["KINDS", "make_operands", "compose_bits"]
+__all__ = ["KINDS", "make_operands", "make_mixed_operands", "compose_bits"]
 
 KINDS = ("normal", "bits", "wide", "cancel", "tiny", "special", "ties")
 
@@ -42,7 +44,7 @@ def _field_bits(f: FloatFormat, shape, rng: np.random.Generator, lo: int, hi: in
     lo = max(lo, 0)
     efield = rng.integers(lo, hi + 1, shape)
     frac = rng.integers(0, 1 << f.frac_bits, shape)
-    if not f.ieee_specials:  # e4m3fn: S.1111.111 is NaN
+    if not f.ieee_specials and not f.finite_only:  # e4m3fn: S.1111.111 is NaN
         frac = np.where((efield == top) & (frac == (1 << f.frac_bits) - 1), frac - 1, frac)
     return compose_bits(f, rng.random(shape) < 0.5, efield, frac)
 
@@ -60,6 +62,8 @@ def make_operands(params: MMAParams, s: int, k: int, kind: str, rng: np.random.G
     Returns:
         ``(a_bits, b_bits, c_bits)`` with shapes ``(s, k), (s, k), (s,)``.
     """
+    if params.input_format_b is not None or params.scale_format is not None:
+        return make_mixed_operands(params, s, k, kind, rng, spread)  # a and b of two formats, or block-scaled
     fin = get_format(params.input_format)
     fc = get_format(params.c_format)
     shape = (s, k)
@@ -95,6 +99,8 @@ def make_operands(params: MMAParams, s: int, k: int, kind: str, rng: np.random.G
             if fin.ieee_specials:
                 inf = ((1 << fin.exp_bits) - 1) << fin.frac_bits
                 specials += [inf, inf | 1 << (fin.width - 1), inf | 1, inf | (1 << (fin.frac_bits - 1))]
+            elif fin.finite_only:  # FP4/FP6: no Inf/NaN; the largest magnitudes instead
+                specials += [fin.max_finite_field, fin.max_finite_field | 1 << (fin.width - 1)]
             else:
                 specials += [0x7F, 0xFF]
             specials = (np.array(specials, dtype=np.int64) << fin.container_shift).astype(fin.container_dtype)
@@ -179,3 +185,36 @@ def _ties(params: MMAParams, s: int, k: int, rng: np.random.Generator):
     b[rows[fits], pos2[fits]] = _pow2_bits(fin_real, eb2[fits], np.zeros(int(fits.sum()), bool))
     del fin
     return a, b, c.astype(fc.container_dtype)
+
+
+def _single(params: MMAParams, fmt: str) -> MMAParams:
+    """``params`` with one unscaled input format (for drawing one operand)."""
+    return replace(params, input_format=fmt, input_format_b=None, scale_format=None, scale_block=0, scale_chunk=0,
+                   interleave=None, k_instr=params.n_fma, frac_bits=min(params.frac_bits, 29))
+
+
+def make_mixed_operands(params: MMAParams, s: int, k: int, kind: str, rng: np.random.Generator, spread: int = 12):
+    """(a_bits, b_bits, c_bits) with a in ``params.input_format`` and b in ``params.b_format`` (mixed or block-scaled
+    models): each drawn as one unscaled format of the same kind (``ties`` becomes ``wide``: its crafted pair needs
+    one format); for ``cancel`` c is minus the exact unscaled a . b."""
+    kind = "wide" if kind == "ties" else kind
+    a, _, c = make_operands(_single(params, params.input_format), s, k, kind, rng, spread)
+    _, b, _ = make_operands(_single(params, params.b_format), s, k, kind, rng, spread)
+    if kind == "cancel":
+        c = _cancel_c(params, a, b, np.ones((s, 1)), np.ones((s, 1)), 1)
+    return a, b, c
+
+
+def _cancel_c(params: MMAParams, a, b, sa_val, sb_val, block) -> np.ndarray:
+    fc = get_format(params.c_format)
+    va = _elem_values(a, params.input_format) * np.repeat(sa_val, block, axis=1)
+    vb = _elem_values(b, params.b_format) * np.repeat(sb_val, block, axis=1)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ref = -(va * vb).sum(axis=1)
+        return np.nan_to_num(ref, nan=0.0).astype(fc.numpy_dtype).view(fc.container_dtype)
+
+
+def _elem_values(bits, fmt) -> np.ndarray:
+    f = get_format(fmt)
+    with np.errstate(invalid="ignore"):
+        return np.asarray(bits).view(f.numpy_dtype).astype(np.float64)

@@ -64,7 +64,7 @@ def _from_values(x: np.ndarray, fmt: str) -> np.ndarray:
 def scheme_operands(params, s: int, k: int, kind: str, rng: np.random.Generator, spread: int = 12):
     """Operands of one kind (module docstring) for a preset with a scheme."""
     fa = params.input_format
-    fb = getattr(params.scheme, "b_format", None) or fa
+    fb = params.b_format
     fc = params.c_format
     if kind not in SCHEME_KINDS:
         raise ValueError(f"kind must be one of {SCHEME_KINDS}, got {kind!r}")

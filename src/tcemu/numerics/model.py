@@ -41,6 +41,9 @@ _ZERO_EXP = -(1 << 20)  # exponent given to zero inputs: their products never re
 _SPECIAL_EXP = 1 << 24  # exponent given to Inf/NaN inputs: E_max > _SPECIAL_LIMIT flags the row
 _SPECIAL_LIMIT = 1 << 22
 _CHUNK = 1 << 13  # rows per chunk: the (K, chunk) int32 temporaries stay in cache (measured best)
+#: the block-scaled path (:mod:`tcemu.numerics.model_blockscale` registers itself when the package imports it; it
+#: builds on this module's kernel, so this module does not import it: no import circle)
+BLOCK_SCALED: dict = {}
 
 
 @lru_cache(maxsize=None)
@@ -55,12 +58,15 @@ def _kernel_table(fmt: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 @lru_cache(maxsize=None)
-def _packed_table(fmt: str, lshift: int) -> np.ndarray:
+def _packed_table(fmt: str, lshift: int, zero_exp: int | None = None) -> np.ndarray:
     """int64 per bit pattern: low half the signed significand times 2**lshift, high half the exponent.
 
-    One gather then yields both fields as int32 views (little-endian halves).
+    One gather then yields both fields as int32 views (little-endian halves). ``zero_exp``: the exponent
+    of a zero (``MMAParams.zero_factor_exp``), else the sentinel that keeps zero products out of E_max.
     """
     sig, exp, neg = _kernel_table(fmt)
+    if zero_exp is not None:
+        exp = np.where(sig == 0, np.where(exp == _SPECIAL_EXP, exp, zero_exp), exp)
     signed = np.where(neg, -(sig << lshift), sig << lshift)
     packed = (exp << 32) | (signed & 0xFFFFFFFF)
     packed.setflags(write=False)
@@ -79,6 +85,8 @@ def _index(bits: np.ndarray, fmt: str, tf32_truncate: bool) -> np.ndarray:
     """Table index of each container bit pattern (tf32: the top 19 bits)."""
     f = get_format(fmt)
     u = np.asarray(bits)
+    if f.container_bits and not f.container_shift and np.any(u >= 1 << f.width):  # fp4/fp6, one per byte
+        raise ValueError(f"tcemu: {fmt} operand bits must be below 2**{f.width} (one element per byte, high bits 0)")
     if f.container_shift:
         if not tf32_truncate and np.any(u.astype(np.uint32) & ((1 << f.container_shift) - 1)):
             raise ValueError(f"{fmt} operand has nonzero low {f.container_shift} bits and tf32_truncate=False")
@@ -126,18 +134,28 @@ def _bfma_kernel(
     c_exp_floor: int | None,
     overflow: str = "inf",
     underflow_sign: str = "positive",
+    product_format_b: str | None = None,
+    e_off: np.ndarray | None = None,
+    zero_exp: int | None = None,
 ) -> np.ndarray:
-    """One block FMA on table indices laid out (n, S) (k-major: reductions run over contiguous rows)."""
-    fmt = get_format(product_format)
+    """One block FMA on table indices laid out (n, S) (k-major: reductions run over contiguous rows).
+
+    ``product_format_b``: b's format if not a's; ``e_off``: (n, S) int32 added to each product's exponent
+    (block scale exponents); ``zero_exp``: the exponent of a zero factor (None: zeros take no part).
+    """
+    fmt_b = product_format_b or product_format
+    frac_ab = get_format(product_format).frac_bits + get_format(fmt_b).frac_bits
     n, s = a_idx.shape
-    lshift = max(0, frac_bits - 2 * fmt.frac_bits)  # pre-shift so that every alignment is a right shift
-    base = 2 * fmt.frac_bits - frac_bits + lshift  # >= 0
+    lshift = max(0, frac_bits - frac_ab)  # pre-shift so that every alignment is a right shift
+    base = frac_ab - frac_bits + lshift  # >= 0
     c_neg, c_sig, c_q, c_e, c_cls = _c_fields(c_bits, c_format, c_exp_floor)
     if n:
-        sa, ea = _fields(a_idx, _packed_table(product_format, lshift))
-        sb, eb = _fields(b_idx, _packed_table(product_format, 0))
+        sa, ea = _fields(a_idx, _packed_table(product_format, lshift, zero_exp))
+        sb, eb = _fields(b_idx, _packed_table(fmt_b, 0, zero_exp))
         m = sa * sb  # signed exact products, |m| < 2**27
         e = ea + eb
+        if e_off is not None:
+            e += e_off
         e_max_p = np.maximum.reduce(e, axis=0).astype(np.int64)
     else:
         e_max_p = np.full(s, 2 * _ZERO_EXP, dtype=np.int64)
@@ -172,7 +190,7 @@ def _bfma_kernel(
         rows = np.nonzero(special)[0]
         out[rows] = _special_rows(
             np.asarray(a_idx)[:, rows].T, np.asarray(b_idx)[:, rows].T, c_bits[rows], product_format, c_format,
-            output_format,
+            output_format, fmt_b,
         )
     return out
 
@@ -204,17 +222,18 @@ def bfma_block_bits(
 
 
 def _special_rows(
-    a_idx: np.ndarray, b_idx: np.ndarray, c_bits: np.ndarray, product_format: str, c_format: str, output_format: str
+    a_idx: np.ndarray, b_idx: np.ndarray, c_bits: np.ndarray, product_format: str, c_format: str, output_format: str,
+    product_format_b: str | None = None,
 ) -> np.ndarray:
     """NaN / Inf results of rows that hold an Inf or NaN (docs/numerics.md, "The model", step 1)."""
-    _, _, _, cls_t = decode_table(product_format)
-    neg_t = decode_table(product_format)[0]
-    ca, cb = cls_t[a_idx], cls_t[b_idx]
+    neg_a, _, _, cls_a = decode_table(product_format)
+    neg_b, _, _, cls_b = decode_table(product_format_b or product_format)
+    ca, cb = cls_a[a_idx], cls_b[b_idx]
     c_neg, _, _, c_cls = decode(c_bits, c_format)
     nan = (ca == NAN).any(1) | (cb == NAN).any(1) | (c_cls == NAN)
     nan |= ((ca == INF) & (cb == ZERO)).any(1) | ((ca == ZERO) & (cb == INF)).any(1)
     inf_p = (ca == INF) | (cb == INF)
-    negp = neg_t[a_idx] ^ neg_t[b_idx]
+    negp = neg_a[a_idx] ^ neg_b[b_idx]
     pos_inf = (inf_p & ~negp).any(1) | ((c_cls == INF) & ~c_neg)
     neg_inf = (inf_p & negp).any(1) | ((c_cls == INF) & c_neg)
     nan |= pos_inf & neg_inf
@@ -281,8 +300,11 @@ def _positive_zero(out: np.ndarray, fmt: str) -> np.ndarray:
     return np.where((out & ~sign_bit) == 0, out.dtype.type(0), out)
 
 
-def _chain_blocks(a_idx, b_idx, d, params: MMAParams, product_format: str, c_format: str) -> np.ndarray:
-    """Blocks of n_fma consecutive k (rows of the (K, S) index arrays), in order, each result the next c."""
+def _chain_blocks(a_idx, b_idx, d, params: MMAParams, product_format: str, c_format: str,
+                  product_format_b: str | None = None, e_off: np.ndarray | None = None) -> np.ndarray:
+    """Blocks of n_fma consecutive k (rows of the (K, S) index arrays), in order, each result the next c.
+
+    ``e_off``: (K, S) exponent offsets of the products (block scales), or None."""
     n = params.n_fma
     k = a_idx.shape[0]
     for k0 in range(0, max(k, 1), n):
@@ -299,6 +321,9 @@ def _chain_blocks(a_idx, b_idx, d, params: MMAParams, product_format: str, c_for
             c_exp_floor=params.c_exp_floor,
             overflow=params.overflow,
             underflow_sign=params.underflow_sign,
+            product_format_b=product_format_b,
+            e_off=None if e_off is None else e_off[k0 : k0 + n],
+            zero_exp=params.zero_factor_exp,
         )
     return d
 
@@ -323,11 +348,12 @@ def chain_kmajor_bits(a_idx: np.ndarray, b_idx: np.ndarray, c_bits: np.ndarray, 
         out = _fast_chain(a_idx, b_idx, c, params)
         if out is not None:
             return out
-    return _chain_blocks(a_idx, b_idx, c, params, params.input_format, params.c_format)
+    return _chain_blocks(a_idx, b_idx, c, params, params.input_format, params.c_format, params.input_format_b)
 
 
 def _fast_chain_applies(p: MMAParams) -> bool:
     return (p.output_format == "fp32" and p.output_rounding is Rounding.RZ and p.overflow == "inf"
+            and p.input_format_b is None and p.scale_format is None and p.zero_factor_exp is None
             and p.underflow_sign == "positive" and p.c_exp_floor == -126 and p.czero_floor is not None)
 
 
@@ -396,7 +422,7 @@ def _emulated_fp8(a_kt, b_kt, c_bits, params: MMAParams) -> np.ndarray:
     ``a_kt``, ``b_kt``: (K, S) fp8 bits.
     """
     a_idx = fp8_to_fp16_bits(a_kt, params.input_format)
-    b_idx = fp8_to_fp16_bits(b_kt, params.input_format)
+    b_idx = fp8_to_fp16_bits(b_kt, params.b_format)
     k, s = a_idx.shape
     c_fmt = params.c_format
     period = params.period
@@ -412,18 +438,23 @@ def _emulated_fp8(a_kt, b_kt, c_bits, params: MMAParams) -> np.ndarray:
     return d
 
 
-def block_fma_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, params: MMAParams) -> np.ndarray:
+def block_fma_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, params: MMAParams,
+                   scale_a: np.ndarray | None = None, scale_b: np.ndarray | None = None) -> np.ndarray:
     """S dot products of length K on raw bits, exactly as the Tensor Core (per ``params``) computes them.
 
     Args:
         a_bits: (S, K) container bits of ``params.input_format`` (uint8/uint16/uint32).
-        b_bits: (S, K) same format as a.
+        b_bits: (S, K) container bits of ``params.b_format`` (a's format unless ``input_format_b``).
         c_bits: (S,) bits of c in ``params.c_format`` (uint32 fp32, or uint16 fp16 for fp16 output).
         params: the model (:func:`tcemu.numerics.presets.get_preset` or a what-if :class:`MMAParams`).
+        scale_a, scale_b: with block scaling (``params.scale_format``), (S, K / scale_block) scale bits
+            (uint8) of a's and b's blocks (:mod:`tcemu.numerics.formats_mx`).
 
     Returns:
         (S,) result bits in ``params.c_format``'s container (uint32 or uint16).
     """
+    if params.scale_format is not None or scale_a is not None or scale_b is not None:
+        return BLOCK_SCALED["block_fma_scaled_bits"](a_bits, b_bits, c_bits, params, scale_a, scale_b)
     a_bits = np.asarray(a_bits)
     b_bits = np.asarray(b_bits)
     c_bits = np.asarray(c_bits)
@@ -444,6 +475,7 @@ def block_fma_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p
             out[rs] = _emulated_fp8(a_kt, b_kt, c_bits[rs], params)
         else:
             a_idx = _index(a_kt, params.input_format, params.tf32_truncate)
-            b_idx = _index(b_kt, params.input_format, params.tf32_truncate)
-            out[rs] = _chain_blocks(a_idx, b_idx, c_bits[rs], params, params.input_format, params.c_format)
+            b_idx = _index(b_kt, params.b_format, params.tf32_truncate)
+            out[rs] = _chain_blocks(a_idx, b_idx, c_bits[rs], params, params.input_format, params.c_format,
+                                    params.input_format_b)
     return out

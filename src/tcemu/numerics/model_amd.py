@@ -134,22 +134,21 @@ class FusedRoundDown:
     fp8_pairs: bool = False
     c_drop_gap: int | None = None
     zero_exp: int | None = -126
-    b_format: str | None = None
     nan_bits: int = AMD_NAN32
     kind: str = "fused_rd"
 
     def check(self, p) -> None:
         ins = ("tf32", "fp16", "bf16", "e4m3fnuz", "e5m2fnuz")
-        if p.input_format not in ins or (self.b_format or p.input_format) not in ins or p.output_format != "fp32":
+        if p.input_format not in ins or p.b_format not in ins or p.output_format != "fp32":
             raise ValueError(f"tcemu: the fused round-down MFMA scheme takes {ins} -> fp32, got {p.input_format} "
-                             f"x {self.b_format or p.input_format} -> {p.output_format}")
+                             f"x {p.b_format} -> {p.output_format}")
         if p.k_instr % p.n_fma or (self.fp8_pairs and p.n_fma % 2):
             raise ValueError(f"tcemu: n_fma must divide k_instr (and be even with fp8_pairs), got {p.n_fma}")
         if not p.frac_bits <= self.sum_frac_bits <= 40 or self.c_frac_bits > self.sum_frac_bits:
             raise ValueError("tcemu: need frac_bits <= sum_frac_bits <= 40 and c_frac_bits <= sum_frac_bits")
 
     def describe(self, p) -> str:
-        fin = p.input_format + (f" x {self.b_format}" if self.b_format else "")
+        fin = p.input_format + (f" x {p.b_format}" if p.b_format != p.input_format else "")
         s = (f"{fin}, K={p.k_instr}, groups of {p.n_fma}: products truncated to F={p.frac_bits} at their maximum "
              f"exponent, summed exactly; sum and c rounded down to {self.sum_frac_bits} and {self.c_frac_bits} "
              f"fraction bits at max(that, c); fp32 RNE")
@@ -159,7 +158,7 @@ class FusedRoundDown:
         return s + f"; zero factors {zero}; NaN results {self.nan_bits:#x}"
 
     def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
-        fa, fb = get_format(p.input_format), get_format(self.b_format or p.input_format)
+        fa, fb = get_format(p.input_format), get_format(p.b_format)
         c_all = np.asarray(c_bits).astype(np.uint32)
         out = np.empty_like(c_all)
         for r0 in range(0, len(c_all), _CHUNK):  # (K, chunk) operands stay in cache

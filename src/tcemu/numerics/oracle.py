@@ -35,6 +35,9 @@ _SPEC = {
     "e4m3": (-6, 4, 8, False),
     "e5m2": (-14, 3, 15, True),
     "e8m13": (-126, 14, 127, True),
+    "e2m1": (0, 2, 2, False),
+    "e2m3": (0, 4, 2, False),
+    "e3m2": (-2, 3, 4, False),
 }
 _CANON_NAN = {"fp32": 0x7FFFFFFF, "e8m13": 0x7FFFFFFF, "fp16": 0x7FFF}
 _INF_BITS = {"fp32": 0x7F800000, "e8m13": 0x7F800000, "fp16": 0x7C00}
@@ -49,8 +52,9 @@ def value_of(bits: int, fmt: str) -> float:
     if fmt == "tf32":  # the hardware reads the top 19 bits only
         return float(np.array([bits & ~0x1FFF], np.uint32).view(np.float32)[0])
     dtype = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn,
-             "e5m2": ml_dtypes.float8_e5m2}[fmt]
-    container = np.uint8 if fmt in ("e4m3", "e5m2") else np.uint16
+             "e5m2": ml_dtypes.float8_e5m2, "e2m1": ml_dtypes.float4_e2m1fn, "e2m3": ml_dtypes.float6_e2m3fn,
+             "e3m2": ml_dtypes.float6_e3m2fn}[fmt]
+    container = np.uint16 if fmt in ("fp16", "bf16") else np.uint8
     with np.errstate(invalid="ignore"):
         return float(np.array([bits], container).view(dtype)[0].astype(np.float64))
 
@@ -135,16 +139,18 @@ class OracleTrace:
 
 
 def _block(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, trace: list | None, note: str = "",
-           ks=None) -> int:
-    """One block FMA on values; returns output bits (of c_fmt's container). ``ks``: k of each entry (labels)."""
-    res = _block_inner(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm, trace, ks)
+           ks=None, in_fmt_b: str | None = None) -> int:
+    """One block FMA on values; returns output bits (of c_fmt's container). ``ks``: k of each entry (labels);
+    ``in_fmt_b``: b's format if not ``in_fmt``."""
+    res = _block_inner(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm, trace, ks, in_fmt_b or in_fmt)
     if trace is not None:
         trace[-1].note = note
         trace[-1].c_bits = int(c_bits)
     return res
 
 
-def _block_inner(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, trace: list | None, ks=None) -> int:
+def _block_inner(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, trace: list | None, ks=None,
+                 in_fmt_b: str = "") -> int:
     ks = list(range(len(avals))) if ks is None else list(ks)
     cval = value_of(c_bits, c_fmt)
     prods = []
@@ -177,10 +183,13 @@ def _block_inner(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, t
             trace.append(OracleTrace([], None, prm.frac_bits, 0, Fraction(0), res, special))
         return res
     terms = []
+    z = prm.zero_factor_exp
     for k, a, b in prods:
-        if a == 0 or b == 0:
+        if (a == 0 or b == 0) and z is None:  # a zero product takes no part (or at zero_factor_exp, below)
             continue
-        terms.append(Term(f"a*b k={k}", Fraction(a) * Fraction(b), _exponent(a, in_fmt) + _exponent(b, in_fmt)))
+        ea = z if a == 0 else _exponent(a, in_fmt)
+        eb = z if b == 0 else _exponent(b, in_fmt_b)
+        terms.append(Term(f"a*b k={k}", Fraction(a) * Fraction(b), ea + eb))
     exps = [t.exponent for t in terms]
     if cval != 0:
         e_c = _floor_log2(abs(Fraction(cval)))
@@ -257,14 +266,14 @@ def oracle_dot(
     c_fmt = prm.c_format
     out_fmt = prm.output_format
     avals = [value_of(x, fin) for x in a_bits]
-    bvals = [value_of(x, fin) for x in b_bits]
+    bvals = [value_of(x, prm.b_format) for x in b_bits]
     k = len(avals)
     d = int(c_bits)
     if prm.interleave is None:
         for k0 in range(0, max(k, 1), prm.n_fma):
             note = f"k {k0}..{min(k0 + prm.n_fma, k) - 1}"
             d = _block(avals[k0 : k0 + prm.n_fma], bvals[k0 : k0 + prm.n_fma], d, fin, c_fmt, out_fmt, prm, trace, note,
-                       range(k0, min(k0 + prm.n_fma, k)))
+                       range(k0, min(k0 + prm.n_fma, k)), prm.input_format_b)
         return d
     # emulated FP8 mma.sync: values are exact in fp16, exponents as fp16 stores them
     period = prm.period

@@ -141,7 +141,7 @@ def _trunc_sum(terms, frac_bits: int):
 
 def _fused_group(av, bv, c: float, p) -> float:
     s = p.scheme
-    fa, fb = p.input_format, s.b_format or p.input_format
+    fa, fb = p.input_format, p.b_format
     prods = [a * b for a, b in zip(av, bv)]  # exact in float64 for these formats (or Inf/NaN)
     with np.errstate(all="ignore"):
         ieee = math.fsum(prods) if all(math.isfinite(x) for x in prods) else sum(prods)
@@ -191,7 +191,7 @@ def scheme_oracle_dot(a_bits, b_bits, c_bits: int, params) -> int:
     """One dot product through ``params.scheme``, exactly; bits in (container bits), bits out."""
     s = params.scheme
     av = [value(x, params.input_format) for x in a_bits]
-    bv = [value(x, getattr(s, "b_format", None) or params.input_format) for x in b_bits]
+    bv = [value(x, params.b_format) for x in b_bits]
     out = params.output_format
     c = value(c_bits, out)
     if s.kind == "fma_chain":

@@ -22,7 +22,8 @@ sum is +0 (docs/numerics.md, "Rounding"), and so is a nonzero sum that rounds to
 returned -0).
 
 Architectures: ``v100`` (sm_70), ``a100`` (sm_80), ``ada`` (sm_89; not in the issue's list, added
-for the public Ada/L40S data), ``h100`` = ``h200`` (sm_90), ``b200`` (sm_100).
+for the public Ada/L40S data), ``h100`` = ``h200`` (sm_90), ``b200`` (sm_100), ``sm120`` (RTX Blackwell).
+The FP8/FP6/FP4 pairs, mixed e4m3 x e5m2 and the block-scaled kinds are in :mod:`.presets_blackwell`.
 Instructions: ``mma.sync`` (also ``mma``), ``wgmma`` (sm_90), ``tcgen05`` (sm_100), and ``wmma``: CUDA's WMMA API
 is not an instruction; the compiler lowers it to ``mma.sync`` shapes (:data:`WMMA_LOWERING`), so its preset is
 the one of the instructions it becomes, chained over the WMMA shape's K.
@@ -34,15 +35,21 @@ import re
 from dataclasses import replace
 
 from .params import MMAParams
+from .presets_blackwell import BLOCK_SCALED_INSTRUCTIONS, LOWP_PRESETS, canon_input
 from .rounding import Rounding
 
 __all__ = ["get_preset", "list_presets", "ARCHS", "INSTRUCTIONS", "PRESETS", "WMMA_LOWERING", "WMMA_SHAPES"]
 
-ARCHS = ("v100", "a100", "ada", "h100", "h200", "b200")
+ARCHS = ("v100", "a100", "ada", "h100", "h200", "b200", "sm120")
 _ARCH_ALIASES = {"sm_70": "v100", "sm_80": "a100", "a2": "a100", "a30": "a100", "sm_89": "ada", "l40s": "ada",
-                 "sm_90": "h100", "sm_90a": "h100", "sm_100": "b200", "sm_100a": "b200"}
-INSTRUCTIONS = ("mma.sync", "wgmma", "tcgen05", "wmma")
-_INSTR_ALIASES = {"mma": "mma.sync", "wgmma.mma_async": "wgmma", "tcgen05.mma": "tcgen05", "wmma.mma_sync": "wmma"}
+                 "sm_90": "h100", "sm_90a": "h100", "sm_100": "b200", "sm_100a": "b200",
+                 "sm_120": "sm120", "sm_120a": "sm120", "rtx_blackwell": "sm120", "rtx5090": "sm120",
+                 "rtx_pro_6000": "sm120"}
+INSTRUCTIONS = ("mma.sync", "wgmma", "tcgen05", "wmma") + BLOCK_SCALED_INSTRUCTIONS
+_INSTR_ALIASES = {"mma": "mma.sync", "wgmma.mma_async": "wgmma", "tcgen05.mma": "tcgen05", "wmma.mma_sync": "wmma",
+                  **{f"{i}.{alias}": f"{i}.{kind}" for i in ("tcgen05", "mma.sync")
+                     for kind in ("mxf8f6f4", "mxf4nvf4") for alias in (f"kind::{kind}", f"{kind}.block_scale")},
+                  "tcgen05.mxf4": "tcgen05.mxf4nvf4", "mma.sync.mxf4": "mma.sync.mxf4nvf4"}
 
 #: WMMA shapes per input format (CUDA's ``nvcuda::wmma``), the first the default; their K
 WMMA_SHAPES = {"fp16": ("m16n16k16", "m32n8k16", "m8n32k16"), "bf16": ("m16n16k16", "m32n8k16", "m8n32k16"),
@@ -57,16 +64,16 @@ WMMA_LOWERING = {
     ("v100", "fp16"): (4, "WMMA on sm_70: HMMA.884 (mma.m8n8k4), as measured through WMMA by Fasi et al. and the "
                           "toolbox (V100TC); not compiled here (nvcc 13 has no sm_70)"),
     **{(a, f): (16, "nvcc 13.0 SASS: 2 x HMMA.16816 per m16n16k16 (m16n8k16 per 16x8 half)")
-       for a in ("a100", "ada", "h100", "b200") for f in ("fp16", "bf16")},
+       for a in ("a100", "ada", "h100", "b200", "sm120") for f in ("fp16", "bf16")},
     **{(a, "tf32"): (4, "nvcc 13.0 SASS: 4 x HMMA.1684.F32.TF32 per m16n16k8 (two m16n8k4 per 16x8 half)")
-       for a in ("a100", "ada", "h100", "b200")},
+       for a in ("a100", "ada", "h100", "b200", "sm120")},
 }
 
 # c = 0 clamp L of the toolbox (docs/numerics.md, "Disputed points and the choices made"): its f050de5 of
 # 2026-05-13 and the Aug 2026 fp16 limits
 _TOOLBOX_CZERO = {
     ("v100", "fp32"): None, ("a100", "fp32"): -132, ("ada", "fp32"): -132, ("h100", "fp32"): -133,
-    ("b200", "fp32"): -133,
+    ("b200", "fp32"): -133, ("sm120", "fp32"): -133, ("sm120", "fp16"): -21,
     ("v100", "fp16"): -19, ("a100", "fp16"): -20, ("ada", "fp16"): -20, ("h100", "fp16"): -21, ("b200", "fp16"): -21,
 }
 
@@ -152,8 +159,8 @@ def _canon(arch: str, instruction: str) -> tuple[str, str, int | None]:
     a = _ARCH_ALIASES.get(str(arch).lower(), str(arch).lower())
     if a not in ARCHS:
         raise ValueError(f"unknown arch {arch!r}; valid: {list(ARCHS)}")
-    m = _SHAPE.match(str(instruction).lower())
-    base = m.group("base") if m else str(instruction).lower()
+    m = _SHAPE.match(str(instruction).lower().replace("kind::", "kind_"))
+    base = (m.group("base") if m else str(instruction).lower()).replace("kind_", "kind::")
     k = int(m.group("k")) if m and m.group("k") else None
     i = _INSTR_ALIASES.get(base, base)
     if i == "wmma" and m and m.group("shape"):
@@ -201,21 +208,25 @@ def get_preset(
 
     a, i, k_shape = _canon(arch, instruction)
     key_arch = "h100" if a == "h200" else a
-    fin = get_format(input_format).name
+    fin = canon_input(input_format)
     fout = get_format(output_format).name
     if i == "wmma":
         return _wmma_preset(a, key_arch, fin, fout, k_shape, variant)
     key = (key_arch, i, fin, fout)
-    if key not in PRESETS:
-        valid = sorted(f"{k[2]}->{k[3]}" for k in PRESETS if k[0] == key_arch and k[1] == i)
-        instrs = sorted({k[1] for k in PRESETS if k[0] == key_arch})
+    if i in BLOCK_SCALED_INSTRUCTIONS and ":" not in fin and i.endswith("mxf8f6f4"):
+        key = (key_arch, i, fin + ":ue8m0x32", fout)  # the kind's only scale
+    table = PRESETS if key in PRESETS else LOWP_PRESETS
+    if key not in table:
+        every = list(PRESETS) + list(LOWP_PRESETS)
+        valid = sorted(f"{k[2]}->{k[3]}" for k in every if k[0] == key_arch and k[1] == i)
+        instrs = sorted({k[1] for k in every if k[0] == key_arch})
         raise ValueError(
             f"no preset for arch={a}, instruction={i}, {fin}->{fout}; "
             f"{a} has instructions {instrs}" + (f"; {i} supports {valid}" if valid else "")
         )
-    prm = PRESETS[key]
+    prm = table[key]
     if k_shape is not None and k_shape != prm.k_instr:
-        allowed = (4,) if key_arch == "v100" else _MMA_SYNC_K[fin]
+        allowed = (4,) if key_arch == "v100" else _MMA_SYNC_K.get(fin, (prm.k_instr,))
         if i != "mma.sync" or k_shape not in allowed or prm.interleave is not None:
             raise ValueError(f"no {fin} shape with K={k_shape} for {a} {i}; valid K: "
                              f"{allowed if i == 'mma.sync' else (prm.k_instr,)}")
@@ -227,11 +238,16 @@ def get_preset(
     fp16_out = prm.output_format == "fp16"
     toolbox_floor = _TOOLBOX_CZERO[key_arch, "fp16" if fp16_out else "fp32"]
     if variant == "measured":
-        prm = replace(prm, czero_floor=toolbox_floor, sources=prm.sources + "; " + _MEASURED_SRC)
+        src = _MEASURED_SRC if table is PRESETS else _LOWP_FLOOR_SRC
+        prm = replace(prm, czero_floor=toolbox_floor, sources=prm.sources + "; " + src)
     elif variant == "toolbox":
         prm = replace(prm, czero_floor=toolbox_floor, c_exp_floor=-126)
     elif variant != "mmasim":
         raise ValueError(f"variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
+    elif prm.scale_format or {prm.input_format, prm.b_format} & {"e2m1", "e2m3", "e3m2"}:
+        # MMA-Sim: a zero factor takes part at exponent -126 (the older presets' mmasim variant keeps tcemu's rule
+        # until the hardware settles it, issue 45 item 5)
+        prm = replace(prm, zero_factor_exp=-126)
     return prm
 
 
@@ -239,10 +255,15 @@ _MEASURED_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin, MMA-S
                  "docs/hardware/h200-probe.json (T24, T24b, T25, T25b, T26)")
 
 
+_LOWP_FLOOR_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin) as the architecture's measured presets "
+                   "(measured on H200 for fp16/bf16/tf32; unmeasured for this kind); zero products take no part "
+                   "(tcemu's assumption; variant='mmasim' of the FP6/FP4 and block-scaled kinds: at exponent -126)")
+
+
 def list_presets(extra: bool = True) -> list[tuple[str, str, str, str]]:
     """Every (arch, instruction, input, output) with a preset (h200 listed like h100; wmma per architecture);
     ``extra``: also the literature-based Turing, FP64 DMMA and AMD presets (:mod:`.presets_extra`)."""
-    keys = list(PRESETS)
+    keys = list(PRESETS) + list(LOWP_PRESETS)
     keys += [(arch, "wmma", fin, out) for (arch, fin) in WMMA_LOWERING for out in ("fp32", "fp16")
              if out == "fp32" or fin == "fp16"]
     keys += [("h200",) + k[1:] for k in keys if k[0] == "h100"]

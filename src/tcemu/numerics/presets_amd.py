@@ -96,12 +96,12 @@ def _params(arch: str, qual: str) -> MMAParams:
                          label=label, sources=src)
     fp8 = ta in ("e4m3fnuz", "e5m2fnuz")
     group = 16 if fp8 else 4 if ta == "xf32" else min(8, k)
-    scheme = FusedRoundDown(fp8_pairs=fp8, c_drop_gap=25 if fp8 else None, b_format=tb if tb != ta else None)
+    scheme = FusedRoundDown(fp8_pairs=fp8, c_drop_gap=25 if fp8 else None)
     src = (f"groups of {group}: products truncated to 24 fraction bits at their maximum exponent (zero factors at "
            "-126), sum and c rounded down to 31 and 24 bits, fp32 RNE" + ("; even/odd k halves, c dropped 25 below"
                                                                           if fp8 else "") + f": {_SRC}")
     return MMAParams("tf32" if ta == "xf32" else ta, "fp32", k, group, 24, Rounding.RNE, scheme=scheme, label=label,
-                     sources=src)
+                     sources=src, input_format_b=tb if tb != ta else None)
 
 
 def _build() -> dict[tuple[str, str], MMAParams]:
@@ -150,8 +150,7 @@ def amd_preset(arch: str, instruction: str = "mfma", input_format: str = "fp16",
     elif toolbox_gap and prm.scheme.kind != "fma_chain":
         raise ValueError(f"tcemu: variant='toolbox' is not encoded for {arch} {prm.input_format}: {toolbox_gap}; "
                          "use variant='mmasim'")
-    want = prm.input_format if prm.scheme.kind != "fused_rd" or not prm.scheme.b_format else \
-        f"{prm.input_format}.{prm.scheme.b_format}"
+    want = prm.input_format if prm.input_format_b is None else f"{prm.input_format}.{prm.input_format_b}"
     if fin not in (want, "xf32" if want == "tf32" else want):
         raise ValueError(f"tcemu: v_mfma_{ins} takes {want if want != 'tf32' else 'xf32'} inputs, not {fin}")
     out = _canon_format(output_format)
@@ -165,7 +164,7 @@ def amd_keys() -> list[tuple[str, str, str, str]]:
     keys = []
     for (cdna, q), p in AMD_PRESETS.items():
         fin = p.input_format if p.input_format != "tf32" else "xf32"
-        if p.scheme.kind == "fused_rd" and p.scheme.b_format:
-            fin += "." + p.scheme.b_format
+        if p.input_format_b is not None:
+            fin += "." + p.input_format_b
         keys.append((_ARCH_NAME[cdna], "v_mfma_" + q, fin, p.output_format))
     return sorted(keys)

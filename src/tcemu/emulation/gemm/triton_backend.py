@@ -9,11 +9,12 @@ eager code calls the same kernels directly (an op call costs host time):
   pieces, with FP32 ``b`` transposed (the range fix-up's operand; optional);
 * ``tcemu::sgemm(a, b, bias) -> out``: the small-shape fallback, cuBLAS SGEMM with TF32 off.
 
-Small shapes. Below ``small_shape_min_flops`` (2 M N K; :class:`~tcemu.emulation.configuration.EmulationConfig`)
-an emulated GEMM is launch-bound and no faster than cuBLAS SGEMM (docs/kernels.md), so by default it falls back
-to SGEMM, which keeps FP32 accuracy. Switch with ``with tcemu.config(small_shape_fallback=False):`` or
-``TCEMU_SMALL_SHAPE_FALLBACK=0``; every fallback is counted in :func:`fallback_stats` and logged once per
-shape at INFO level (logger ``tcemu.emulation.gemm``).
+Small shapes. Below a row count an emulated GEMM is no faster than cuBLAS SGEMM, so by default it falls back to
+SGEMM, which keeps FP32 accuracy. The row count is measured per GPU model, method, layout and (N, K)
+(:mod:`.decision`; where nothing is measured, ``small_shape_min_flops`` of 2 M N K:
+:class:`~tcemu.emulation.configuration.EmulationConfig`). Switch with ``with
+tcemu.config(small_shape_fallback=False):`` or ``TCEMU_SMALL_SHAPE_FALLBACK=0``; every fallback is counted in
+:func:`fallback_stats` and logged once per shape at INFO level (logger ``tcemu.emulation.gemm``).
 """
 
 from __future__ import annotations
@@ -22,15 +23,17 @@ import collections
 import contextlib
 import functools
 import logging
+import threading
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from ..._hw import capability, interpreting, tensor_core_generation
-from ..configuration import setting
+from ..._hw import capability, gpu_name, interpreting, tensor_core_generation
+from ..configuration import get_config, setting
 from ..methods import MethodSpec
-from ..reference import cuda_fp32_precision
+from ..reference import cuda_fp32_precision, no_autocast
+from .decision import DecisionTable, flop_threshold, row_threshold, shipped_tables
 from .launch import KERNEL_METHODS, _emu_mm, _split_t, emu_mm, piece_dtype, split_t
 
 __all__ = ["TritonBackend", "PreparedWeight", "fallback_stats"]
@@ -50,26 +53,84 @@ def _fp32_gemm_is_ieee() -> bool:
 _FALLBACKS: collections.Counter = collections.Counter()
 
 
+class _ThreadFallbacks(threading.local):
+    count = 0
+
+
+#: the fallbacks taken by this thread: the coverage meter tells a fallback from an emulated product by this count,
+#: which another thread's products do not change
+_THREAD = _ThreadFallbacks()
+
+
 def fallback_stats() -> dict[tuple[str, int, int, int], int]:
     """How often each (method, M, N, K) fell back to cuBLAS SGEMM in this process."""
     return dict(_FALLBACKS)
 
 
-def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device, count: bool = True) -> bool:
-    """Whether an M x K x N product runs as cuBLAS SGEMM (the small-shape fallback); counted and logged when it
+def thread_fallbacks() -> int:
+    """How many GEMMs this thread ran as the small-shape fallback so far."""
+    return _THREAD.count
+
+
+_TABLES: dict[str | None, tuple[DecisionTable, ...]] = {}  # small_shape_table -> the tables read, in order
+_THRESHOLDS: dict[tuple, tuple[int, str]] = {}  # (settings, device, method, role, N, K) -> (rows, why)
+
+
+def _tables(path: str | None) -> tuple[DecisionTable, ...]:
+    """The user's table (``small_shape_table``) then the shipped ones, read once per path."""
+    tables = _TABLES.get(path)
+    if tables is None:
+        tables = _TABLES[path] = ((DecisionTable.load(path),) if path else ()) + tuple(shipped_tables().values())
+    return tables
+
+
+def _decide(device_index: int | None, method: str, role: str, N: int, K: int) -> tuple[int, str]:
+    """(row threshold, what decided it) under the current configuration, cached per settings and shape."""
+    cfg = get_config()
+    key = (cfg.small_shape_rule, cfg.small_shape_min_flops, cfg.small_shape_margin, cfg.small_shape_table,
+           device_index, method, role, N, K)
+    hit = _THRESHOLDS.get(key)
+    if hit is None:
+        if cfg.small_shape_rule == "flops":
+            hit = (flop_threshold(N, K, cfg.small_shape_min_flops), f"below {cfg.small_shape_min_flops:.3g} FLOP")
+        else:
+            hit = row_threshold(_tables(cfg.small_shape_table), gpu_name(device_index) or "", method, role, N, K,
+                                cfg.small_shape_margin, cfg.small_shape_min_flops)
+        _THRESHOLDS[key] = hit
+    return hit
+
+
+@torch.compiler.assume_constant_result
+def _row_threshold(device_index: int, method: str, role: str, N: int, K: int) -> int:
+    """The smallest M from which an M x K x N product of ``role`` runs emulated (:mod:`.decision`). Under
+    ``torch.compile`` it runs at trace time and is a constant of the graph, like the settings it reads."""
+    return _decide(None if device_index < 0 else device_index, method, role, N, K)[0]
+
+
+def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device, role: str = "bwd_input",
+                  count: bool = True) -> bool:
+    """Whether an M x K x N product (N outputs, contraction K) of ``role`` (``"fwd"``: ``a @ W^T``;
+    ``"bwd_input"``: ``a @ B``) runs as cuBLAS SGEMM (the small-shape fallback); counted and logged when it
     does in eager code, unless ``count`` is False (a query)."""
     if device.type != "cuda" or not setting("small_shape_fallback"):
         return False
-    min_flops = setting("small_shape_min_flops")
-    if 2.0 * M * N * K >= min_flops:
+    index = -1 if device.index is None else device.index
+    if isinstance(N, torch.SymInt) or isinstance(K, torch.SymInt):
+        # sizes symbolic under torch.compile's dynamic shapes (an activation's, not a weight's): the FLOP rule, a
+        # guard on them, as the table's lookup needs constants
+        if 2.0 * M * N * K >= setting("small_shape_min_flops"):
+            return False
+    elif M >= _row_threshold(index, spec.name, role, N, K):
         return False
     if not count or torch.compiler.is_compiling():  # decided at trace time; counted and logged only in eager code
         return True
     key = (spec.name, M, N, K)
     if key not in _FALLBACKS:
-        log.info("tcemu: %s GEMM M=%d N=%d K=%d is below %.3g FLOP: cuBLAS SGEMM (FP32) instead",
-                 spec.name, M, N, K, min_flops)
+        rows, why = _decide(None if index < 0 else index, spec.name, role, N, K)
+        log.info("tcemu: %s %s GEMM M=%d N=%d K=%d is under %s rows (%s): cuBLAS SGEMM (FP32) instead",
+                 spec.name, role, M, N, K, rows, why)
     _FALLBACKS[key] += 1
+    _THREAD.count += 1
     return True
 
 
@@ -102,11 +163,12 @@ def _emu_mm_impl(
 
 
 def _plain_gemm(a: Tensor, b: Tensor, bias: Tensor | None) -> Tensor:
-    """``a @ b + bias`` in the current precision; a 2-D product with a bias is one ``addmm`` (bias in the GEMM
-    epilogue, as ``F.linear`` does), not a GEMM and a separate add."""
-    if bias is not None and a.dim() == 2 and b.dim() == 2:
-        return torch.addmm(bias, a, b)
-    out = torch.matmul(a, b)
+    """``a @ b + bias`` in the current FP32 precision (autocast off); a 2-D product with a bias is one ``addmm``
+    (bias in the GEMM epilogue, as ``F.linear`` does), not a GEMM and a separate add."""
+    with no_autocast(a.device.type):
+        if bias is not None and a.dim() == 2 and b.dim() == 2:
+            return torch.addmm(bias, a, b)
+        out = torch.matmul(a, b)
     return out if bias is None else out + bias
 
 
@@ -295,14 +357,16 @@ class TritonBackend:
         lead = x.shape[:-1]
         x2 = x.reshape(-1, K)
         M = x2.shape[0]
-        if _use_fallback(spec, M, N, K, x.device):
+        if _use_fallback(spec, M, N, K, x.device, "fwd"):
             return _unflatten(_sgemm(x2, weight.t(), bias), lead, N)
         return _unflatten(_emu(x2, self._pieces(weight, prepared, spec, "fwd"), bias, spec, weight), lead, N)
 
     def runs_as_sgemm(self, M: int, N: int, K: int, device: torch.device, spec: MethodSpec) -> bool:
-        """Under torch.compile (where the fallback is decided at trace time and not counted): whether the product
-        takes the small-shape fallback with FP32 GEMMs in IEEE mode (plain aten, as in the FP32 model)."""
-        return device.type == "cuda" and _use_fallback(spec, M, N, K, device, count=False) and _fp32_gemm_is_ieee()
+        """Under torch.compile (where the fallback is decided at trace time and not counted): whether the product,
+        forward and input gradient, takes the small-shape fallback with FP32 GEMMs in IEEE mode (plain aten, as in
+        the FP32 model). Monotone in M: each is a row threshold."""
+        return (device.type == "cuda" and _use_fallback(spec, M, N, K, device, "fwd", count=False)
+                and _use_fallback(spec, M, K, N, device, "bwd_input", count=False) and _fp32_gemm_is_ieee())
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
@@ -310,6 +374,6 @@ class TritonBackend:
         lead = grad_out.shape[:-1]
         g2 = grad_out.reshape(-1, N)
         M = g2.shape[0]
-        if _use_fallback(spec, M, K, N, grad_out.device):
+        if _use_fallback(spec, M, K, N, grad_out.device, "bwd_input"):
             return _unflatten(_sgemm(g2, weight, None), lead, K)
         return _unflatten(_emu(g2, self._pieces(weight, prepared, spec, "bwd"), None, spec, weight.t()), lead, K)

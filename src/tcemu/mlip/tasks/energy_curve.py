@@ -17,10 +17,16 @@ import numpy as np
 
 from tcemu.mlip._common import coverage_of, coverage_rows, progress, row, system_name, with_reference
 
-__all__ = ["EnergyCurveResult", "energy_curve", "second_difference_stats", "DEFAULT_HEIGHTS_A"]
+__all__ = ["DEFAULT_HEIGHTS_A", "EnergyCurveResult", "HEIGHT_GRIDS", "STUDY_HEIGHTS_A", "energy_curve",
+           "second_difference_stats"]
 
-#: The scan of the issue: 60 heights of C above the top-site Pt, 1.2 to 6.0 Angstrom.
-DEFAULT_HEIGHTS_A = tuple(float(h) for h in np.linspace(1.2, 6.0, 60))
+#: The published PET study's scan: 60 heights of C above the top-site Pt, 1.2 to 6.0 Angstrom (steps of
+#: 4.8 / 59 = 0.0814 Angstrom, the study's "0.081 A").
+STUDY_HEIGHTS_A = tuple(float(h) for h in np.linspace(1.2, 6.0, 60))
+#: The default scan: the study's.
+DEFAULT_HEIGHTS_A = STUDY_HEIGHTS_A
+#: Named height grids (``tcemu mlip curve --grid``).
+HEIGHT_GRIDS = {"study": STUDY_HEIGHTS_A}
 
 
 def second_difference_stats(values: np.ndarray) -> tuple[float, float]:

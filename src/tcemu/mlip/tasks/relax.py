@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from tcemu.mlip._common import coverage_of, coverage_rows, progress, row, system_name, with_reference
 
-__all__ = ["OPTIMIZERS", "RelaxResult", "RelaxCheckResult", "relax", "relax_check"]
+__all__ = ["OPTIMIZERS", "RelaxResult", "RelaxCheckResult", "rattled", "relax", "relax_check"]
 
-#: Optimiser names: ``"fire2"`` (ours, ALCHEMI semantics) or ``"ase-fire2"`` (ase.optimize.FIRE2).
-OPTIMIZERS = ("fire2", "ase-fire2")
+#: Optimiser names: ``"fire2"`` (ours, ALCHEMI semantics), ``"alchemi-fire2"`` (ALCHEMI's own kernel,
+#: nvalchemiops) or ``"ase-fire2"`` (ase.optimize.FIRE2).
+OPTIMIZERS = ("fire2", "alchemi-fire2", "ase-fire2")
 
 
 def _make_optimizer(name: str, atoms):
@@ -29,6 +30,10 @@ def _make_optimizer(name: str, atoms):
         from tcemu.mlip.fire2 import FIRE2
 
         return FIRE2(atoms, logfile=None)
+    if name == "alchemi-fire2":
+        from tcemu.mlip.fire2 import AlchemiFIRE2
+
+        return AlchemiFIRE2(atoms, logfile=None)
     if name == "ase-fire2":
         from ase.optimize import FIRE2 as AseFIRE2
 
@@ -52,6 +57,26 @@ class RelaxResult:
     fmax_trace_eV_per_A: tuple[float, ...]
     wall_s: float
     interrupted: bool = False  # stopped at a wall-clock deadline before converging or reaching max_steps
+
+    @property
+    def s_per_step(self) -> float:
+        """Wall time per optimiser step (force evaluation and update)."""
+        return self.wall_s / self.steps if self.steps else math.nan
+
+    def with_limit(self, max_steps: int) -> RelaxResult:
+        """The result this run would have given with a lower step limit: the same trajectory (the limit only
+        stops it), read off ``fmax_trace`` (its entry ``k`` is fmax after ``k`` steps)."""
+        if max_steps >= self.max_steps:
+            return self
+        trace = self.fmax_trace_eV_per_A[: max_steps + 1]
+        hit = next((k for k, f in enumerate(trace) if f < self.fmax_target_eV_per_A), None)
+        steps = hit if hit is not None else min(max_steps, len(trace) - 1)
+        kept = trace[: steps + 1]
+        return replace(self, max_steps=max_steps, steps=steps, converged=hit is not None,
+                       fmax_min_eV_per_A=float(min(kept)), fmax_final_eV_per_A=kept[-1],
+                       energy_final_eV=math.nan if steps != self.steps else self.energy_final_eV,
+                       fmax_trace_eV_per_A=kept, wall_s=self.wall_s * steps / max(self.steps, 1),
+                       interrupted=self.interrupted and hit is None and len(trace) - 1 < max_steps)
 
 
 def relax(
@@ -143,6 +168,7 @@ class RelaxCheckResult:
                     ("fmax_final", "eV/A", r.fmax_final_eV_per_A),
                     ("energy_final", "eV", r.energy_final_eV),
                     ("wall_time", "s", r.wall_s),
+                    ("s_per_step", "s", r.s_per_step),
                     ("interrupted", "bool", int(r.interrupted)),
                 ):
                     rows.append(
@@ -172,6 +198,14 @@ class RelaxCheckResult:
         return rows + coverage_rows(base, self.coverage)
 
 
+def rattled(atoms, stdev_A: float, seed: int):
+    """A copy of ``atoms`` with every position moved by a normal deviate of ``stdev_A`` (ASE's ``rattle``)."""
+    a = atoms.copy()
+    if stdev_A > 0:
+        a.rattle(stdev=stdev_A, seed=seed)
+    return a
+
+
 def relax_check(
     potential,
     atoms,
@@ -183,11 +217,17 @@ def relax_check(
     device: str = "cpu",
     include_fp64: bool = False,
     show_progress: bool = True,
+    rattle_A: float = 0.0,
 ) -> RelaxCheckResult:
-    """Run check 4: ``repeats`` relaxations of ``atoms`` with FP32 and each method (and FP64 if asked)."""
+    """Run check 4: ``repeats`` relaxations of ``atoms`` with FP32 and each method (and FP64 if asked).
+
+    ``rattle_A`` > 0: repeat ``i`` starts from ``atoms`` rattled by that standard deviation (Angstrom) with seed
+    ``i`` (ASE's ``rattle``), the same starts for every method; 0: every repeat starts from ``atoms``.
+    """
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"unknown optimizer {optimizer!r}; choose one of {', '.join(OPTIMIZERS)}")
     potential.check_atoms(atoms)
+    starts = [rattled(atoms, rattle_A, i) for i in range(repeats)]
     ms = with_reference(methods)
     if not include_fp64:
         ms.remove("fp64")
@@ -196,8 +236,8 @@ def relax_check(
     for m in ms:
         calc = potential.calculator(m, device)
         runs[m] = tuple(
-            relax(atoms, calc, optimizer, fmax, max_steps, f"{potential.name} {m} #{i}", show_progress)
-            for i in range(repeats)
+            relax(start, calc, optimizer, fmax, max_steps, f"{potential.name} {m} #{i}", show_progress)
+            for i, start in enumerate(starts)
         )
         coverage[m] = coverage_of(calc)
         del calc
