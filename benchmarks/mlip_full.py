@@ -55,7 +55,8 @@ HARNESS_CASE_FIELDS = ("check", "system", "n_atoms", "reference")
 #: the unit of each criterion's value and threshold (``tcemu.mlip.report.verdicts``)
 CRITERION_UNITS = {"force_mean_err": "eV/A", "energy_abs_err": "eV", "stress_mean_err": "eV/A^3",
                    "d2_rms": "meV", "abs_drift": "meV/atom/ps", "fluctuation": "meV/atom", "fmax_min": "eV/A",
-                   "steps_median": "steps", "energy_dev_vs_fp64": "meV/atom", "not_emulated": "% not emulated"}
+                   "steps_median": "steps", "energy_dev_vs_fp64": "meV/atom", "not_emulated": "% not emulated",
+                   "max_err": "cm^-1 or GPa (the second-order check's own)", "conclusions_changed": "conclusions"}
 
 
 def harness_results(rows: Iterable[Mapping], benchmark: str = "mlip_full") -> list[Result]:
@@ -91,7 +92,7 @@ def verdict_results(rows: Iterable[Mapping], benchmark: str = "mlip_full") -> li
 
 def write_suite_results(res, out: Path, provenance: Provenance) -> Path:
     """``out/results.csv``: every value of ``res`` (a ``tcemu.mlip.report.SuiteResult``) and its verdicts."""
-    rows = [x for name in ("single_point", "energy_curve", "nve", "relax") for r in getattr(res, name)
+    rows = [x for name in ("single_point", "energy_curve", "nve", "relax", "second_order") for r in getattr(res, name)
             for x in r.to_rows()]
     verdicts = [dict(method=v.method, check=v.check, value=v.value, threshold=v.threshold, verdict=v.verdict,
                      unit=v.unit) for v in res.verdicts]
