@@ -53,11 +53,10 @@ _MMASIM_KEYS = SCALED + sorted({(k[0], k[1], k[3]): k for k in KEYS if k not in 
 
 @pytest.mark.parametrize("key", _MMASIM_KEYS, ids=lambda k: "-".join(k))
 def test_model_equals_oracle_mmasim_variant(key):
-    """variant="mmasim" (c = 0 at -126; FP6/FP4 and block-scaled kinds: zero factors at exponent -126, as MMA-Sim;
-    FP8-only kinds keep the older FP8 presets' rule): every scaled preset, one per other kind."""
+    """variant="mmasim" (c = 0 at -126; zero factors at exponent -126, as MMA-Sim, except the emulated FP8
+    mma.sync, which MMA-Sim does not model): every scaled preset, one per other kind."""
     p = get_preset(*key, variant="mmasim")
-    lowp = p.scale_format or {p.input_format, p.b_format} & {"e2m1", "e2m3", "e3m2"}
-    assert p.zero_factor_exp == (-126 if lowp else None)
+    assert p.zero_factor_exp == (None if p.interleave else -126)
     rng = np.random.default_rng(_seed(key, "mmasim"))
     for kind in ("bits", "wide", "tiny", "special"):
         _compare(p, 6, 2 * p.k_instr, kind, rng, f"{key} {kind} mmasim")
