@@ -262,3 +262,14 @@ def test_mma_api_block_scaled_and_fp4_dtypes():
         mma(a, b, c, arch="b200", instruction="tcgen05", scale_a=sa, scale_b=sb.T)
     d32 = mma(a[..., :32], b[..., :32, :], c, arch="sm120")  # unscaled e2m1 mma.sync m16n8k32
     assert d32.dtype == np.float32 and d32.shape == (2, 3, 2)
+
+
+@pytest.mark.parametrize("arch,f,n", [("ada", 13, 16), ("sm120", 25, 16)])
+def test_fp8_m16n8k16_is_one_block(arch, f, n):
+    """mma.m16n8k16 with FP8 operands (sm_89+; MMA-Sim lists it for Ada and RTX Blackwell): one block of 16; the
+    emulated Hopper path has only m16n8k32."""
+    for fin in ("e4m3", "e5m2.e4m3"):
+        p = get_preset(arch, "mma.sync.m16n8k16", fin, "fp32")
+        assert (p.k_instr, p.n_fma, p.frac_bits) == (16, n, f)
+    with pytest.raises(ValueError, match=r"valid K: \(32,\)"):
+        get_preset("h100", "mma.sync.m16n8k16", "e4m3", "fp32")

@@ -150,7 +150,9 @@ PRESETS: dict[tuple[str, str, str, str], MMAParams] = _table()
 
 
 # shapes of mma.sync that a preset's default shape may be replaced by (PTX ISA, mma shapes per type)
-_MMA_SYNC_K = {"fp16": (8, 16), "bf16": (8, 16), "tf32": (4, 8), "e4m3": (32,), "e5m2": (32,)}
+# (FP8 m16n8k16: sm_89+, PTX 8.7; one block of 16 where the preset is not the emulated fp16 path)
+_MMA_SYNC_K = {"fp16": (8, 16), "bf16": (8, 16), "tf32": (4, 8),
+               **{f: (16, 32) for f in ("e4m3", "e5m2", "e4m3.e5m2", "e5m2.e4m3")}}
 _SHAPE = re.compile(r"^(?P<base>[a-z0-9_.]+?)(?:\.?(?P<shape>m\d+n\w*k(?P<k>\d+)))?$")
 
 
@@ -220,7 +222,9 @@ def get_preset(
     prm = table[key]
     if k_shape is not None and k_shape != prm.k_instr:
         allowed = (4,) if key_arch == "v100" else _MMA_SYNC_K.get(fin, (prm.k_instr,))
-        if i != "mma.sync" or k_shape not in allowed or prm.interleave is not None:
+        if prm.interleave is not None:  # emulated FP8: only the m16n8k32 that cutlass and DeepGEMM describe
+            allowed = (prm.k_instr,)
+        if i != "mma.sync" or k_shape not in allowed:
             raise ValueError(f"no {fin} shape with K={k_shape} for {a} {i}; valid K: "
                              f"{allowed if i == 'mma.sync' else (prm.k_instr,)}")
         # a shorter instruction: one block of at most k_shape products per instruction
