@@ -13,14 +13,14 @@ reproducer of each (a, b, c and scale bits).
     PYTHONPATH=src python benchmarks/mmasim_diff.py --mmasim /tmp/mmasim --samples 1000000 --workers 64
 
 MMA-Sim is a scalar Python loop (about 1.4e4 dot products per second per core): 1e6 samples for each of the
-~145 cases tcemu models is about 3 core-hours. Output: ``--out``.csv (one row per case and variant) and ``--out``.md
-(per case counts, every class of disagreement with its first reproducer, and what decides it).
+~145 cases tcemu models is about 3 core-hours. Output: ``--out``.csv (``tcemu._results`` rows: per case and variant, samples, agreements, disagreements and
+their classes, MMA-Sim errors) and ``--out``.md (the table, every class of disagreement with its first
+reproducer, and what decides it); the stored run is benchmarks/results/cpu/numerics/mmasim_diff.{csv,md}.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import multiprocessing as mp
 import sys
@@ -512,21 +512,34 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+UNITS = {"samples": "dot products", "agree": "dot products", "disagree": "dot products",
+         "mmasim_errors": "tiles", "classes": "text", "status": "text"}
+
+
+def result_rows(rows: list[dict]) -> list:
+    """tcemu._results rows: per case and variant, samples, agreements, disagreements by class, MMA-Sim errors."""
+    from tcemu._results import case as case_text, measurement
+
+    out = []
+    for r in rows:
+        if r["status"] != "compared":
+            out += measurement("mmasim_diff", "tcemu", "", case_text(mmasim=r["case"]), {"status": r["status"]}, UNITS)
+            continue
+        for v in ("mmasim", "measured"):
+            classes = " | ".join(f"{k}: {e['count']}" for k, e in sorted(r["classes"][v].items()))
+            values = {"samples": r["samples"], "agree": r["agree"][v], "disagree": r["samples"] - r["agree"][v],
+                      "mmasim_errors": r["mmasim_errors"], "classes": classes}
+            out += measurement("mmasim_diff", "tcemu", f"variant={v}", case_text(mmasim=r["case"], preset=r["tcemu"]),
+                               values, UNITS)
+    return out
+
+
 def write(rows: list[dict], args, wall: float) -> None:
+    from tcemu._results import Provenance, write_results
+
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out.with_suffix(".csv"), "w", newline="") as fh:
-        w = csv.writer(fh)
-        w.writerow(["case", "tcemu_preset", "status", "variant", "samples", "agree", "disagree", "mmasim_errors",
-                    "classes"])
-        for r in rows:
-            if r["status"] != "compared":
-                w.writerow([r["case"], "", r["status"], "", 0, 0, 0, 0, ""])
-                continue
-            for v in ("mmasim", "measured"):
-                cl = "; ".join(f"{k}: {e['count']}" for k, e in sorted(r["classes"][v].items()))
-                w.writerow([r["case"], r["tcemu"], r["status"], v, r["samples"], r["agree"][v],
-                            r["samples"] - r["agree"][v], r["mmasim_errors"], cl])
+    write_results(out.with_suffix(".csv"), result_rows(rows), Provenance.current())
     compared = [r for r in rows if r["status"] == "compared"]
     ran = [r for r in compared if r["samples"]]
     total = sum(r["samples"] for r in compared)
