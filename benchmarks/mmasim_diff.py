@@ -486,7 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=mp.cpu_count())
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default="", help="only cases whose name contains this text")
-    ap.add_argument("--out", default="benchmarks/results/cpu/numerics/mmasim_diff")
+    ap.add_argument("--out", default="benchmarks/results/cpu/numerics/mmasim_diff.csv",
+                    help="the CSV; the markdown summary is written beside it (.md)")
     args = ap.parse_args(argv)
     cases = [c for c in enumerate_cases(args.mmasim) if args.only in c.name]
     rows, jobs = [], []
