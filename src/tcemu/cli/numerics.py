@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--b", required=True, help="comma-separated b values, as many as a")
     ex.add_argument("--c", default="0", help="c (default 0)")
     ex.add_argument("--variant", default="measured",
-                    help="measured (default: what the H200 answered), mmasim or toolbox: c=0 / c exponent floors")
+                    help="measured (default: what the H100/H200 answered), mmasim or toolbox: c=0 / c exponent "
+                         "floors, zero factors in E_max (mmasim: at exponent -126)")
     ex.add_argument("--frac-bits", type=at_least(0), help="what-if: F")
     ex.add_argument("--n-fma", type=at_least(1), help="what-if: N (block size)")
     ex.add_argument("--czero-floor", type=_floor, default=False, help="what-if: c = 0 floor exponent, or 'none'")
