@@ -82,7 +82,7 @@ def test_explain_reads_exact_values_and_signed_zeros(capsys):
 
 def test_a_missing_subcommand_is_a_bad_argument(capsys):
     assert main(["numerics"]) == 2
-    assert capsys.readouterr().err.strip().endswith("give a subcommand: explain, emulation, presets or data")
+    assert capsys.readouterr().err.strip().endswith("give a subcommand: explain, emulation, presets, coverage or data")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -103,3 +103,20 @@ def test_a_missing_subcommand_is_a_bad_argument(capsys):
 def test_emulation_and_explain_method_refuse_bad_arguments(capsys, argv, message):
     assert main(["numerics"] + argv) == 2
     assert message in _one_error_line(capsys)
+
+
+def test_coverage_lists_every_preset_with_its_validation(capsys):
+    """One line per preset (h200 folded into h100), each with a status; the statuses follow the data that exist."""
+    from tcemu.numerics import list_presets
+
+    assert main(["numerics", "coverage"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {tuple(line.split()[:4]): line for line in lines[2:] if line and not line[0].isspace()
+            and len(line.split()) > 5 and line.split()[0] in {k[0] for k in list_presets()}}
+    assert set(rows) == {k for k in list_presets() if k[0] != "h200"}
+    assert "measured here" in rows["h100", "wgmma", "tf32", "fp32"]
+    assert "public data" in rows["a100", "mma.sync", "tf32", "fp32"]
+    assert "literature" in rows["b200", "tcgen05.mxf4nvf4", "e2m1:ue4m3x16", "fp32"]
+    assert "MMA-Sim" in rows["sm120", "mma.sync.mxf8f6f4", "e4m3:ue8m0x32", "fp32"]
+    measured = sum("measured here" in line for line in rows.values())
+    assert lines[-1].startswith(f"{len(rows)} presets (measured here: {measured},") and measured >= 16

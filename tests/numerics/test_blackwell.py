@@ -53,11 +53,10 @@ _MMASIM_KEYS = SCALED + sorted({(k[0], k[1], k[3]): k for k in KEYS if k not in 
 
 @pytest.mark.parametrize("key", _MMASIM_KEYS, ids=lambda k: "-".join(k))
 def test_model_equals_oracle_mmasim_variant(key):
-    """variant="mmasim" (c = 0 at -126; FP6/FP4 and block-scaled kinds: zero factors at exponent -126, as MMA-Sim;
-    FP8-only kinds keep the older FP8 presets' rule): every scaled preset, one per other kind."""
+    """variant="mmasim" (c = 0 at -126; zero factors at exponent -126, as MMA-Sim, except the emulated FP8
+    mma.sync, which MMA-Sim does not model): every scaled preset, one per other kind."""
     p = get_preset(*key, variant="mmasim")
-    lowp = p.scale_format or {p.input_format, p.b_format} & {"e2m1", "e2m3", "e3m2"}
-    assert p.zero_factor_exp == (-126 if lowp else None)
+    assert p.zero_factor_exp == (None if p.interleave else -126)
     rng = np.random.default_rng(_seed(key, "mmasim"))
     for kind in ("bits", "wide", "tiny", "special"):
         _compare(p, 6, 2 * p.k_instr, kind, rng, f"{key} {kind} mmasim")
@@ -263,3 +262,14 @@ def test_mma_api_block_scaled_and_fp4_dtypes():
         mma(a, b, c, arch="b200", instruction="tcgen05", scale_a=sa, scale_b=sb.T)
     d32 = mma(a[..., :32], b[..., :32, :], c, arch="sm120")  # unscaled e2m1 mma.sync m16n8k32
     assert d32.dtype == np.float32 and d32.shape == (2, 3, 2)
+
+
+@pytest.mark.parametrize("arch,f,n", [("ada", 13, 16), ("sm120", 25, 16)])
+def test_fp8_m16n8k16_is_one_block(arch, f, n):
+    """mma.m16n8k16 with FP8 operands (sm_89+; MMA-Sim lists it for Ada and RTX Blackwell): one block of 16; the
+    emulated Hopper path has only m16n8k32."""
+    for fin in ("e4m3", "e5m2.e4m3"):
+        p = get_preset(arch, "mma.sync.m16n8k16", fin, "fp32")
+        assert (p.k_instr, p.n_fma, p.frac_bits) == (16, n, f)
+    with pytest.raises(ValueError, match=r"valid K: \(32,\)"):
+        get_preset("h100", "mma.sync.m16n8k16", "e4m3", "fp32")

@@ -6,6 +6,8 @@ Subcommands:
             tcemu numerics explain --arch a100 --a "2^-24,2^-24,2^-24" --b "1,0.5,0.5" --c 1
             tcemu numerics explain --arch h100 --instruction wgmma --input-format e4m3 --a 0.5 --b 2^-7 --c 1
   presets   the model parameters of every (arch, instruction, input, output), with sources
+  coverage  architecture x instruction x format: each preset's source and validation status
+            (measured here / public data / literature)
   data      the model against the bundled public hardware data (Khattak & Mikaitis), per case
   emulation the emulated GEMMs' error on one Tensor Core generation (the CPU twin), e.g.
             tcemu numerics emulation --arch b200 --method bf16x9
@@ -45,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     ex.add_argument("--b", required=True, help="comma-separated b values, as many as a")
     ex.add_argument("--c", default="0", help="c (default 0)")
     ex.add_argument("--variant", default="measured",
-                    help="measured (default: what the H200 answered), mmasim or toolbox: c=0 / c exponent floors")
+                    help="measured (default: what the H100/H200 answered), mmasim or toolbox: c=0 / c exponent "
+                         "floors, zero factors in E_max (mmasim: at exponent -126)")
     ex.add_argument("--frac-bits", type=at_least(0), help="what-if: F")
     ex.add_argument("--n-fma", type=at_least(1), help="what-if: N (block size)")
     ex.add_argument("--czero-floor", type=_floor, default=False, help="what-if: c = 0 floor exponent, or 'none'")
@@ -55,6 +58,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_explain_arguments(ex)
     add_emulation_parser(sub)
     sub.add_parser("presets", help="list every preset with its parameters and sources")
+    sub.add_parser("coverage", help="architecture x instruction x format: source and validation status")
     da = sub.add_parser("data", help="check the model on the bundled public hardware data")
     da.add_argument("--gpu", help="only this GPU folder (V100, A100, A2, Ada, L40S, H100, H200, B200)")
 
@@ -183,9 +187,14 @@ def run(args: argparse.Namespace) -> int | None:
         return _presets()
     if cmd == "data":
         return _data(args)
+    if cmd == "coverage":
+        from tcemu.numerics.coverage import format_coverage
+
+        print(format_coverage())
+        return 0
     if cmd == "emulation":
         from .numerics_emulation import run_emulation
 
         return run_emulation(args)
     print(__doc__, file=sys.stderr)
-    raise BadArgument("give a subcommand: explain, emulation, presets or data")
+    raise BadArgument("give a subcommand: explain, emulation, presets, coverage or data")

@@ -150,7 +150,9 @@ PRESETS: dict[tuple[str, str, str, str], MMAParams] = _table()
 
 
 # shapes of mma.sync that a preset's default shape may be replaced by (PTX ISA, mma shapes per type)
-_MMA_SYNC_K = {"fp16": (8, 16), "bf16": (8, 16), "tf32": (4, 8), "e4m3": (32,), "e5m2": (32,)}
+# (FP8 m16n8k16: sm_89+, PTX 8.7; one block of 16 where the preset is not the emulated fp16 path)
+_MMA_SYNC_K = {"fp16": (8, 16), "bf16": (8, 16), "tf32": (4, 8),
+               **{f: (16, 32) for f in ("e4m3", "e5m2", "e4m3.e5m2", "e5m2.e4m3")}}
 _SHAPE = re.compile(r"^(?P<base>[a-z0-9_.]+?)(?:\.?(?P<shape>m\d+n\w*k(?P<k>\d+)))?$")
 
 
@@ -190,8 +192,9 @@ def get_preset(
         output_format: ``fp32`` (default) or ``fp16`` (fp32 output of FP8 on Ada and Hopper ``wgmma`` is e8m13);
             ``fp64`` for fp64 inputs (the default then).
         variant: ``measured`` (what the H200 answered), ``mmasim`` or ``toolbox``: whose choice to take
-            for the c = 0 floor and c exponent floor that the literature disputes (docs/numerics.md,
-            "Disputed points and the choices made").
+            for the c = 0 floor, the c exponent floor and a zero factor's part in E_max (``mmasim``: a zero
+            input at exponent -126) that the literature disputes (docs/numerics.md, "Disputed points and the
+            choices made").
 
     Raises:
         ValueError: unknown names or a combination the sources do not cover; the message lists the
@@ -227,7 +230,9 @@ def get_preset(
     prm = table[key]
     if k_shape is not None and k_shape != prm.k_instr:
         allowed = (4,) if key_arch == "v100" else _MMA_SYNC_K.get(fin, (prm.k_instr,))
-        if i != "mma.sync" or k_shape not in allowed or prm.interleave is not None:
+        if prm.interleave is not None:  # emulated FP8: only the m16n8k32 that cutlass and DeepGEMM describe
+            allowed = (prm.k_instr,)
+        if i != "mma.sync" or k_shape not in allowed:
             raise ValueError(f"no {fin} shape with K={k_shape} for {a} {i}; valid K: "
                              f"{allowed if i == 'mma.sync' else (prm.k_instr,)}")
         # a shorter instruction: one block of at most k_shape products per instruction
@@ -244,20 +249,26 @@ def get_preset(
         prm = replace(prm, czero_floor=toolbox_floor, c_exp_floor=-126)
     elif variant != "mmasim":
         raise ValueError(f"variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
-    elif prm.scale_format or {prm.input_format, prm.b_format} & {"e2m1", "e2m3", "e3m2"}:
-        # MMA-Sim: a zero factor takes part at exponent -126 (the older presets' mmasim variant keeps tcemu's rule
-        # until the hardware settles it, issue 45 item 5)
-        prm = replace(prm, zero_factor_exp=-126)
+    elif prm.interleave is None:
+        # MMA-Sim gives a zero input exponent -126 (``extract_significand_exponent``), so a zero factor's product
+        # takes part in E_max; refuted on the H100 (docs/hardware/h100-zero-factor.json): a what-if only.
+        # (Emulated FP8 mma.sync forms fp16 products; MMA-Sim does not model it.)
+        prm = replace(prm, zero_factor_exp=MMASIM_ZERO_EXP)
     return prm
 
 
 _MEASURED_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin, MMA-Sim): measured on H200, "
-                 "docs/hardware/h200-probe.json (T24, T24b, T25, T25b, T26)")
+                 "docs/hardware/h200-probe.json (T24, T24b, T25, T25b, T26); zero products take no part in E_max: "
+                 "measured on H100, docs/hardware/h100-zero-factor.json")
 
 
 _LOWP_FLOOR_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin) as the architecture's measured presets "
                    "(measured on H200 for fp16/bf16/tf32; unmeasured for this kind); zero products take no part "
-                   "(tcemu's assumption; variant='mmasim' of the FP6/FP4 and block-scaled kinds: at exponent -126)")
+                   "(measured on H100 for tf32/bf16, docs/hardware/h100-zero-factor.json; variant='mmasim': at "
+                   "exponent -126)")
+
+#: the exponent MMA-Sim gives a zero input whatever its format (``mmasim/simulator/arithmetic.py``)
+MMASIM_ZERO_EXP = -126
 
 
 def list_presets(extra: bool = True) -> list[tuple[str, str, str, str]]:

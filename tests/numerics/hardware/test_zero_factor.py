@@ -7,8 +7,8 @@ from tcemu.numerics.hardware.cases import get_case
 from tcemu.numerics.hardware.fake import ModelRunner
 from tcemu.numerics.hardware.probe_vectors import pack_diagonal
 from tcemu.numerics.hardware.validate import model_params
-from tcemu.numerics.hardware.zero_factor import (MMASIM_ZERO_EXP, build_zero_vectors, floor_predictions, settle,
-                                                  settle_case)
+from tcemu.numerics.hardware.zero_factor import (MMASIM_ZERO_EXP, ZERO_FACTOR_CASES, build_zero_vectors,
+                                                  floor_predictions, settle, settle_case)
 
 CASES = ("mma.k8.tf32.fp32", "wgmma.k16.bf16.fp32")
 
@@ -62,3 +62,41 @@ def test_probe_recovers_mmasim_model():
 def test_probe_verdict_for_tcemu_model():
     report = settle(ModelRunner(), cases=CASES)
     assert "left out of E_max" in report["verdict"]
+
+
+def _variant_bits(case, vectors, variant):
+    from dataclasses import replace
+
+    from tcemu.numerics.hardware.validate import model_bits
+    from tcemu.numerics.presets import get_preset
+
+    p = get_preset("h200", case.instruction, case.input_format, case.output_format, variant=variant)
+    if case.K != p.k_instr:
+        p = replace(p, k_instr=case.K, n_fma=min(p.n_fma, case.K))
+    a, b, c = (np.array([getattr(v.vector, f) for v in vectors], dtype=np.uint64) for f in "abc")
+    return model_bits(case, a.astype(case.in_dtype), b.astype(case.in_dtype), c.astype(case.out_dtype), p)
+
+
+@pytest.mark.parametrize("name", ZERO_FACTOR_CASES)
+def test_variants_follow_their_zero_factor_choice(name):
+    """The default preset gives the H100's stored answer on every probe vector (the record: 0 mismatches with
+    "left out"); variant="mmasim" gives MMA-Sim's (a zero at exponent -126), as many vectors apart as recorded."""
+    import json
+    from pathlib import Path
+
+    record = {r["case"]: r for r in json.loads((Path(__file__).parents[3] / "docs/hardware/h100-zero-factor.json")
+                                               .read_text())["cases"]}[name]
+    case = get_case(name)
+    vectors = build_zero_vectors(case)
+    default, mmasim = (_variant_bits(case, vectors, v).astype(np.uint32) for v in ("measured", "mmasim"))
+    floor = model_params(case).czero_floor
+    e = [max(v.partner_exp, 0) for v in vectors]
+    floors = sorted({floor} | {max(floor, MMASIM_ZERO_EXP + x) for x in e})
+    preds = floor_predictions(case, vectors, floors)
+    assert record["mismatches_excluded"] == 0 and np.array_equal(default, preds[floor])
+    assert np.array_equal(mmasim, [preds[max(floor, MMASIM_ZERO_EXP + x)][i] for i, x in enumerate(e)])
+    assert int(np.sum(default != mmasim)) == record["distinguishing_excluded_vs_mmasim"] == record["mismatches_mmasim"]
+    tags = [v.vector.tag for v in vectors]
+    for ex in record["examples"]:
+        i = tags.index(ex["tag"])
+        assert (f"0x{int(default[i]):08x}", f"0x{int(mmasim[i]):08x}") == (ex["hardware"], ex["mmasim"])

@@ -2,7 +2,8 @@
 
 MMA-Sim gives a zero input the exponent -126 whatever its format, so ``0 x 2^127`` (tf32, bf16) is a product of
 exponent 1 that raises the block's ``E_max`` and truncates its real products; tcemu's model leaves zero products
-out of ``E_max``. Only inputs with an 8-bit exponent can tell the two apart (fp16's ``0 x 2^15`` sits at -111).
+out of ``E_max``. With c = 0 only inputs with an 8-bit exponent can tell the two apart (fp16's ``0 x 2^15``
+sits at -111); beside a tiny c (fp32 near 2^-126) fp16 and FP8 tell too, which these vectors do not try.
 
 The vectors put ``0 x 2^e`` (e = 0..127; the zero in a or in b, +0 or -0) beside one real product at ``2^-100``
 or ``2^-20`` whose low bits an alignment to a higher ``E_max`` would cut, with c = 0. Each hypothesis, "a zero
