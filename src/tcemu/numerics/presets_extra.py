@@ -49,7 +49,10 @@ def _turing(instruction: str, fin: str, fout: str, variant: str) -> MMAParams:
     fp16_out = fout == "fp16"
     return MMAParams("fp16", fout, k, k, 24, Rounding.RNE if fp16_out else Rounding.RZ,
                      czero_floor=None if fp16_out else -126, c_exp_floor=-14 if fp16_out else -126,
-                     label=f"turing mma.m{16 if k == 8 else 8}n8k{k} fp16->{fout}", sources=_TURING_SRC)
+                     label=f"turing mma.m{16 if k == 8 else 8}n8k{k} fp16->{fout}", sources=_TURING_SRC,
+                     # MMA-Sim's zero input at exponent -126 (a zero factor's product in E_max) for its variant; the
+                     # default leaves zero products out, as the H100 does (docs/hardware/h100-zero-factor.json)
+                     zero_factor_exp=-126 if variant == "mmasim" else None)
 
 
 def _dmma(arch: str, instruction: str, fout: str) -> MMAParams:
