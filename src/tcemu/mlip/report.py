@@ -63,6 +63,27 @@ def run_suite(config: SuiteConfig, out: str | Path, show_progress: bool = True, 
         return _run_suite(config, out, show_progress, log)
 
 
+def _relax(res: SuiteResult, out: Path, log, check: str, potential: str, system: str, optimizer: str, repeats: int,
+           fmax_eV_per_A: float, max_steps: int, rattle_A: float, methods, pot, show_progress: bool) -> None:
+    """One relaxation check (``relax`` or ``pet_relax``): its results into ``res.relax``, figures and the CSV."""
+    from tcemu.mlip import systems, tasks
+    from tcemu.mlip.plots import save_check_figures
+
+    t0 = time.perf_counter()
+    config = res.config
+    try:
+        kw = {"rattle_A": rattle_A} if rattle_A else {}
+        r = tasks.relax_check(pot(potential), systems.build(system), methods, repeats, optimizer, fmax_eV_per_A,
+                              max_steps, config.device, include_fp64=config.relax_include_fp64,
+                              show_progress=show_progress, **kw)
+        res.relax.append(r)
+        save_check_figures(r, out, f"relax_{potential}_{system}")
+        write_csv([x for r in res.relax for x in r.to_rows()], out / "mlip_relax.csv")
+    except Exception as exc:  # noqa: BLE001
+        _failed(res, log, "relax", f"{potential}/{system}", exc)
+    res.wall_s[check] = time.perf_counter() - t0
+
+
 def _run_suite(config: SuiteConfig, out: str | Path, show_progress: bool, log) -> SuiteResult:
     import numpy as np
 
@@ -140,30 +161,11 @@ def _run_suite(config: SuiteConfig, out: str | Path, show_progress: bool, log) -
             _failed(res, log, "nve", f"{config.nve_potential}/{config.nve_system}", exc)
         res.wall_s["nve"] = time.perf_counter() - t0
     if "relax" in config.checks:
-        t0 = time.perf_counter()
-        log(
-            f"[relax] {config.relax_potential} on {config.relax_system}, {config.relax_optimizer} to "
-            f"{config.relax_fmax_eV_per_A} eV/A, {config.relax_repeats} repeat(s)"
-        )
-        try:
-            r = tasks.relax_check(
-                pot(config.relax_potential),
-                systems.build(config.relax_system),
-                methods,
-                config.relax_repeats,
-                config.relax_optimizer,
-                config.relax_fmax_eV_per_A,
-                config.relax_max_steps,
-                config.device,
-                include_fp64=config.relax_include_fp64,
-                show_progress=show_progress,
-            )
-            res.relax.append(r)
-            save_check_figures(r, out, f"relax_{config.relax_potential}_{config.relax_system}")
-            write_csv([x for r in res.relax for x in r.to_rows()], out / "mlip_relax.csv")
-        except Exception as exc:  # noqa: BLE001
-            _failed(res, log, "relax", f"{config.relax_potential}/{config.relax_system}", exc)
-        res.wall_s["relax"] = time.perf_counter() - t0
+        log(f"[relax] {config.relax_potential} on {config.relax_system}, {config.relax_optimizer} to "
+            f"{config.relax_fmax_eV_per_A} eV/A, {config.relax_repeats} repeat(s)")
+        _relax(res, out, log, "relax", config.relax_potential, config.relax_system, config.relax_optimizer,
+               config.relax_repeats, config.relax_fmax_eV_per_A, config.relax_max_steps, 0.0, methods, pot,
+               show_progress)
     if "second_order" in config.checks:
         t0 = time.perf_counter()
         pname = config.second_order_potential
@@ -179,21 +181,12 @@ def _run_suite(config: SuiteConfig, out: str | Path, show_progress: bool, log) -
             _failed(res, log, "second_order", pname, exc)
         res.wall_s["second_order"] = time.perf_counter() - t0
     if "pet_relax" in config.checks:
-        t0 = time.perf_counter()
-        pname, sname = config.pet_relax_potential, config.pet_relax_system
-        log(f"[pet relax] {pname} on {sname}, {config.pet_relax_optimizer} to {config.pet_relax_fmax_eV_per_A} "
-            f"eV/A, {config.pet_relax_repeats} start(s) rattled by {config.pet_relax_rattle_A} A")
-        try:
-            r = tasks.relax_check(pot(pname), systems.build(sname), methods, config.pet_relax_repeats,
-                                  config.pet_relax_optimizer, config.pet_relax_fmax_eV_per_A,
-                                  config.pet_relax_max_steps, config.device, include_fp64=config.relax_include_fp64,
-                                  show_progress=show_progress, rattle_A=config.pet_relax_rattle_A)
-            res.relax.append(r)
-            save_check_figures(r, out, f"relax_{pname}_{sname}")
-            write_csv([x for r in res.relax for x in r.to_rows()], out / "mlip_relax.csv")
-        except Exception as exc:  # noqa: BLE001
-            _failed(res, log, "relax", f"{pname}/{sname}", exc)
-        res.wall_s["pet_relax"] = time.perf_counter() - t0
+        log(f"[pet relax] {config.pet_relax_potential} on {config.pet_relax_system}, {config.pet_relax_optimizer} to "
+            f"{config.pet_relax_fmax_eV_per_A} eV/A, {config.pet_relax_repeats} start(s) rattled by "
+            f"{config.pet_relax_rattle_A} A")
+        _relax(res, out, log, "pet_relax", config.pet_relax_potential, config.pet_relax_system,
+               config.pet_relax_optimizer, config.pet_relax_repeats, config.pet_relax_fmax_eV_per_A,
+               config.pet_relax_max_steps, config.pet_relax_rattle_A, methods, pot, show_progress)
     res.verdicts = verdicts(res)
     write_verdicts(res, out)
     path = write_report(res, out)
