@@ -44,6 +44,18 @@ _INF_BITS = {"fp32": 0x7F800000, "e8m13": 0x7F800000, "fp16": 0x7C00}
 _SIGN_BIT = {"fp32": 1 << 31, "e8m13": 1 << 31, "fp16": 1 << 15}
 
 
+
+def special_product(a: float, b: float) -> str | None:
+    """The IEEE class of the product ``a * b`` when it is not finite: ``"nan"`` (a NaN factor, or 0 x Inf),
+    ``"+inf"`` or ``"-inf"``; ``None`` for a finite product."""
+    if math.isnan(a) or math.isnan(b):
+        return "nan"
+    if math.isinf(a) or math.isinf(b):
+        if a == 0 or b == 0:
+            return "nan"
+        return "-inf" if (a < 0) != (b < 0) else "+inf"
+    return None
+
 def value_of(bits: int, fmt: str) -> float:
     """The value of a bit pattern as a Python float (exact: float64 holds every format here)."""
     bits = int(bits)
@@ -158,18 +170,13 @@ def _block_inner(avals, bvals, c_bits, in_fmt, c_fmt, out_fmt, prm: MMAParams, t
     pos_inf = cval == math.inf
     neg_inf = cval == -math.inf
     for kk, a, b in zip(ks, avals, bvals):
-        if math.isnan(a) or math.isnan(b):
-            nan = True
-            continue
-        if math.isinf(a) or math.isinf(b):
-            if a == 0 or b == 0:
-                nan = True
-            elif (a < 0) != (b < 0):
-                neg_inf = True
-            else:
-                pos_inf = True
-            continue
-        prods.append((kk, a, b))
+        kind = special_product(a, b)
+        if kind is None:
+            prods.append((kk, a, b))
+        else:
+            nan |= kind == "nan"
+            pos_inf |= kind == "+inf"
+            neg_inf |= kind == "-inf"
     if nan or (pos_inf and neg_inf):
         res = _CANON_NAN[out_fmt]
         special = "nan"

@@ -18,7 +18,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
-from .oracle import _CANON_NAN, _INF_BITS, _SIGN_BIT, _exponent, _floor_log2, round_fraction, value_of
+from .oracle import _CANON_NAN, _INF_BITS, _SIGN_BIT, _exponent, _floor_log2, round_fraction, special_product, value_of
 from .params import MMAParams
 
 __all__ = ["oracle_scaled_dot", "oracle_scaled_bits", "scale_value"]
@@ -57,15 +57,11 @@ def _rows(avals, bvals, sa, sb, prm: MMAParams, k0: int, n: int):
     for k in range(k0, min(k0 + n, len(avals))):
         a, b = avals[k], bvals[k]
         s_a, s_b = sa[k // blk], sb[k // blk]
-        if math.isnan(a) or math.isnan(b):
-            nan = True
-        elif math.isinf(a) or math.isinf(b):
-            if a == 0 or b == 0:
-                nan = True
-            elif (a < 0) != (b < 0):
-                neg_inf = True
-            else:
-                pos_inf = True
+        kind = special_product(a, b)
+        if kind is not None:
+            nan |= kind == "nan"
+            pos_inf |= kind == "+inf"
+            neg_inf |= kind == "-inf"
         elif a != 0 and b != 0 or z is not None:
             ea = z if a == 0 else _exponent(a, prm.input_format)
             eb = z if b == 0 else _exponent(b, prm.b_format)
