@@ -156,8 +156,16 @@ class SecondOrderResult:
             rows += [row(**base, method=m, metric="gamma_no_asr", unit="cm^-1", value=v, x_name="branch", x_value=i)
                      for i, v in enumerate(vs)]
         rows += [row(**base, method=m, metric="wall_time", unit="s", value=t) for m, t in self.times_s.items()]
-        rows += [row(**base, metric=k, value=v) for k, v in self.info.items()]
+        rows += [row(**base, metric=k, value=v, unit=_info_unit(k)) for k, v in self.info.items()]
         return rows + coverage_rows(base, self.coverage)
+
+
+def _info_unit(name: str) -> str:
+    """The unit of a setup value, from its name's suffix (``a_A``, ``fmax_eV_per_A``; a strain is a ratio)."""
+    for suffix, unit in (("_eV_per_A", "eV/A"), ("_A", "A")):
+        if name.endswith(suffix):
+            return unit
+    return "1"
 
 
 # ---------------------------------------------------------------------------------------------
