@@ -62,3 +62,13 @@ def test_this_gpu_reproduces_h200_replay_samples(runner):
         d = runner.run(case, a[:, 0], b[:, 0], c)
         got = np.array([d[t, i, i] for t, i in where])
         assert np.array_equal(got.astype(np.uint64), g["d"].astype(np.uint64)), key
+
+
+def test_zero_products_left_out_on_this_gpu(runner):
+    """Every zero-factor probe vector (c = 0 and tiny c, every sm_90a format) gives the default presets' bits:
+    zero products take no part in E_max (docs/hardware/h100-zero-factor.json, h100-zero-factor-tiny-c.json)."""
+    from tcemu.numerics.hardware.zero_factor import settle
+
+    report = settle(runner)
+    assert all(r["mismatches_excluded"] == 0 for r in report["cases"]), report["verdict"]
+    assert report["verdict"].startswith("zero products are left out of E_max")
