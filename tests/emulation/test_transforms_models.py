@@ -387,13 +387,65 @@ def test_fused_attention_leaves_transforms_to_the_reference_gpu():
     assert cov.fraction == 1.0, cov.table()
 
 
-@pytest.mark.slow(reason="compiles the reference's split and products: about a minute on 2 cores")
-@pytest.mark.xfail(strict=True, reason="known gap: Dynamo traces the function inside torch.func.jvp without the "
-                   "transform (our checks see plain tensors), and the traced bit-level split has zero derivative")
-def test_forward_mode_inside_torch_compile_keeps_the_tangent():
-    """torch.compile around torch.func.jvp of an emulated product: today the tangent is zero (eager jvp is
-    right). Marked so that a fix shows up as an unexpected pass."""
-    torch._dynamo.reset()
-    b, x, t = torch.randn(K, N), torch.randn(M, K), torch.randn(M, K)
-    tangent = torch.compile(lambda z, u: jvp(lambda a: tcemu.matmul(a, b, METHOD), (z,), (u,))[1])(x, t)
-    assert torch.equal(tangent, tcemu.matmul(t, b, METHOD))
+# --------------------------------------------------------------------------- transforms inside torch.compile
+
+
+def _compiled_transforms(method: str, compiler: str):
+    """Forward-mode, reverse-mode and second derivatives of emulated products, each inside torch.compile, with
+    the eager and FP64 values; 3 rows of ``a`` are zero (signed zeros of the primal)."""
+    g = torch.Generator().manual_seed(2)
+    a, b, t = torch.randn(M, K, generator=g), torch.randn(K, N, generator=g), torch.randn(M, K, generator=g)
+    a[:3] = 0.0
+    b[:, 0] = -b[:, 0].abs()  # column 0: a zero row times it gives -0 in some elements (and +0 in others)
+    w, bias = torch.randn(N, K, generator=g), torch.randn(N, generator=g)
+
+    def mm(z):
+        return tcemu.matmul(z, b, method)
+
+    def lin(z):
+        return tcemu.linear(z, w, bias, method)
+
+    def energy(z):  # a nonlinear scalar through both products: its gradient and Hessian
+        return _energy(mm(z), lin(z))
+
+    fns = {
+        "primal": lambda z: (mm(z), lin(z)),
+        "jvp": lambda z: (jvp(mm, (z,), (t,))[1], jvp(lin, (z,), (t,))[1]),
+        "grad": lambda z: (grad(energy)(z),),
+        "hessian": lambda z: (hessian(energy)(z[:2]),),
+    }
+    out = {}
+    for name, fn in fns.items():
+        torch._dynamo.reset()
+        out[name] = (torch.compile(fn, backend=compiler)(a), fn(a))
+    return a, b, t, w, bias, out
+
+
+def _energy(product: torch.Tensor, layer: torch.Tensor) -> torch.Tensor:
+    return (torch.tanh(product) * layer).sum()
+
+
+@pytest.mark.parametrize("compiler", [
+    "aot_eager",  # Dynamo and AOTAutograd, as inductor sees the graphs
+    pytest.param("inductor", marks=pytest.mark.slow(reason="inductor compiles 4 functions: a minute on 2 cores")),
+])
+def test_transforms_inside_torch_compile_give_the_fp32_derivatives(compiler):
+    """torch.func's grad, jvp and hessian inside torch.compile (where the Functions' rules are not seen and the
+    traced split has zero derivative): the primal keeps the emulated bits, signed zeros included, and each
+    derivative is the FP32 product's, within FP32's bound of FP64 (not zero, as the traced split alone gives)."""
+    a, b, t, w, bias, out = _compiled_transforms(METHOD, compiler)
+    for got, eager in zip(*out["primal"]):
+        assert torch.equal(got, eager) and torch.equal(got.signbit(), eager.signbit())
+    assert (out["primal"][0][0] == 0).any() and out["primal"][0][0].signbit().any()
+    a64, b64, t64, w64, bias64 = (x.double() for x in (a, b, t, w, bias))
+    jvp_mm, jvp_lin = out["jvp"][0]
+    _assert_within(jvp_mm, t64 @ b64, t64.abs() @ b64.abs(), normwise_bound("fp32", K))
+    _assert_within(jvp_lin, t64 @ w64.T, t64.abs() @ w64.abs().T, normwise_bound("fp32", K))
+    def energy64(z):
+        return _energy(z @ b64, z @ w64.T + bias64)
+
+    for name in ("grad", "hessian"):
+        (got,), (eager,) = out[name]
+        want = grad(energy64)(a64) if name == "grad" else hessian(energy64)(a64[:2])
+        assert got.abs().max() > 0
+        assert relative_errors(got, want)[0] <= relative_errors(eager, want)[0] + 2 * normwise_bound(METHOD, K)

@@ -19,9 +19,9 @@ from torch import Tensor
 from .configuration import backward_config, for_backward
 from .dispatch import GemmBackend, resolve_backend
 from .methods import MethodSpec, get_method
-from .reference import no_autocast
-from .transforms import (batched_matmul_operands, batched_or_dual, legacy_batched, legacy_level, needs_function,
-                         refuse_proxy_tracing)
+from .reference import ieee_fp32_matmul, no_autocast
+from .transforms import (batched_matmul_operands, batched_or_dual, compiled_under_transform, legacy_batched,
+                         legacy_level, needs_function, refuse_proxy_tracing, with_fp32_derivative)
 
 __all__ = ["GemmConfig", "OperandError", "matmul", "linear", "check_operands", "emulable"]
 
@@ -257,6 +257,8 @@ def _legacy_matmul(a: Tensor, b: Tensor, batched: list[bool], cfg: GemmConfig) -
 
 def _matmul_nd(a: Tensor, b: Tensor, cfg: GemmConfig) -> Tensor:
     """Both operands at least 2-D."""
+    if compiled_under_transform():  # the emulated value, the FP32 product's derivatives (docs/emulation.md)
+        return with_fp32_derivative(_plain_matmul(a.detach(), b.detach(), cfg), a, b, None, ieee_fp32_matmul)
     if needs_function(a, b):
         return _TransformedMatmul.apply(a, b, cfg)
     level = legacy_level(a, b)
@@ -430,6 +432,10 @@ def linear_2d(x: Tensor, weight: Tensor, bias: Tensor | None, cfg: GemmConfig) -
     needs_grad = torch.is_grad_enabled() and (
         x.requires_grad or weight.requires_grad or (bias is not None and bias.requires_grad)
     )
+    if compiled_under_transform():  # as _matmul_nd
+        bias_value = None if bias is None else bias.detach()
+        value = backend.linear(x.detach(), weight.detach(), None, cfg.forward, bias_value)
+        return with_fp32_derivative(value, x, weight.mT, bias, ieee_fp32_matmul)
     if needs_function(x, weight, bias):
         return _TransformedLinear.apply(x, weight, bias, backend, cfg)
     level = legacy_level(x, weight, bias)

@@ -23,7 +23,7 @@ import torch
 from torch import Tensor
 from torch.autograd import forward_ad
 
-__all__ = ["needs_function", "has_tangent", "batched_or_dual", "legacy_level", "legacy_batched",
+__all__ = ["needs_function", "compiled_under_transform", "with_fp32_derivative", "has_tangent", "batched_or_dual", "legacy_level", "legacy_batched",
            "batched_matmul_operands", "refuse_proxy_tracing"]
 
 _functorch = torch._C._functorch
@@ -45,6 +45,32 @@ def needs_function(*tensors: Tensor | None) -> bool:
     if torch.compiler.is_compiling():
         return False
     return torch._C._are_functorch_transforms_active() or has_tangent(*tensors)
+
+
+def compiled_under_transform() -> bool:
+    """Whether torch.compile traces a product inside a ``torch.func`` transform (``grad``, ``jacrev``, ``jvp``,
+    ``hessian``, ``vmap``): Dynamo traces the function without the transform's tensors, so neither the
+    Functions' rules nor ``requires_grad`` are seen, and the traced bit-level split has zero derivative."""
+    return torch.compiler.is_compiling() and torch._C._are_functorch_transforms_active()
+
+
+def _finite(t: Tensor) -> Tensor:
+    return torch.where(torch.isfinite(t), t, torch.zeros((), dtype=t.dtype, device=t.device))
+
+
+def with_fp32_derivative(value: Tensor, a: Tensor, b: Tensor, bias: Tensor | None,
+                         product: Callable[[Tensor, Tensor], Tensor]) -> Tensor:
+    """``value`` (the emulated ``a @ b + bias``, computed from detached operands), carrying the derivatives of
+    the FP32 product ``product(a, b) + bias`` to every order, for :func:`compiled_under_transform`.
+
+    The added term ``product(a - a', b) + product(a', b - b') + (bias - bias')`` (``'``: detached, non-finite
+    entries of the multiplied operand as 0) is zero in value and has the product's derivatives, cross terms of
+    second order included; it is added as a negative zero so that no signed zero of ``value`` changes.
+    """
+    term = product(a - a.detach(), _finite(b)) + product(_finite(a.detach()), b - b.detach())
+    if bias is not None:
+        term = term + (bias - bias.detach())
+    return value + -((-term) + 0.0)
 
 
 def refuse_proxy_tracing(op: str) -> None:
