@@ -261,10 +261,11 @@ Tensor op_linear(const Tensor& x, const Tensor& w, const optional<Tensor>& b, st
 bool defined_by_python = false;
 
 std::string native_info() {
-  return defined_by_python
-             ? "tcemu native library: the tcemu:: schemas were defined before it loaded (tcemu's Python ops): "
-               "their kernels run"
-             : "tcemu native library: its kernels run the tcemu:: ops (reference algorithm, every backend)";
+  return defined_by_python ? "tcemu native library: the tcemu:: ops were defined before it loaded (by tcemu's "
+                             "Python ops), whose kernels run"
+                           : "tcemu native library: the tcemu:: ops are defined by this library (their kernels run "
+                             "the reference algorithm for every backend, unless tcemu's Python, imported after it, "
+                             "replaced them)";
 }
 
 }  // namespace
