@@ -18,7 +18,6 @@ import functools
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 __all__ = ["CSRC", "build", "build_dir", "library_path", "load", "export_script"]
@@ -69,7 +68,11 @@ def build(directory: str | os.PathLike | None = None, *, host: bool = False, job
     configure = [_tool("cmake"), "-S", str(CSRC), "-B", str(out), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}",
                  "-DCMAKE_BUILD_TYPE=Release", *torch_cmake_args()]
     if host:
-        configure += ["-DTCEMU_BUILD_HOST=ON", f"-DCMAKE_PREFIX_PATH={';'.join(metatomic_prefix_path())}"]
+        import torch  # noqa: PLC0415
+
+        # (metatensor-torch's CMake package finds torch's own: TorchConfig.cmake)
+        prefixes = [*metatomic_prefix_path(), torch.utils.cmake_prefix_path]
+        configure += ["-DTCEMU_BUILD_HOST=ON", f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}"]
     steps = [configure, [_tool("cmake"), "--build", str(out), *(["-j", str(jobs)] if jobs else [])]]
     for cmd in steps:
         done = subprocess.run(cmd, capture_output=quiet, text=True)
@@ -109,16 +112,18 @@ def load(path: str | os.PathLike | None = None) -> str:
 
 
 def export_script(model, method: str, path: str | os.PathLike, *, backend: str = "torch",
-                  grad_weight_method: str | None = None) -> dict[str, int]:
+                  grad_weight_method: str | None = None,
+                  native_library: str | os.PathLike | None = None) -> dict[str, int]:
     """Write a TorchScript ``.pt`` whose graphs call the ``tcemu::`` ops: ``model`` (a scripted module, a
-    metatomic ``AtomisticModel``, or the path of a saved ``.pt``) is loaded, emulated with ``method`` by
-    :func:`tcemu.emulate_` (its graphs rewritten) and saved with ``torch.jit.save``, the model's extra files
-    (metatomic's metadata) kept. Returns the rewritten ops and their counts. A host loads the file after loading
-    the native library (or tcemu's Python)."""
+    metatomic ``AtomisticModel``, any scriptable ``nn.Module``, or the path of a saved ``.pt``) is emulated with
+    ``method`` by :func:`tcemu.emulate_` (a copy: its graphs rewritten) and saved with ``torch.jit.save``, the
+    file's extra files (metatomic's metadata) kept. ``native_library`` (a metatomic model only): the built library,
+    listed among the model's extensions, so that metatomic's ``load_model_extensions`` (which LAMMPS's pair style
+    calls) loads it. Returns the rewritten ops and their counts. A host loads the file after loading the native
+    library (or tcemu's Python); ``backend`` is what tcemu's Python runs (the native library runs its reference)."""
     from ._export import export_script as _export  # noqa: PLC0415
 
-    return _export(model, method, path, backend=backend, grad_weight_method=grad_weight_method)
+    return _export(model, method, path, backend=backend, grad_weight_method=grad_weight_method,
+                   native_library=native_library)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit("use python -m tcemu.native")
