@@ -98,39 +98,39 @@ def cases() -> dict[str, dict]:
     return out
 
 
-def _leaf(x, need: bool):
+def _leaf(x, need: bool, device: str):
     if isinstance(x, torch.Tensor):
-        x = x.detach().clone()
+        x = x.detach().to(device).clone()
         return x.requires_grad_(need) if x.is_floating_point() else x
     if isinstance(x, list) and x and isinstance(x[0], torch.Tensor):
-        return [_leaf(t, need) for t in x]
+        return [_leaf(t, need, device) for t in x]
     return x
 
 
-def run(case: dict) -> list[torch.Tensor | None]:
+def run(case: dict, device: str = "cpu") -> list[torch.Tensor | None]:
     """The op's output, its gradients (a seeded random output gradient; create_graph) and the gradients of the
-    gradients' squared sum (double backward)."""
-    args = [_leaf(x, i in case["grad"]) for i, x in enumerate(case["args"])]
+    gradients' squared sum (double backward), on ``device``; returned on the CPU."""
+    args = [_leaf(x, i in case["grad"], device) for i, x in enumerate(case["args"])]
     out = getattr(torch.ops.tcemu, case["op"])(*args, *case["tail"])
-    results: list[torch.Tensor | None] = [out.detach()]
+    results: list[torch.Tensor | None] = [out.detach().cpu()]
     leaves = [t for i in case["grad"] for t in (args[i] if isinstance(args[i], list) else [args[i]])]
     if not leaves:
         return results
-    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(99), dtype=out.dtype)
+    grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(99), dtype=out.dtype).to(device)
     grads = torch.autograd.grad(out, leaves, grad_out, create_graph=True, allow_unused=True)
-    results += [None if g is None else g.detach() for g in grads]
+    results += [None if g is None else g.detach().cpu() for g in grads]
     second = [(g * g).sum() for g in grads if g is not None and g.requires_grad]
     if second:
         gg = torch.autograd.grad(sum(second), leaves, allow_unused=True)
-        results += [None if g is None else g.detach() for g in gg]
+        results += [None if g is None else g.detach().cpu() for g in gg]
     return results
 
 
-def run_all(all_cases: dict[str, dict]) -> dict[str, list]:
+def run_all(all_cases: dict[str, dict], device: str = "cpu") -> dict[str, list]:
     out = {}
     for name, case in all_cases.items():
         try:
-            out[name] = run(case)
+            out[name] = run(case, device)
         except Exception as exc:  # noqa: BLE001 - reported, compared by the test
             out[name] = f"{type(exc).__name__}: {exc}".splitlines()[0]
     return out

@@ -1,5 +1,5 @@
 """Energy and forces of an exported emulated model in a process where only the native library provides the
-``tcemu::`` ops (tcemu is never imported): ``python _native_pet_worker.py MODE LIBRARY MODEL.pt ATOMS.xyz OUT.npz``.
+``tcemu::`` ops (tcemu is never imported): ``python _native_pet_worker.py MODE LIBRARY MODEL.pt ATOMS.xyz OUT.npy DEVICE``.
 
 MODE ``load_library``: ``torch.ops.load_library(LIBRARY)`` then metatomic's ASE calculator; ``extensions``: the
 library is not loaded here, metatomic loads it from the model's extensions metadata (as LAMMPS's pair style does).
@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 torch.set_num_threads(1)  # as the test process (tests/conftest.py)
-mode, library, model, atoms_path, out = sys.argv[1:6]
+mode, library, model, atoms_path, out, device = sys.argv[1:7]
 if mode == "load_library":
     torch.ops.load_library(library)
 
@@ -22,7 +22,7 @@ from metatomic_ase import MetatomicCalculator  # noqa: E402
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
-    calc = MetatomicCalculator(model, device="cpu")
+    calc = MetatomicCalculator(model, device=device)
     atoms = ase.io.read(atoms_path)
     results = []
     for optimized in (True, True, False):

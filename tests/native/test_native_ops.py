@@ -32,12 +32,34 @@ def _bits(x):
     return x.view(torch.int64 if x.dtype == torch.float64 else torch.int32) if x.is_floating_point() else x
 
 
-def _native_results(library: Path, cases: dict, tmp_path: Path) -> dict:
+def _native_results(library: Path, cases: dict, tmp_path: Path, device: str = "cpu", tf32: bool = False) -> dict:
     torch.save(cases, tmp_path / "cases.pt")
     done = subprocess.run([sys.executable, str(HERE / "_native_worker.py"), str(library), str(tmp_path / "cases.pt"),
-                           str(tmp_path / "results.pt")], capture_output=True, text=True, timeout=300)
+                           str(tmp_path / "results.pt"), device, str(int(tf32))], capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     return torch.load(tmp_path / "results.pt")
+
+
+def _differences(native: dict, want: dict) -> tuple[int, list[str]]:
+    """(tensors compared, what differs) between the native library's results and tcemu's Python ops'."""
+    compared, wrong = 0, []
+    for name, got in native.items():
+        if isinstance(want[name], str) and got == want[name]:
+            continue  # the same error (torch's: the double backward of its causal attention)
+        if isinstance(want[name], str) or isinstance(got, str):
+            wrong.append(f"{name}: Python {want[name] if isinstance(want[name], str) else 'ran'}, native "
+                         f"{got if isinstance(got, str) else 'ran'}")
+            continue
+        if len(got) != len(want[name]):
+            wrong.append(f"{name}: {len(got)} results, Python {len(want[name])}")
+            continue
+        for i, (g, w) in enumerate(zip(got, want[name])):
+            if (g is None) != (w is None) or (g is not None and not (
+                    g.shape == w.shape and g.dtype == w.dtype and torch.equal(_bits(g), _bits(w)))):
+                wrong.append(f"{name}[{i}]: the bits differ")
+            compared += g is not None
+    return compared, wrong
 
 
 def test_schemas_are_tcemus(native_library):
@@ -52,23 +74,44 @@ def test_every_case_has_the_bits_of_the_python_ops(native_library, tmp_path):
     cases = _native_cases.cases()
     native = _native_results(native_library, cases, tmp_path)
     assert "defined by this library" in native["info"]
-    want = _native_cases.run_all(cases)
-    compared, wrong = 0, []
-    for name, got in native["results"].items():
-        if isinstance(want[name], str) and got == want[name]:
-            continue  # the same error (torch's: the double backward of its causal attention)
-        if isinstance(want[name], str) or isinstance(got, str):
-            wrong.append(f"{name}: Python {want[name] if isinstance(want[name], str) else 'ran'}, native "
-                         f"{got if isinstance(got, str) else 'ran'}")
-            continue
-        assert len(got) == len(want[name]) > 0, name
-        for i, (g, w) in enumerate(zip(got, want[name])):
-            if (g is None) != (w is None) or (g is not None and not (
-                    g.shape == w.shape and g.dtype == w.dtype and torch.equal(_bits(g), _bits(w)))):
-                wrong.append(f"{name}[{i}]: the bits differ")
-            compared += g is not None
+    compared, wrong = _differences(native["results"], _native_cases.run_all(cases))
     assert not wrong, wrong
     assert compared > 150
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tf32_allowed", [False, True], ids=["ieee", "tf32-allowed"])
+def test_cuda_cases_have_the_bits_of_the_python_ops(native_library, tmp_path, tf32_allowed):
+    """On CUDA (the piece products on cuBLAS with TF32 off, whatever the global setting): the bits of tcemu's
+    Python ops with backend="torch", every case but method tf32 (cuBLAS's own TF32 there: the native library
+    refuses it, the last test)."""
+    cases = {name: case for name, case in _native_cases.cases().items() if "tf32" not in case["tail"][:2]}
+    native = _native_results(native_library, cases, tmp_path, "cuda", tf32_allowed)
+    cuda = torch.backends.cuda.matmul
+    old = cuda.fp32_precision
+    cuda.fp32_precision = "tf32" if tf32_allowed else "ieee"
+    try:
+        want = _native_cases.run_all(cases, "cuda")
+    finally:
+        cuda.fp32_precision = old
+    compared, wrong = _differences(native["results"], want)
+    assert not wrong, wrong
+    assert compared > 150
+
+
+@pytest.mark.gpu
+def test_cuda_method_tf32_is_refused(native_library):
+    code = """
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+a = torch.randn(4, 4, device="cuda")
+try:
+    torch.ops.tcemu.matmul(a, a, "tf32", "torch")
+except RuntimeError as exc:
+    print(str(exc).splitlines()[0])
+"""
+    line = _python(code, native_library).strip()
+    assert "tcemu" in line and "tf32x3" in line, line
 
 
 def test_products_are_fp32_faithful_against_fp64(native_library, tmp_path):

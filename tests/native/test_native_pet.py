@@ -67,11 +67,11 @@ def _load(path):
         return load_atomistic_model(str(path))
 
 
-def _calculator_runs(model) -> np.ndarray:
+def _calculator_runs(model, device: str = "cpu") -> np.ndarray:
     """What the worker computes, here with tcemu's Python ops."""
     from metatomic_ase import MetatomicCalculator
 
-    calc = MetatomicCalculator(model, device="cpu")
+    calc = MetatomicCalculator(model, device=device)
     runs = []
     for optimized in (True, True, False):
         calc.reset()
@@ -88,14 +88,18 @@ def test_the_export_calls_tcemus_ops(exported):
     assert f'ops.tcemu.linear(input, weight, bias, "{METHOD}", "{METHOD}", "torch")' in code
 
 
-@pytest.mark.parametrize("mode", ["load_library", "extensions"])
-def test_native_only_python_host_has_the_python_bits(exported, native_library, mode, tmp_path):
+def _worker_runs(exported, native_library, mode: str, device: str, tmp_path: Path) -> np.ndarray:
     out = tmp_path / "runs.npy"
     done = subprocess.run([sys.executable, str(HERE / "_native_pet_worker.py"), mode, str(native_library),
-                           str(exported["dir"] / "pet.pt"), str(exported["dir"] / "water.xyz"), str(out)],
+                           str(exported["dir"] / "pet.pt"), str(exported["dir"] / "water.xyz"), str(out), device],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    native = np.load(out)
+    return np.load(out)
+
+
+@pytest.mark.parametrize("mode", ["load_library", "extensions"])
+def test_native_only_python_host_has_the_python_bits(exported, native_library, mode, tmp_path):
+    native = _worker_runs(exported, native_library, mode, "cpu", tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         python = _calculator_runs(_load(exported["dir"] / "pet.pt"))
@@ -103,6 +107,15 @@ def test_native_only_python_host_has_the_python_bits(exported, native_library, m
         first_eager = _calculator_runs_of(eager)
     assert np.array_equal(native, python)  # every run, bit for bit
     assert np.array_equal(native[0], first_eager)  # the eager emulated model's bits (TorchScript's first run)
+
+
+@pytest.mark.gpu
+def test_native_only_python_host_has_the_python_bits_on_cuda(exported, native_library, tmp_path):
+    native = _worker_runs(exported, native_library, "load_library", "cuda", tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        python = _calculator_runs(_load(exported["dir"] / "pet.pt"), "cuda")
+    assert np.array_equal(native, python)
 
 
 def _metatomic(model):
@@ -138,3 +151,11 @@ def test_cpp_host_has_the_python_bits_and_fp32_accuracy(exported, native_host, n
     e32, f32 = _host_inputs.energy_forces(_load(d / "pet32.pt"), water)
     e64, f64 = _host_inputs.energy_forces(_load(d / "pet64.pt"), water)
     assert_fp32_accurate(e, f, e32, f32, e64, f64)
+
+
+@pytest.mark.gpu
+def test_cpp_host_on_cuda_has_the_python_bits(exported, native_host):
+    d, water = exported["dir"], exported["water"]
+    e, f = _host(native_host, d / "pet.pt", d / "water.txt", "--device", "cuda")
+    want_e, want_f = _host_inputs.energy_forces(_load(d / "pet.pt"), water, "cuda")
+    assert np.float32(e) == np.float32(want_e) and np.array_equal(f.astype(np.float32), want_f)
