@@ -174,3 +174,17 @@ with tcemu.coverage() as cov:
 print(cov.flops("emulated") > 0)
 """
     assert _python(code, native_library).strip() == "True"
+
+
+def test_a_second_copy_of_the_library_defines_nothing(native_library, tmp_path):
+    """Two copies loaded (a host's own and one a model's extensions name): the first one's ops serve."""
+    copy = tmp_path / "libtcemu_native_copy.so"
+    copy.write_bytes(native_library.read_bytes())
+    code = """
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+torch.ops.load_library(sys.argv[2])
+a = torch.randn(5, 5)
+print(torch.equal(torch.ops.tcemu.matmul(a, a, "bf16x9", "torch"), torch.ops.tcemu.matmul(a, a, "bf16x9", "auto")))
+"""
+    assert _python(code, native_library, copy).strip() == "True"

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import functools
 import os
-import shutil
-import subprocess
 from pathlib import Path
 
 __all__ = ["CSRC", "build", "build_dir", "library_path", "load", "export_script"]
@@ -41,64 +39,15 @@ def library_path(directory: str | os.PathLike | None = None) -> Path:
     return path
 
 
-def torch_cmake_args() -> list[str]:
-    """CMake definitions of the installed torch: headers, libraries and the C++ ABI flag it was built with."""
-    import torch  # noqa: PLC0415
-    from torch.utils import cpp_extension  # noqa: PLC0415
-
-    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    return [f"-DTCEMU_TORCH_INCLUDE_DIRS={';'.join(cpp_extension.include_paths())}",
-            f"-DTCEMU_TORCH_LIBRARY_DIR={Path(torch.__file__).parent / 'lib'}", f"-DTCEMU_CXX11_ABI={abi}"]
-
-
-def _tool(name: str) -> str:
-    found = shutil.which(name)
-    if found is None:
-        raise RuntimeError(f"tcemu: building the native library needs {name}, which is not on PATH; install it "
-                           "(cmake, ninja and a C++17 compiler)")
-    return found
-
-
 def build(directory: str | os.PathLike | None = None, *, host: bool = False, jobs: int | None = None,
           quiet: bool = True) -> Path:
-    """Configure and build the native library (and, with ``host``, the C++ host demo against metatomic-torch's
-    libraries from its wheel); returns the library's path. Incremental: an up-to-date build costs a second."""
-    out = Path(directory or build_dir()).resolve()
-    out.mkdir(parents=True, exist_ok=True)
-    configure = [_tool("cmake"), "-S", str(CSRC), "-B", str(out), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={_tool('ninja')}",
-                 "-DCMAKE_BUILD_TYPE=Release", *torch_cmake_args()]
-    if host:
-        import torch  # noqa: PLC0415
+    """Build the native library (and, with ``host``, the C++ host demo against metatomic-torch's libraries from
+    its wheel) into ``directory`` (:func:`build_dir` by default); returns the library's path. With CMake and
+    Ninja: an incremental build (an up-to-date one costs a second); without them, the C++ compiler directly
+    (``c++`` or ``$CXX``). Raises RuntimeError with the compiler's output if the build fails."""
+    from ._build import build as _build  # noqa: PLC0415
 
-        # (metatensor-torch's CMake package finds torch's own: TorchConfig.cmake)
-        prefixes = [*metatomic_prefix_path(), torch.utils.cmake_prefix_path]
-        configure += ["-DTCEMU_BUILD_HOST=ON", f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}"]
-    steps = [configure, [_tool("cmake"), "--build", str(out), *(["-j", str(jobs)] if jobs else [])]]
-    for cmd in steps:
-        done = subprocess.run(cmd, capture_output=quiet, text=True)
-        if done.returncode:
-            log = (done.stdout or "") + (done.stderr or "") if quiet else ""
-            raise RuntimeError(f"tcemu: building the native library failed ({' '.join(cmd[:3])} ...):\n{log[-4000:]}")
-    return library_path(out)
-
-
-def metatomic_prefix_path() -> list[str]:
-    """CMake prefixes of metatomic-torch, metatensor-torch and metatensor from their wheels (the versions built
-    for the installed torch)."""
-    import metatensor  # noqa: PLC0415
-    import metatensor.torch  # noqa: F401, PLC0415
-    import metatomic.torch  # noqa: F401, PLC0415
-    import torch  # noqa: PLC0415
-
-    version = ".".join(torch.__version__.split("+")[0].split(".")[:2])
-    site = Path(metatensor.__file__).parent.parent
-    prefixes = [site / "metatomic" / "torch" / f"torch-{version}", site / "metatensor_torch" / f"torch-{version}",
-                site / "metatensor"]
-    missing = [str(p) for p in prefixes if not p.is_dir()]
-    if missing:
-        raise RuntimeError(f"tcemu: metatomic-torch / metatensor-torch libraries for torch {version} not found "
-                           f"({', '.join(missing)}); install metatomic-torch built for this torch")
-    return [str(p) for p in prefixes]
+    return _build(Path(directory or build_dir()).resolve(), host=host, jobs=jobs, quiet=quiet)
 
 
 @functools.cache

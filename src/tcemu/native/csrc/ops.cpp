@@ -276,8 +276,10 @@ std::string native_info() {
 
 TORCH_LIBRARY_FRAGMENT(tcemu, m) {
   using namespace tcemu;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  if (dispatcher.findSchema({"tcemu::native_info", ""}).has_value()) return;  // another copy of this library
   m.def("native_info() -> str", &native_info);
-  if (c10::Dispatcher::singleton().findSchema({"tcemu::matmul", ""}).has_value()) {
+  if (dispatcher.findSchema({"tcemu::matmul", ""}).has_value()) {
     defined_by_python = true;  // defined already: tcemu's Python ops were imported first
     return;
   }
