@@ -188,3 +188,42 @@ a = torch.randn(5, 5)
 print(torch.equal(torch.ops.tcemu.matmul(a, a, "bf16x9", "torch"), torch.ops.tcemu.matmul(a, a, "bf16x9", "auto")))
 """
     assert _python(code, native_library, copy).strip() == "True"
+
+
+class _Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(6, 5)
+        self.outer = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        h = torch.tanh(self.inner(x))
+        return self.outer(torch.einsum("ij,kj->ik", h, h))
+
+
+def test_export_script_of_a_scripted_module_runs_where_only_the_library_is(native_library, tmp_path):
+    """``export_script`` on a scripted module: the saved code calls tcemu's ops, and a process with only the
+    native library loads it and gets the output and input gradient of tcemu's Python path."""
+    torch.manual_seed(0)
+    path = tmp_path / "net.pt"
+    counts = tcemu.native.export_script(torch.jit.script(_Net()), "bf16x6", path)
+    assert counts == {"tcemu::linear": 2, "tcemu::einsum": 1}
+    x = torch.randn(4, 6)
+    torch.save(x, tmp_path / "x.pt")
+    code = """
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+net = torch.jit.load(sys.argv[2])
+x = torch.load(sys.argv[3]).requires_grad_(True)
+y = net(x)
+(g,) = torch.autograd.grad(y.sum(), x)
+torch.save([y.detach(), g], sys.argv[4])
+assert "tcemu" not in sys.modules
+"""
+    _python(code, native_library, path, tmp_path / "x.pt", tmp_path / "out.pt")
+    got = torch.load(tmp_path / "out.pt")
+    net = torch.jit.load(str(path))
+    xg = x.clone().requires_grad_(True)
+    y = net(xg)
+    (g,) = torch.autograd.grad(y.sum(), xg)
+    assert torch.equal(_bits(got[0]), _bits(y.detach())) and torch.equal(_bits(got[1]), _bits(g))
