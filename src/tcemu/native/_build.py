@@ -56,12 +56,15 @@ def _with_cmake(out: Path, host: bool, jobs: int | None, quiet: bool) -> None:
     if host:  # (metatensor-torch's CMake package finds torch's own: TorchConfig.cmake)
         prefixes = [*map(str, metatomic_prefix_path()), torch_prefix]
         configure += ["-DTCEMU_BUILD_HOST=ON", f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}"]
+    else:
+        configure += ["-DTCEMU_BUILD_HOST=OFF"]
     _run(configure, quiet)
     _run([cmake, "--build", str(out), *(["-j", str(jobs)] if jobs else [])], quiet)
 
 
-def _with_compiler(out: Path, host: bool, jobs: int | None, quiet: bool) -> None:
-    """The same build without CMake: one compiler call per source (in parallel), then the link."""
+def _with_compiler(out: Path, host: bool, jobs: int | None, quiet: bool, library: bool = True) -> None:
+    """The same build without CMake: one compiler call per source (in parallel), then the link; ``library=False``:
+    the host demo only."""
     cxx = os.environ.get("CXX") or shutil.which("c++") or shutil.which("g++")
     if cxx is None:
         raise RuntimeError("tcemu: building the native library needs a C++17 compiler (c++, g++ or $CXX) and "
@@ -77,11 +80,17 @@ def _with_compiler(out: Path, host: bool, jobs: int | None, quiet: bool) -> None
                                                          (CSRC / "tcemu_native.h").stat().st_mtime):
             _run([cxx, *flags, "-c", str(source), "-o", str(obj)], quiet)
 
-    with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
-        list(pool.map(compile_one, zip(SOURCES, objects)))
-    torch_libs = [f"-L{libdir}", "-ltorch", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{libdir}"]
-    _run([cxx, "-shared", *map(str, objects), "-o", str(out / LIBRARY_NAME), *torch_libs], quiet)
-    if host:
+    if library:
+        with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
+            list(pool.map(compile_one, zip(SOURCES, objects)))
+    cuda = [f"-l{lib}" for lib in ("torch_cuda", "c10_cuda") if (libdir / f"lib{lib}.so").exists()]
+    # (a CUDA torch: its CUDA kernels are registered when these load; a C++ host must load them itself)
+    torch_libs = [f"-L{libdir}", "-ltorch", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{libdir}",
+                  *(["-Wl,--no-as-needed", *cuda, "-Wl,--as-needed"] if cuda else [])]
+    if library:
+        _run([cxx, "-shared", *map(str, objects), "-o", str(out / LIBRARY_NAME), *torch_libs], quiet)
+    binary = out / HOST
+    if host and not (binary.exists() and binary.stat().st_mtime > (CSRC / "host" / "host.cpp").stat().st_mtime):
         prefixes = metatomic_prefix_path()
         _run([cxx, *flags, *(f"-isystem{p / 'include'}" for p in prefixes), str(CSRC / "host" / "host.cpp"), "-o",
               str(out / HOST), *torch_libs, *(f"-L{p / 'lib'}" for p in prefixes),
@@ -92,8 +101,16 @@ def _with_compiler(out: Path, host: bool, jobs: int | None, quiet: bool) -> None
 def build(out: Path, *, host: bool = False, jobs: int | None = None, quiet: bool = True) -> Path:
     """See :func:`tcemu.native.build`."""
     out.mkdir(parents=True, exist_ok=True)
-    if shutil.which("cmake") and shutil.which("ninja") and not os.environ.get("TCEMU_NATIVE_NO_CMAKE"):
-        _with_cmake(out, host, jobs, quiet)
-    else:
+    if not (shutil.which("cmake") and shutil.which("ninja")) or os.environ.get("TCEMU_NATIVE_NO_CMAKE"):
         _with_compiler(out, host, jobs, quiet)
+        return out / LIBRARY_NAME
+    try:
+        _with_cmake(out, host, jobs, quiet)
+    except RuntimeError:
+        if not host:
+            raise
+        # the host's CMake packages (metatomic-torch finds TorchConfig.cmake, which a CUDA torch ties to a CUDA
+        # toolkit that CMake must find): the compiler directly then, the library with the same sources
+        _with_cmake(out, False, jobs, quiet)
+        _with_compiler(out, True, jobs, quiet, library=False)
     return out / LIBRARY_NAME
