@@ -1,5 +1,6 @@
 """Energy and forces of an exported emulated model in a process where only the native library provides the
-``tcemu::`` ops (tcemu is never imported): ``python _native_pet_worker.py MODE LIBRARY MODEL.pt ATOMS.xyz OUT.npy DEVICE``.
+``tcemu::`` ops (tcemu is never imported):
+``python _native_pet_worker.py MODE LIBRARY MODEL.pt ATOMS.xyz OUT.npy DEVICE``.
 
 MODE ``load_library``: ``torch.ops.load_library(LIBRARY)`` then metatomic's ASE calculator; ``extensions``: the
 library is not loaded here, metatomic loads it from the model's extensions metadata (as LAMMPS's pair style does).

@@ -118,7 +118,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
     TORCH_CHECK_VALUE(mask.device() == q.device(), "tcemu.scaled_dot_product_attention: all tensors must be on one "
                                                    "device");
     if (mask.scalar_type() == at::kBool) {
-      mask = at::zeros(mask.sizes(), q.options()).masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+      const double minus_inf = -std::numeric_limits<double>::infinity();
+      mask = at::zeros(mask.sizes(), q.options()).masked_fill(mask.logical_not(), minus_inf);
     }
     if (q.dim() == 4 && mask.dim() < 4) {  // as torch broadcasts it (a view: gradients flow back)
       std::vector<int64_t> shape(4 - mask.dim(), 1);
@@ -126,7 +127,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
       mask = mask.reshape(shape);
     }
   }
-  const double s_scale = scale.has_value() ? *scale : (q.size(-1) ? 1.0 / std::sqrt(static_cast<double>(q.size(-1))) : 1.0);
+  // 1 / sqrt(D) as torch; for D = 0 the scores are empty sums, 0 whatever the scale
+  const double default_scale = q.size(-1) ? 1.0 / std::sqrt(static_cast<double>(q.size(-1))) : 1.0;
+  const double s_scale = scale.has_value() ? *scale : default_scale;
   auto s = matmul(q, k.transpose(-2, -1), method) * s_scale;
   if (mask.defined()) s = s + mask;
   return matmul(softmax_keys(s), v, method);

@@ -115,7 +115,8 @@ std::pair<Tensor, Labels> take_diagonals(Tensor x, Labels labels) {
         x = x.diagonal(0, static_cast<int64_t>(i), j);
         Labels rest;
         for (size_t k = 0; k < labels.size(); ++k) {
-          if (static_cast<int64_t>(k) != static_cast<int64_t>(i) && static_cast<int64_t>(k) != j) rest.push_back(labels[k]);
+          const auto at = static_cast<int64_t>(k);
+          if (at != static_cast<int64_t>(i) && at != j) rest.push_back(labels[k]);
         }
         rest.push_back(s);
         labels = rest;
@@ -196,8 +197,9 @@ std::pair<Tensor, Labels> contract_pair(Tensor a, Labels la, Tensor b, Labels lb
     if (!contains(la, s)) b_only.push_back(s);
   }
   std::map<std::string, int64_t> size;
-  for (size_t i = 0; i < la.size(); ++i) size[la[i]] = std::max<int64_t>(size.count(la[i]) ? size[la[i]] : 1, a.size(i));
-  for (size_t i = 0; i < lb.size(); ++i) size[lb[i]] = std::max<int64_t>(size.count(lb[i]) ? size[lb[i]] : 1, b.size(i));
+  auto grow = [&size](const std::string& s, int64_t n) { size[s] = std::max<int64_t>(size.count(s) ? size[s] : 1, n); };
+  for (size_t i = 0; i < la.size(); ++i) grow(la[i], a.size(i));
+  for (size_t i = 0; i < lb.size(); ++i) grow(lb[i], b.size(i));
   auto cat = [](Labels x, const Labels& y) {
     x.insert(x.end(), y.begin(), y.end());
     return x;

@@ -145,8 +145,9 @@ Tensor op_bilinear(const Tensor& x1, const Tensor& x2, const Tensor& w, const op
   const auto m = method_of(method, backend);
   const bool has_bias = b.has_value() && b->defined();
   if (!emulable({&x1, &x2, &w}) || (has_bias && !emulable({&*b}))) return at::bilinear(x1, x2, w, b);
-  const bool fits = w.dim() == 3 && x1.dim() > 0 && x1.sizes().slice(0, x1.dim() - 1) == x2.sizes().slice(0, x2.dim() - 1) &&
-                    x2.dim() > 0 && x1.size(-1) == w.size(1) && x2.size(-1) == w.size(2) &&
+  const bool fits = w.dim() == 3 && x1.dim() > 0 && x2.dim() > 0 &&
+                    x1.sizes().slice(0, x1.dim() - 1) == x2.sizes().slice(0, x2.dim() - 1) &&
+                    x1.size(-1) == w.size(1) && x2.size(-1) == w.size(2) &&
                     (!has_bias || (b->dim() == 1 && b->size(0) == w.size(0)));
   TORCH_CHECK(fits, "bilinear: shapes input1 ", x1.sizes(), ", input2 ", x2.sizes(), ", weight ", w.sizes(),
               " and bias do not fit (input1 (..., in1), input2 (..., in2), weight (out, in1, in2), bias (out,))");

@@ -69,7 +69,8 @@ metatensor_torch::TensorBlock neighbors(const torch::Tensor& positions, const At
   auto sample_values = torch::tensor(samples, torch::kInt32).reshape({count, 5});
   auto index = [&](const std::vector<int64_t>& v) { return torch::tensor(v, torch::kInt64).to(positions.device()); };
   // the pair vectors from the positions with torch ops: the forces flow back through them
-  auto vectors = (positions.index_select(0, index(second)) - positions.index_select(0, index(first))).reshape({count, 3, 1});
+  auto vectors = positions.index_select(0, index(second)) - positions.index_select(0, index(first));
+  vectors = vectors.reshape({count, 3, 1});
   auto labels = [&](std::vector<std::string> names, torch::Tensor values) {
     return torch::make_intrusive<metatensor_torch::LabelsHolder>(torch::IValue(names), values.to(positions.device()));
   };
