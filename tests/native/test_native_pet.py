@@ -153,6 +153,20 @@ def test_cpp_host_has_the_python_bits_and_fp32_accuracy(exported, native_host, n
     assert_fp32_accurate(e, f, e32, f32, e64, f64)
 
 
+def test_cpp_host_finds_the_library_in_an_extensions_directory(exported, native_host, native_library, tmp_path):
+    """Exported with ``collect_extensions``: the model lists the library relative to that directory, which the
+    engine is given (LAMMPS's ``extensions`` keyword); the bits of the host run that loaded it by absolute path."""
+    d = exported["dir"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tcemu.native.export_script(d / "pet.pt", METHOD, tmp_path / "pet.pt", native_library=native_library,
+                                   collect_extensions=tmp_path / "extensions")
+    assert (tmp_path / "extensions" / "tcemu" / native_library.name).is_file()
+    e, f = _host(native_host, tmp_path / "pet.pt", d / "water.txt", "--extensions-dir", str(tmp_path / "extensions"))
+    want_e, want_f = _host(native_host, d / "pet.pt", d / "water.txt")
+    assert e == want_e and np.array_equal(f, want_f)
+
+
 @pytest.mark.gpu
 def test_cpp_host_on_cuda_has_the_python_bits(exported, native_host):
     d, water = exported["dir"], exported["water"]

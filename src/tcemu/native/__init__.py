@@ -61,18 +61,20 @@ def load(path: str | os.PathLike | None = None) -> str:
 
 
 def export_script(model, method: str, path: str | os.PathLike, *, backend: str = "torch",
-                  grad_weight_method: str | None = None,
-                  native_library: str | os.PathLike | None = None) -> dict[str, int]:
+                  grad_weight_method: str | None = None, native_library: str | os.PathLike | None = None,
+                  collect_extensions: str | os.PathLike | None = None) -> dict[str, int]:
     """Write a TorchScript ``.pt`` whose graphs call the ``tcemu::`` ops: ``model`` (a scripted module, a
     metatomic ``AtomisticModel``, any scriptable ``nn.Module``, or the path of a saved ``.pt``) is emulated with
     ``method`` by :func:`tcemu.emulate_` (a copy: its graphs rewritten) and saved with ``torch.jit.save``, the
-    file's extra files (metatomic's metadata) kept. ``native_library`` (a metatomic model only): the built library,
-    listed among the model's extensions, so that metatomic's ``load_model_extensions`` (which LAMMPS's pair style
-    calls) loads it. Returns the rewritten ops and their counts. A host loads the file after loading the native
-    library (or tcemu's Python); ``backend`` is what tcemu's Python runs (the native library runs its reference)."""
+    file's extra files (metatomic's metadata) kept. Returns the rewritten ops and their counts. A host loads the
+    file after loading the native library (or tcemu's Python); ``backend`` is what tcemu's Python runs (the native
+    library runs its reference for every backend).
+
+    For a metatomic model, ``native_library`` (the built library) is listed among the model's extensions, so that
+    metatomic's ``load_model_extensions`` (which LAMMPS's pair style calls) loads it: by its absolute path, or,
+    with ``collect_extensions``, copied into that directory (as ``tcemu/libtcemu_native.so``) and listed relative
+    to it, for an engine given that directory as its extensions directory."""
     from ._export import export_script as _export  # noqa: PLC0415
 
     return _export(model, method, path, backend=backend, grad_weight_method=grad_weight_method,
-                   native_library=native_library)
-
-
+                   native_library=native_library, collect_extensions=collect_extensions)

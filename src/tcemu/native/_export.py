@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import tempfile
 import zipfile
 from pathlib import Path
@@ -55,18 +56,25 @@ def _saved_file(model: nn.Module | str | os.PathLike, workdir: str) -> Path:
     return path
 
 
-def _extension_entry(library: str | os.PathLike) -> dict[str, str]:
-    """The native library as metatomic lists an extension of a model (``load_model_extensions`` loads it)."""
+def _extension_entry(library: str | os.PathLike, collect: str | os.PathLike | None) -> dict[str, str]:
+    """The native library as metatomic lists an extension of a model (``load_model_extensions`` loads it): by its
+    absolute path, or copied into the directory ``collect`` and listed relative to it (an engine given that
+    directory as its extensions directory finds it there, on any machine)."""
     path = Path(library).resolve()
+    listed = str(path)
+    if collect is not None:
+        relative = Path("tcemu") / path.name
+        (Path(collect) / relative).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, Path(collect) / relative)
+        listed = str(relative)
     return {"name": path.name.removeprefix("lib").removesuffix(".so"),
-            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "path": str(path)}
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "path": listed}
 
 
 def export_script(model, method: str, path: str | os.PathLike, *, backend: str = "torch",
-                  grad_weight_method: str | None = None,
-                  native_library: str | os.PathLike | None = None) -> dict[str, int]:
-    """See :func:`tcemu.native.export_script`; ``native_library``: the built library, listed in a metatomic
-    model's ``extensions`` (metatomic's ``load_model_extensions``, which LAMMPS's pair style calls, loads it)."""
+                  grad_weight_method: str | None = None, native_library: str | os.PathLike | None = None,
+                  collect_extensions: str | os.PathLike | None = None) -> dict[str, int]:
+    """See :func:`tcemu.native.export_script`."""
     import tcemu  # noqa: PLC0415
     from tcemu.emulation.script import rewritten_ops  # noqa: PLC0415
 
@@ -88,7 +96,10 @@ def export_script(model, method: str, path: str | os.PathLike, *, backend: str =
                                  "model's extensions; this model is not a metatomic export (load the library "
                                  "with torch.ops.load_library instead)")
             listed = [e for e in json.loads(extras["extensions"]) if e.get("name") != "tcemu_native"]
-            extras["extensions"] = json.dumps([*listed, _extension_entry(native_library)])
+            extras["extensions"] = json.dumps([*listed, _extension_entry(native_library, collect_extensions)])
+        elif collect_extensions is not None:
+            raise ValueError("tcemu.native.export_script: collect_extensions needs native_library (the library to "
+                             "copy there)")
         buffer = io.BytesIO()
         torch.jit.save(loaded, buffer, _extra_files=extras)
     Path(path).write_bytes(buffer.getvalue())
