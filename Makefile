@@ -2,7 +2,8 @@
 #   make demo        set up a virtual environment with the demo extra and run the main job (CPU without a GPU)
 #   make test        set up the test environment and run the test suite (two passes, one worker per core)
 #   make test-slow   the tests marked slow (each says why), run before each release
-.PHONY: demo test test-slow wheel-test
+#   make native      build tcemu's native library (the tcemu:: ops for LibTorch hosts) into build/native
+.PHONY: demo test test-slow wheel-test native
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -44,6 +45,10 @@ test: $(TEST_STAMP)
 
 test-slow: $(TEST_STAMP)
 	$(PYTEST) -m slow
+
+# cmake, ninja and a C++17 compiler, against the venv's torch (CPU or CUDA wheel); docs/engines.md, "Native hosts"
+native: $(TEST_STAMP)
+	$(PY) -m tcemu.native build
 
 # The wheel as a user gets it: built from the repository (not editable), installed with the mlip extra into a fresh
 # virtual environment (pip's cache and the local torch file keep it to minutes), run from outside the source tree:

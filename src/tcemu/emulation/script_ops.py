@@ -15,13 +15,16 @@ computes the bits of the eager emulated one; a call the emulation does not take 
 ``CompositeImplicitAutograd``: autograd records what they run (tcemu's autograd functions), so backward and
 double backward work as in eager code, and the coverage meter counts their products as emulated.
 
-The names and schemas are the contract of the ops: a C++ library registering the same ``tcemu::`` schemas can
-run a saved rewritten model without Python.
+The names and schemas are the contract of the ops: tcemu's native library (:mod:`tcemu.native`) registers the
+same ``tcemu::`` schemas in C++ and runs a saved rewritten model without Python. Where it was loaded before tcemu
+is imported, the schemas it defined are kept and these kernels replace its own (the meter and the Triton
+backend then serve the ops); loaded after, it defines nothing and these kernels stay.
 """
 
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -163,14 +166,32 @@ def _kernel(op: ScriptOp, n_args: int):
     return kernel
 
 
+def _defined_schema(name: str) -> str | None:
+    """The schema of ``tcemu::<name>`` if some library defined it already (tcemu's native library, loaded before
+    tcemu was imported), else None."""
+    try:
+        handle = torch._C._dispatch_find_schema_or_throw(f"tcemu::{name}", "")
+    except RuntimeError:
+        return None
+    return str(handle.schema())
+
+
 def _define() -> dict[str, ScriptOp]:
     ops: dict[str, ScriptOp] = {}
     table = (*_TABLE, ("linear", _A.linear.default, "Tensor input, Tensor weight, Tensor? bias", _linear_call))
     for name, aten, args, call in table:
         tail = "str method, str grad_weight_method, str backend) -> Tensor" if name == "linear" else _TAIL
         op = ScriptOp(name, aten, f"{name}({args}, {tail}", call)
-        _LIB.define(op.schema)
-        _LIB.impl(name, _kernel(op, len(aten._schema.arguments)), "CompositeImplicitAutograd")
+        defined = _defined_schema(name)
+        if defined is None:
+            _LIB.define(op.schema)
+        elif defined != f"tcemu::{op.schema}":
+            raise RuntimeError(f"tcemu: the op tcemu::{name} is already defined as {defined!r}, not as tcemu's "
+                               f"{op.schema!r}: a tcemu native library of another version was loaded; load the one "
+                               "built from this tcemu (python -m tcemu.native build)")
+        with warnings.catch_warnings():  # (torch warns that the native library's kernel is overridden)
+            warnings.simplefilter("ignore")
+            _LIB.impl(name, _kernel(op, len(aten._schema.arguments)), "CompositeImplicitAutograd")
         ops[op.aten_schema] = op
     return ops
 

@@ -1,0 +1,75 @@
+// tcemu's emulated FP32 products for LibTorch hosts: the `tcemu::` ops that rewritten TorchScript graphs call.
+//
+// A C++ rendering of tcemu's PyTorch reference backend (src/tcemu/emulation/reference.py, split.py, ops.py,
+// attention.py, contractions.py): the same sequence of ATen calls, so that on the CPU (and on CUDA, where the
+// piece products run on cuBLAS in IEEE FP32) a model gives the bits of tcemu's Python path with backend="torch".
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tcemu {
+
+using at::Tensor;
+
+// One emulation method (tcemu.emulation.methods.MethodSpec): pieces, kept products and the residual shift.
+struct MethodSpec {
+  std::string name;
+  std::string piece_format;  // "fp32", "tf32" or "bf16"
+  int n_pieces;
+  std::vector<std::pair<int, int>> products;  // accumulation order: small first, (0, 0) last
+  int shift;
+
+  bool uses_tensor_cores() const { return piece_format != "fp32"; }
+  // products grouped by level i + j, each in accumulation order
+  std::vector<std::vector<std::pair<int, int>>> levels() const;
+  int max_level_products() const;
+  // T of the range fix-up for contraction length k (MethodSpec.range_threshold)
+  int range_threshold(int64_t k) const;
+};
+
+// The method by name; raises a ValueError naming tcemu and the methods.
+const MethodSpec& get_method(const std::string& name);
+
+// The GEMM methods of one product and its gradients (tcemu.GemmConfig; the backend string is not kept: the
+// native library runs the reference algorithm for every backend).
+struct GemmConfig {
+  std::string forward, grad_input, grad_weight;
+  static GemmConfig one(const std::string& method) { return {method, method, method}; }
+  GemmConfig only(const std::string& method) const { return one(method); }
+};
+
+// split.py
+Tensor round_to_piece(const Tensor& x, const std::string& piece_format, bool keep_nonzero);
+std::vector<Tensor> split(const Tensor& x, const MethodSpec& spec);
+
+// reference.py
+Tensor ieee_fp32_matmul(const Tensor& a, const Tensor& b);
+Tensor mm_reference(const Tensor& a, const Tensor& b, const MethodSpec& spec);
+Tensor mm_range_scaled(const Tensor& a, const Tensor& b, const MethodSpec& spec);
+
+// ops.py: the differentiable products (forward, backward and double backward emulated)
+Tensor matmul_nd(const Tensor& a, const Tensor& b, const GemmConfig& cfg);
+Tensor matmul(const Tensor& a, const Tensor& b, const std::string& method);
+Tensor linear(const Tensor& x, const Tensor& weight, const c10::optional<Tensor>& bias, const std::string& method,
+              const std::string& grad_weight_method);
+
+// contractions.py and attention.py
+Tensor tensordot(const Tensor& a, const Tensor& b, std::vector<int64_t> dims_a, std::vector<int64_t> dims_b,
+                 const std::string& method);
+Tensor bilinear(const Tensor& x1, const Tensor& x2, const Tensor& weight, const c10::optional<Tensor>& bias,
+                const std::string& method);
+Tensor multi_dot(const std::vector<Tensor>& tensors, const std::string& method);
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const c10::optional<Tensor>& attn_mask, c10::optional<double> scale,
+                                    const std::string& method);
+bool einsum_contracts(const std::string& equation, const std::vector<Tensor>& operands);
+Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands, const std::string& method);
+
+// ops.py's check: float32, dense, on one CPU or CUDA device (what the emulation runs; anything else is aten's)
+bool emulable(std::initializer_list<const Tensor*> tensors);
+
+}  // namespace tcemu
