@@ -491,33 +491,66 @@ def _merge(parts: list[dict]) -> dict:
     return out
 
 
+def _part_path(parts_dir: str, case: "Case", chunk: int, chunks: int, samples: int, seed: int) -> Path:
+    safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in case.name)
+    return Path(parts_dir) / f"{safe}.s{samples}.seed{seed}.{chunk:03d}of{chunks}.json"
+
+
+def cached_worker(args) -> dict:
+    """:func:`worker` with its result kept in ``path`` (read back if another run already wrote it)."""
+    path, job = args
+    if path is not None and path.exists():
+        return json.loads(path.read_text())
+    res = worker(job)
+    if path is not None:
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(res))
+        tmp.replace(path)
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mmasim", required=True, help="a checkout of microsoft/MMA-Sim (c785138)")
     ap.add_argument("--samples", type=int, default=1_000_000, help="dot products per case (rounded up to tiles)")
     ap.add_argument("--workers", type=int, default=mp.cpu_count())
+    ap.add_argument("--chunks", type=int, default=64,
+                    help="shares per case, each with its own seed: the results do not depend on --workers")
+    ap.add_argument("--parts-dir", default=None,
+                    help="keep each share's result here and reuse those already there (a run can stop and resume, "
+                         "and machines can share the work: copy their parts into one folder)")
+    ap.add_argument("--reverse", action="store_true", help="take the shares in reverse order (a second machine)")
+    ap.add_argument("--parts-only", action="store_true", help="compute the shares, write no summary")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default="", help="only cases whose name contains this text")
     ap.add_argument("--out", default="benchmarks/results/cpu/numerics/mmasim_diff.csv",
                     help="the CSV; the markdown summary is written beside it (.md)")
     args = ap.parse_args(argv)
-    cases = [c for c in enumerate_cases(args.mmasim) if args.only in c.name]
+    if args.parts_dir:
+        Path(args.parts_dir).mkdir(parents=True, exist_ok=True)
     rows, jobs = [], []
-    for ci, case in enumerate(cases):
+    for ci, case in enumerate(enumerate_cases(args.mmasim)):  # ci over every case: seeds do not depend on --only
+        if args.only not in case.name:
+            continue
         p, why = resolve(case, "mmasim")
         if p is None:
             rows.append({"case": case.name, "tcemu": "", "status": why})
             continue
         tiles = -(-args.samples // (case.m * case.n))
-        shares = [tiles // args.workers + (w < tiles % args.workers) for w in range(args.workers)]
+        shares = [tiles // args.chunks + (w < tiles % args.chunks) for w in range(args.chunks)]
         for w, t in enumerate(shares):
             if t:
-                jobs.append((len(rows), (case, args.mmasim, t, [args.seed, ci, w])))
+                path = (_part_path(args.parts_dir, case, w, args.chunks, args.samples, args.seed)
+                        if args.parts_dir else None)
+                jobs.append((len(rows), (path, (case, args.mmasim, t, [args.seed, ci, w]))))
         rows.append({"case": case.name, "tcemu": " ".join(tcemu_key(case)), "status": "compared", "parts": []})
+    order = list(reversed(jobs)) if args.reverse else jobs
     t0 = time.perf_counter()
     with mp.get_context("spawn").Pool(args.workers) as pool:
-        for (ri, _), res in zip(jobs, pool.imap(worker, [j for _, j in jobs])):
+        for (ri, _), res in zip(order, pool.imap(cached_worker, [j for _, j in order])):
             rows[ri]["parts"].append(res)
+    if args.parts_only:
+        return 0
     for r in rows:
         if "parts" in r:
             r.update(_merge(r.pop("parts")))
@@ -558,7 +591,9 @@ def write(rows: list[dict], args, wall: float) -> None:
     total = sum(r["samples"] for r in compared)
     clean = {v: sum(r["agree"][v] == r["samples"] for r in ran) for v in ("mmasim", "measured")}
     lines = [f"# tcemu vs MMA-Sim @ c785138: every output bit\n",
-             f"Command: `{' '.join(sys.argv)}` ({wall:.0f} s wall, {args.workers} workers).\n",
+             f"Command: `{' '.join(sys.argv)}` ({wall:.0f} s wall for this call, {args.workers} workers; "
+             f"{sum(r.get('seconds', 0.0) for r in compared) / 3600:.1f} core-hours over every share"
+             f"{', shares kept in --parts-dir' if args.parts_dir else ''}).\n",
              f"{len(rows)} MMA-Sim cases; {len(compared)} modelled by tcemu and compared; "
              f"{len(rows) - len(compared)} not modelled by tcemu (listed below). MMA-Sim ran on {len(ran)} of the "
              f"{len(compared)} ({len(compared) - len(ran)} raise on every input: Findings); {total} dot products "

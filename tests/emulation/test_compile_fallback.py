@@ -140,3 +140,29 @@ def test_the_fallback_query_is_not_counted():
     before = dict(triton_backend._FALLBACKS)
     assert triton_backend._use_fallback(get_method("tf32x3"), 7, 8, 9, torch.device("cuda"), count=False)
     assert dict(triton_backend._FALLBACKS) == before
+
+
+def test_the_fallback_decision_keeps_symbolic_sizes_dynamic():
+    """Under torch.compile's dynamic shapes an activation's size in N or K (a weight gradient's rows) is symbolic:
+    the decision takes the FLOP rule there, one graph for every row count (the table's lookup needs constants,
+    which would specialize the size: a graph per size, or an error in other torch versions)."""
+    from torch._dynamo.utils import counters
+
+    from tcemu.emulation.gemm import triton_backend
+
+    spec, device = tcemu.get_method("tf32x3"), torch.device("cuda", 0)  # (the decision only: nothing runs there)
+
+    def weight_gradient_like(x, w):
+        a, b = w, x.mT  # N: the rows
+        (M, K), N = a.shape[-2:], b.shape[-1]
+        return (a @ b) * (2.0 if triton_backend._use_fallback(spec, M, N, K, device, count=False) else 3.0)
+
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(weight_gradient_like, dynamic=True, backend="eager")
+    w = torch.randn(16, 8)
+    for rows in (64, 100, 200):
+        x = torch.randn(rows, 8)
+        assert torch.equal(compiled(x, w), (w @ x.mT) * 2.0)  # tiny: the fallback
+    assert counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()

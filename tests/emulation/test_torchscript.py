@@ -45,7 +45,7 @@ class Net(torch.nn.Module):
         self.table = torch.nn.Parameter(torch.randn(d, d, dtype=torch.float64))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        e = torch.zeros(x.shape[0])
+        e = torch.zeros(x.shape[0], dtype=x.dtype, device=x.device)
         for block in self.blocks:
             e = e + block(x)
         side = torch.matmul(x.double(), self.table).sum().float()  # float64 product: runs unchanged

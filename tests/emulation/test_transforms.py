@@ -286,3 +286,30 @@ def test_per_sample_gradients_of_the_weight(name):
         per_sample, magnitude = [g.T for g in per_sample], [g.T for g in magnitude]
     _assert_within(grads, torch.stack(per_sample), torch.stack(magnitude), elementwise_bound(METHOD, M))
     assert cov.flops("fp32") == 0 and cov.flops("emulated") == S * 2 * PRODUCT_FLOPS, cov.table()
+
+
+@pytest.mark.parametrize("entry", ["matmul", "linear"])
+def test_legacy_batched_products_on_a_thread_outside_the_vmap(entry):
+    """autograd runs a CUDA backward (is_grads_batched: a legacy vmap) on threads of its own, whose legacy vmap
+    nesting is 0: a product of operands batched there is still the batched product, its batch level read off
+    the operand."""
+    import threading
+
+    g = torch.Generator().manual_seed(7)
+    a, b = torch.randn(3, 5, 7, generator=g), torch.randn(4, 7, generator=g)
+    product = (lambda x: tcemu.matmul(x, b.T, "tf32x3")) if entry == "matmul" else \
+        (lambda x: tcemu.linear(x, b, None, "tf32x3"))
+    want = torch.stack([product(x) for x in a])
+    level = torch._C._vmapmode_increment_nesting()
+    try:
+        batched, result = torch._add_batch_dim(a, 0, level), {}
+
+        def run():
+            result["out"] = torch._remove_batch_dim(product(batched), level, 3, 0)
+
+        thread = threading.Thread(target=run)
+        thread.start()
+        thread.join()
+    finally:
+        torch._C._vmapmode_decrement_nesting()
+    assert torch.equal(result["out"], want)

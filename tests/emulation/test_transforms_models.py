@@ -45,7 +45,7 @@ class ToyPotential(torch.nn.Module):
     def forward(self, pos: torch.Tensor) -> torch.Tensor:
         r2 = (pos[:, None, :] - pos[None, :, :]).square().sum(-1)
         g = torch.exp(-(r2[..., None] - self.mu) ** 2)
-        feats = torch.einsum("ijb,ij->ib", g, 1 - torch.eye(pos.shape[0], dtype=pos.dtype))
+        feats = torch.einsum("ijb,ij->ib", g, 1 - torch.eye(pos.shape[0], dtype=pos.dtype, device=pos.device))
         h = torch.tanh(torch.tanh(self.embed(feats)) @ self.mix)
         return self.readout(h).sum()
 

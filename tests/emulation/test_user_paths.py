@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import tcemu
+from tcemu.emulation.configuration import get_config
 from tcemu.emulation.scope import scope_of
 
 METHOD = "tf32x3"
@@ -217,6 +218,48 @@ def test_checkpoint_recomputes_under_the_emulation(reentrant, filtered):
         assert more_emulated == 2 * product and more_fp32 in ((product, 0.0) if not reentrant else (product,))
     else:
         assert more_fp32 == 0.0 and more_emulated >= 2 * product
+
+
+def _grads_backward_on_a_thread(model, x):
+    """Forward here, backward on another thread (as autograd runs a CUDA backward): the recompute there."""
+    import threading
+
+    xx = x.clone().requires_grad_(True)
+    with tcemu.coverage() as cov:
+        y = model(xx)
+        done = threading.Thread(target=lambda: (y * y).sum().backward())
+        done.start()
+        done.join()
+    return [y.detach(), xx.grad, *(p.grad for p in model.parameters())], cov
+
+
+class ConfigRecording(Checkpointed):
+    """Records the tcemu.config each pass of its body runs under."""
+
+    def __init__(self, reentrant, checkpointed=True):
+        super().__init__(reentrant, checkpointed)
+        self.seen = []
+
+    def body(self, x):
+        self.seen.append(get_config().small_shape_min_flops)
+        return super().body(x)
+
+
+@pytest.mark.parametrize("reentrant", [True, False])
+def test_checkpoint_recompute_on_another_thread_keeps_the_forwards_configuration(reentrant):
+    """A backward on another thread (autograd's own threads on CUDA) recomputes under the forward's tcemu.config
+    and counts its products for the forward's meter; output and gradients are those of the model without
+    checkpointing."""
+    x = _x()
+    with tcemu.config(small_shape_min_flops=123.0):
+        want, cov_want = _grads_backward_on_a_thread(
+            tcemu.emulate_(ConfigRecording(reentrant, checkpointed=False), METHOD), x)
+        model = tcemu.emulate_(ConfigRecording(reentrant), METHOD)
+        got, cov = _grads_backward_on_a_thread(model, x)
+    assert model.seen == [123.0, 123.0]  # the forward, and the recompute on the other thread
+    for a, b in zip(got, want):
+        assert torch.equal(a, b)
+    assert cov.flops("emulated") - cov_want.flops("emulated") >= 2 * (2.0 * 8 * 48 * 48)  # the recompute counted
 
 
 @pytest.mark.parametrize("reentrant", [True, False])

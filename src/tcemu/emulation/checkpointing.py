@@ -15,8 +15,9 @@ autocast and the device context for the recompute, not other torch-function mode
 
 Both read torch's checkpoint internals; where they differ (another torch), nothing is wrapped and torch
 behaves as without tcemu. The wrapper runs the function inside a fresh :class:`~tcemu.emulation.scope.Scope`
-of the same method, backend and switches, so modules left out by ``filter_fn`` stay plain, and the recompute
-gives the first pass's bits (the emulation is deterministic).
+of the same method, backend and switches, and under the first pass's :func:`tcemu.config` and coverage meters
+(a CUDA recompute runs on autograd's own threads), so modules left out by ``filter_fn`` stay plain, and the
+recompute gives the first pass's bits (the emulation is deterministic).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 import torch.utils.checkpoint as _ckpt
 
 from . import mode as _mode
+from .configuration import backward_config, for_backward
 from .scope import Scope, _run_in_scope
 
 __all__ = ["on_grad_disabled", "on_product"]
@@ -44,14 +47,16 @@ _PACK_HOOK = "_checkpoint_hook.__init__.<locals>.pack_hook"
 _MARK = "_tcemu_recompute"
 
 
-def _recompute(scope: Scope, fn: Any, *args: Any, **kwargs: Any) -> Any:
-    """``fn`` of a checkpoint, recomputed under the emulation of its first pass."""
-    return _run_in_scope(scope, fn, args, kwargs)
+def _recompute(scope: Scope, state: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn`` of a checkpoint, recomputed under the emulation, configuration and meters of its first pass (a
+    CUDA backward runs on autograd's own threads, which see neither)."""
+    with backward_config(SimpleNamespace(settings=state)):
+        return _run_in_scope(scope, fn, args, kwargs)
 
 
 def _wrap(fn: Any, mode: Any) -> Any:
     scope = Scope(mode.method, mode.backend, mode.attention, mode.matmuls, origin="checkpoint")
-    wrapped = functools.partial(_recompute, scope, fn)
+    wrapped = functools.partial(_recompute, scope, for_backward(), fn)
     setattr(wrapped, _MARK, True)
     return wrapped
 

@@ -83,8 +83,16 @@ def refuse_proxy_tracing(op: str) -> None:
                            "(torch.func.linearize, aot_function); use torch.func.jvp for tangents, or torch.compile")
 
 
+#: the deepest legacy vmap level :func:`legacy_level` looks for on a tensor
+_MAX_LEGACY_LEVEL = 64
+
+
 def legacy_level(*tensors: Tensor | None) -> int | None:
-    """The legacy vmap level (``is_grads_batched=True``) of batched operands among ``tensors``, else None."""
+    """The legacy vmap level (``is_grads_batched=True``) of batched operands among ``tensors``, else None.
+
+    The level is this thread's legacy vmap nesting where the vmap runs here; a CUDA backward runs on autograd's
+    own threads, whose nesting is 0, so the level is then read off the tensor: the one whose removal leaves a
+    plain tensor (where none does, the operand is batched at several levels and the thread's is returned)."""
     if torch.compiler.is_compiling():
         return None
     for t in tensors:  # (a loop, not any(): this runs for every eager product)
@@ -92,9 +100,12 @@ def legacy_level(*tensors: Tensor | None) -> int | None:
             break
     else:
         return None
-    level = torch._C._vmapmode_increment_nesting()
+    here = torch._C._vmapmode_increment_nesting() - 1
     torch._C._vmapmode_decrement_nesting()
-    return level - 1
+    for level in (here, *range(1, _MAX_LEGACY_LEVEL + 1)):
+        if level >= 1 and not _is_legacy(torch._remove_batch_dim(t, level, 1, 0)):
+            return level
+    return max(here, 1)
 
 
 def batched_or_dual(*tensors: Tensor | None) -> bool:

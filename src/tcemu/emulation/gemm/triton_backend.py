@@ -107,6 +107,12 @@ def _row_threshold(device_index: int, method: str, role: str, N: int, K: int) ->
     return _decide(None if device_index < 0 else device_index, method, role, N, K)[0]
 
 
+def _plain_int(size: int) -> bool:
+    """Whether a size is a Python int, not a symbolic one (torch.compile's dynamic shapes). Dynamo reports a
+    symbolic size's type as int, so ``isinstance(size, torch.SymInt)`` is False there; its ``__class__`` is not."""
+    return size.__class__ is int
+
+
 def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device, role: str = "bwd_input",
                   count: bool = True) -> bool:
     """Whether an M x K x N product (N outputs, contraction K) of ``role`` (``"fwd"``: ``a @ W^T``;
@@ -115,9 +121,9 @@ def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device
     if device.type != "cuda" or not setting("small_shape_fallback"):
         return False
     index = -1 if device.index is None else device.index
-    if isinstance(N, torch.SymInt) or isinstance(K, torch.SymInt):
+    if not (_plain_int(N) and _plain_int(K)):
         # sizes symbolic under torch.compile's dynamic shapes (an activation's, not a weight's): the FLOP rule, a
-        # guard on them, as the table's lookup needs constants
+        # guard on them, as the table's lookup needs constants (and would specialize the size, one graph each)
         if 2.0 * M * N * K >= setting("small_shape_min_flops"):
             return False
     elif M >= _row_threshold(index, spec.name, role, N, K):
