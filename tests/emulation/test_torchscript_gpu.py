@@ -26,10 +26,11 @@ def test_scripted_equals_eager_on_cuda_with_the_triton_kernels(method):
     assert rewritten_ops(scripted)["tcemu::linear"] == 2
     with _kernels_only():
         want = _run(eager, x)
-        with tcemu.coverage() as cov:
-            first = _run(scripted, x)  # the profiling call
-        with torch.jit.optimized_execution(False):
-            again = _run(scripted, x)
+        # TorchScript's graph optimizations off from the first call, as in the CPU tests: its own autodiff of the
+        # other ops changes their bits (plain models' too; the next test checks the optimized runs against FP64)
+        with torch.jit.optimized_execution(False), tcemu.coverage() as cov:
+            first = _run(scripted, x)
+        again = _run(scripted, x)  # the executor keeps the graph of its first call
     assert cov.flops("fallback") == 0 and cov.fraction == 1.0, cov.table()
     for got in (first, again):
         assert all(torch.equal(a, b) for a, b in zip(got, want, strict=True))
