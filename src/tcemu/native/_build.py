@@ -10,7 +10,10 @@ from pathlib import Path
 
 from . import CSRC, LIBRARY_NAME
 
-SOURCES = ("methods.cpp", "reference.cpp", "autograd.cpp", "contractions.cpp", "einsum.cpp", "ops.cpp")
+SOURCES = ("methods.cpp", "reference.cpp", "autograd.cpp", "contractions.cpp", "einsum.cpp", "ops.cpp",
+           "aot_launch.cpp", "aot_gemm.cpp")
+#: where the ahead-of-time kernels are generated, under the build directory
+AOT_DIR = "aot"
 HOST = "tcemu_host"
 
 
@@ -47,12 +50,20 @@ def _run(cmd: list[str], quiet: bool) -> None:
         raise RuntimeError(f"tcemu: building the native library failed ({' '.join(cmd[:3])} ...):\n{log[-4000:]}")
 
 
+def _aot_source(out: Path) -> Path:
+    """The generated source of the ahead-of-time kernels (compiled by the installed Triton, or none and why)."""
+    from ._aot import generate  # noqa: PLC0415
+
+    return generate(out / AOT_DIR)
+
+
 def _with_cmake(out: Path, host: bool, jobs: int | None, quiet: bool) -> None:
     includes, libdir, abi, torch_prefix, _ = _torch()
     cmake, ninja = shutil.which("cmake"), shutil.which("ninja")
     configure = [cmake, "-S", str(CSRC), "-B", str(out), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}",
                  "-DCMAKE_BUILD_TYPE=Release", f"-DTCEMU_TORCH_INCLUDE_DIRS={';'.join(includes)}",
-                 f"-DTCEMU_TORCH_LIBRARY_DIR={libdir}", f"-DTCEMU_CXX11_ABI={abi}"]
+                 f"-DTCEMU_TORCH_LIBRARY_DIR={libdir}", f"-DTCEMU_CXX11_ABI={abi}",
+                 f"-DTCEMU_AOT_SOURCE={_aot_source(out)}"]
     if host:  # (metatensor-torch's CMake package finds torch's own: TorchConfig.cmake)
         prefixes = [*map(str, metatomic_prefix_path()), torch_prefix]
         configure += ["-DTCEMU_BUILD_HOST=ON", f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}"]
@@ -72,23 +83,24 @@ def _with_compiler(out: Path, host: bool, jobs: int | None, quiet: bool, library
     includes, libdir, abi, _, _ = _torch()
     flags = ["-std=c++17", "-O3", "-fPIC", "-DNDEBUG", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
              *(f"-isystem{p}" for p in includes)]
-    objects = [out / f"{Path(s).stem}.o" for s in SOURCES]
+    sources = [CSRC / s for s in SOURCES] + ([_aot_source(out)] if library else [])
+    objects = [out / f"{s.stem}.o" for s in sources]
+    headers = max((CSRC / h).stat().st_mtime for h in ("tcemu_native.h", "aot.h"))
 
-    def compile_one(pair: tuple[str, Path]) -> None:
-        source, obj = CSRC / pair[0], pair[1]
-        if not obj.exists() or obj.stat().st_mtime < max(source.stat().st_mtime,
-                                                         (CSRC / "tcemu_native.h").stat().st_mtime):
-            _run([cxx, *flags, "-c", str(source), "-o", str(obj)], quiet)
+    def compile_one(pair: tuple[Path, Path]) -> None:
+        source, obj = pair
+        if not obj.exists() or obj.stat().st_mtime < max(source.stat().st_mtime, headers):
+            _run([cxx, *flags, f"-I{CSRC}", "-c", str(source), "-o", str(obj)], quiet)
 
     if library:
         with ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
-            list(pool.map(compile_one, zip(SOURCES, objects)))
+            list(pool.map(compile_one, zip(sources, objects)))
     cuda = [f"-l{lib}" for lib in ("torch_cuda", "c10_cuda") if (libdir / f"lib{lib}.so").exists()]
     # (a CUDA torch: its CUDA kernels are registered when these load; a C++ host must load them itself)
     torch_libs = [f"-L{libdir}", "-ltorch", "-ltorch_cpu", "-lc10", f"-Wl,-rpath,{libdir}",
                   *(["-Wl,--no-as-needed", *cuda, "-Wl,--as-needed"] if cuda else [])]
     if library:
-        _run([cxx, "-shared", *map(str, objects), "-o", str(out / LIBRARY_NAME), *torch_libs], quiet)
+        _run([cxx, "-shared", *map(str, objects), "-o", str(out / LIBRARY_NAME), *torch_libs, "-ldl"], quiet)
     binary = out / HOST
     if host and not (binary.exists() and binary.stat().st_mtime > (CSRC / "host" / "host.cpp").stat().st_mtime):
         prefixes = metatomic_prefix_path()

@@ -12,18 +12,19 @@ using torch::autograd::variable_list;
 namespace {
 
 Tensor plain_matmul(const Tensor& a, const Tensor& b, const GemmConfig& cfg) {
-  return mm_reference(a, b, get_method(cfg.forward));
+  return backend_matmul(a, b, get_method(cfg.forward), cfg.backend);
 }
 
 GemmConfig config_of(AutogradContext* ctx) {
   return {ctx->saved_data["forward"].toStringRef(), ctx->saved_data["grad_input"].toStringRef(),
-          ctx->saved_data["grad_weight"].toStringRef()};
+          ctx->saved_data["grad_weight"].toStringRef(), ctx->saved_data["backend"].toStringRef()};
 }
 
 void keep_config(AutogradContext* ctx, const GemmConfig& cfg) {
   ctx->saved_data["forward"] = cfg.forward;
   ctx->saved_data["grad_input"] = cfg.grad_input;
   ctx->saved_data["grad_weight"] = cfg.grad_weight;
+  ctx->saved_data["backend"] = cfg.backend;
 }
 
 // ops._EmulatedMatmul
@@ -56,9 +57,8 @@ struct EmulatedMatmul : public torch::autograd::Function<EmulatedMatmul> {
 };
 
 Tensor linear_forward(const Tensor& x, const Tensor& weight, const c10::optional<Tensor>& bias,
-                      const std::string& method) {
-  auto y = mm_reference(x, weight.mT(), get_method(method));
-  return bias.has_value() && bias->defined() ? y + *bias : y;
+                      const GemmConfig& cfg) {
+  return backend_linear(x, weight, bias, get_method(cfg.forward), cfg.backend);
 }
 
 // ops._EmulatedLinear: y = x @ W^T + bias on 2-D x
@@ -69,7 +69,7 @@ struct EmulatedLinear : public torch::autograd::Function<EmulatedLinear> {
     ctx->save_for_backward({weight.requires_grad() ? x : Tensor(), weight});
     ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
     keep_config(ctx, cfg);
-    return linear_forward(x, weight, bias, cfg.forward);
+    return linear_forward(x, weight, bias, cfg);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -84,7 +84,7 @@ struct EmulatedLinear : public torch::autograd::Function<EmulatedLinear> {
       if (at::GradMode::is_enabled() || cfg.grad_input != cfg.forward) {
         grad_x = matmul_nd(grad, weight, cfg.only(cfg.grad_input));  // create_graph: differentiable again
       } else {
-        grad_x = mm_reference(grad, weight, get_method(cfg.forward));
+        grad_x = backend_linear_input_grad(grad, weight, get_method(cfg.forward), cfg.backend);
       }
     }
     if (ctx->needs_input_grad(1)) grad_w = matmul_nd(grad.mT(), x, cfg.only(cfg.grad_weight));
@@ -103,10 +103,17 @@ Tensor linear_2d(const Tensor& x, const Tensor& weight, const c10::optional<Tens
                           (x.requires_grad() || weight.requires_grad() ||
                            (bias.has_value() && bias->defined() && bias->requires_grad()));
   if (needs_grad) return EmulatedLinear::apply(x, weight, bias, cfg);
-  return linear_forward(x, weight, bias, cfg.forward);
+  return linear_forward(x, weight, bias, cfg);
 }
 
 }  // namespace
+
+namespace {
+thread_local std::string backend_of_op = "torch";
+}  // namespace
+
+const std::string& current_backend() { return backend_of_op; }
+void set_current_backend(const std::string& backend) { backend_of_op = backend; }
 
 bool emulable(std::initializer_list<const Tensor*> tensors) {
   c10::optional<c10::Device> device;
@@ -160,7 +167,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const c10::optional<Tensor>
   TORCH_CHECK_VALUE(!has_bias || (bias->dim() == 1 && bias->size(0) == weight.size(0)),
                     "tcemu.linear: bias must have shape (", weight.size(0), ",), got ", bias->sizes());
   const auto& fwd = get_method(method).name;
-  GemmConfig cfg{fwd, fwd, get_method(grad_weight_method).name};
+  GemmConfig cfg{fwd, fwd, get_method(grad_weight_method).name, current_backend()};
   auto lead = x.sizes().slice(0, x.dim() - 1).vec();
   int64_t rows = 1;
   for (auto n : lead) rows *= n;

@@ -4,6 +4,7 @@
 // The schemas are defined only where they are not defined yet: in a Python process that imported tcemu before
 // loading this library, tcemu's own kernels (with the coverage meter and the Triton backend) stay, and this
 // library registers nothing but tcemu::native_info.
+#include "aot.h"
 #include "tcemu_native.h"
 
 #include <ATen/ExpandUtils.h>
@@ -20,7 +21,8 @@ using c10::string_view;
 std::string method_of(string_view method, string_view backend) {
   TORCH_CHECK_VALUE(backend == "auto" || backend == "torch" || backend == "triton", "tcemu: unknown backend '",
                     std::string(backend), "' in a rewritten TorchScript graph; choose auto, torch or triton");
-  return get_method(std::string(method)).name;  // (the native library runs the reference for every backend)
+  set_current_backend(std::string(backend));  // the products of this op (and their backward) run by it
+  return get_method(std::string(method)).name;
 }
 
 bool batch_dims_broadcast(const Tensor& a, const Tensor& b) {
@@ -262,11 +264,13 @@ Tensor op_linear(const Tensor& x, const Tensor& w, const optional<Tensor>& b, st
 bool defined_by_python = false;
 
 std::string native_info() {
-  return defined_by_python ? "tcemu native library: the tcemu:: ops were defined before it loaded (by tcemu's "
-                             "Python ops), whose kernels run"
-                           : "tcemu native library: the tcemu:: ops are defined by this library (their kernels run "
-                             "the reference algorithm for every backend, unless tcemu's Python, imported after it, "
-                             "replaced them)";
+  const std::string ops = defined_by_python
+                              ? "tcemu native library: the tcemu:: ops were defined before it loaded (by tcemu's "
+                                "Python ops), whose kernels run"
+                              : "tcemu native library: the tcemu:: ops are defined by this library (backend \"torch\" "
+                                "runs the reference algorithm; \"auto\" and \"triton\" the CUDA GEMM kernels below where "
+                                "they apply, unless tcemu's Python, imported after it, replaced them)";
+  return ops + "\n" + aot::describe();
 }
 
 }  // namespace

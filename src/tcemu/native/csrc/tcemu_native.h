@@ -3,6 +3,8 @@
 // A C++ rendering of tcemu's PyTorch reference backend (src/tcemu/emulation/reference.py, split.py, ops.py,
 // attention.py, contractions.py): the same sequence of ATen calls, so that on the CPU (and on CUDA, where the
 // piece products run on cuBLAS in IEEE FP32) a model gives the bits of tcemu's Python path with backend="torch".
+// On CUDA with backend "auto" or "triton" the GEMMs run tcemu's Triton kernels compiled ahead of time (aot.h,
+// aot_gemm.cpp), as the Python Triton backend runs them.
 #pragma once
 
 #include <torch/torch.h>
@@ -34,12 +36,16 @@ struct MethodSpec {
 // The method by name; raises a ValueError naming tcemu and the methods.
 const MethodSpec& get_method(const std::string& name);
 
-// The GEMM methods of one product and its gradients (tcemu.GemmConfig; the backend string is not kept: the
-// native library runs the reference algorithm for every backend).
+// The backend string of the tcemu:: op being run on this thread ("auto", "torch" or "triton"; set by the ops)
+const std::string& current_backend();
+void set_current_backend(const std::string& backend);
+
+// The GEMM methods of one product and its gradients, and the backend (tcemu.GemmConfig): "torch" runs the
+// reference everywhere; "auto" and "triton" the ahead-of-time kernels on CUDA where they apply.
 struct GemmConfig {
-  std::string forward, grad_input, grad_weight;
-  static GemmConfig one(const std::string& method) { return {method, method, method}; }
-  GemmConfig only(const std::string& method) const { return one(method); }
+  std::string forward, grad_input, grad_weight, backend;
+  static GemmConfig one(const std::string& method) { return {method, method, method, current_backend()}; }
+  GemmConfig only(const std::string& method) const { return {method, method, method, backend}; }
 };
 
 // split.py
@@ -56,6 +62,14 @@ Tensor matmul_nd(const Tensor& a, const Tensor& b, const GemmConfig& cfg);
 Tensor matmul(const Tensor& a, const Tensor& b, const std::string& method);
 Tensor linear(const Tensor& x, const Tensor& weight, const c10::optional<Tensor>& bias, const std::string& method,
               const std::string& grad_weight_method);
+
+// the products by backend (aot_gemm.cpp): the kernels on CUDA for "auto"/"triton" where they apply, else the
+// reference; a (M, K) @ b, linear x (M, K) @ w (N, K)^T + bias, and its input gradient grad (M, N) @ w
+Tensor backend_matmul(const Tensor& a, const Tensor& b, const MethodSpec& spec, const std::string& backend);
+Tensor backend_linear(const Tensor& x, const Tensor& w, const c10::optional<Tensor>& bias, const MethodSpec& spec,
+                      const std::string& backend);
+Tensor backend_linear_input_grad(const Tensor& grad, const Tensor& w, const MethodSpec& spec,
+                                 const std::string& backend);
 
 // contractions.py and attention.py
 Tensor tensordot(const Tensor& a, const Tensor& b, std::vector<int64_t> dims_a, std::vector<int64_t> dims_b,
