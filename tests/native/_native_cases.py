@@ -25,8 +25,8 @@ def _special(a: torch.Tensor) -> torch.Tensor:
     return a
 
 
-def _case(op: str, args: list, tail: tuple, grad: tuple[int, ...] = ()) -> dict:
-    return {"op": op, "args": args, "tail": list(tail), "grad": list(grad)}
+def _case(op: str, args: list, tail: tuple, grad: tuple[int, ...] = (), create_graph: bool = True) -> dict:
+    return {"op": op, "args": args, "tail": list(tail), "grad": list(grad), "create_graph": create_graph}
 
 
 def cases() -> dict[str, dict]:
@@ -109,7 +109,8 @@ def _leaf(x, need: bool, device: str):
 
 def run(case: dict, device: str = "cpu") -> list[torch.Tensor | None]:
     """The op's output, its gradients (a seeded random output gradient; create_graph) and the gradients of the
-    gradients' squared sum (double backward), on ``device``; returned on the CPU."""
+    gradients' squared sum (double backward), on ``device``; returned on the CPU. A case made with
+    ``create_graph=False``: the output and first-order gradients only."""
     args = [_leaf(x, i in case["grad"], device) for i, x in enumerate(case["args"])]
     out = getattr(torch.ops.tcemu, case["op"])(*args, *case["tail"])
     results: list[torch.Tensor | None] = [out.detach().cpu()]
@@ -117,8 +118,11 @@ def run(case: dict, device: str = "cpu") -> list[torch.Tensor | None]:
     if not leaves:
         return results
     grad_out = torch.randn(out.shape, generator=torch.Generator().manual_seed(99), dtype=out.dtype).to(device)
-    grads = torch.autograd.grad(out, leaves, grad_out, create_graph=True, allow_unused=True)
+    create_graph = case.get("create_graph", True)
+    grads = torch.autograd.grad(out, leaves, grad_out, create_graph=create_graph, allow_unused=True)
     results += [None if g is None else g.detach().cpu() for g in grads]
+    if not create_graph:
+        return results
     second = [(g * g).sum() for g in grads if g is not None and g.requires_grad]
     if second:
         gg = torch.autograd.grad(sum(second), leaves, allow_unused=True)

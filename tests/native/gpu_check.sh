@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# tcemu's native library on the GPU machine: build it (and the C++ host demo) against the CUDA torch, run the
-# native tests (the gpu-marked CUDA bit-equality ones and the CPU ones), and the host demo on CUDA and the CPU.
+# tcemu's native library on the GPU machine: build it (the GEMM kernels compiled by this machine's Triton, and the
+# C++ host demo) against the CUDA torch, run the native tests (the gpu-marked CUDA bit-equality ones, among them
+# the ahead-of-time kernels' against tcemu's Python Triton path, and the CPU ones), and the host demo on CUDA and
+# the CPU.
 #
 #   bash tests/native/gpu_check.sh        (from the repository root; results under $OUT, default out/native-gpu)
 #
@@ -30,6 +32,9 @@ step() {  # step NAME LOG COMMAND...
 } > "$OUT/env.txt" 2>&1
 
 step build-library build_library.log $PY -m tcemu.native build --dir "$BUILD" --verbose
+# what the library holds and runs on this GPU (the kernels compiled ahead of time by this machine's Triton)
+step native-info native_info.log $PY -c "import sys, torch, triton; print('triton', triton.__version__); \
+torch.ops.load_library(sys.argv[1]); print(torch.ops.tcemu.native_info())" "$BUILD/libtcemu_native.so"
 step build-host build_host.log $PY -m tcemu.native build --dir "$BUILD" --host --verbose
 step tests-gpu pytest_gpu.log $PY -m pytest -q -p no:cacheprovider -n 0 -rA -m gpu tests/native
 step tests-cpu pytest_cpu.log $PY -m pytest -q -p no:cacheprovider -n 0 -rA -m "not gpu" tests/native

@@ -3,13 +3,15 @@
 :func:`tcemu.emulate_` rewrites a scripted model's products into calls of ``tcemu::`` ops
 (:mod:`tcemu.emulation.script_ops`); :func:`export_script` saves such a model. Python registers the ops when
 tcemu is imported. A C++ host (LAMMPS's metatomic pair style, a LibTorch program) has no Python: it loads
-``libtcemu_native.so`` (``torch::ops::load_library`` / ``dlopen`` before ``torch::jit::load``), whose kernels run
-tcemu's reference algorithm (:mod:`tcemu.emulation.reference`) in C++, with the bits of the Python path with
-``backend="torch"``: the same ATen calls in the same order (the piece products on the CPU, or on cuBLAS with TF32
-off). Every backend string runs that reference: the Triton kernels are not compiled ahead of time.
+``libtcemu_native.so`` (``torch::ops::load_library`` / ``dlopen`` before ``torch::jit::load``). With
+``backend="torch"``, and on the CPU, its kernels run tcemu's reference algorithm (:mod:`tcemu.emulation.reference`)
+in C++, with the bits of the Python path with that backend: the same ATen calls in the same order (the piece
+products on the CPU, or on cuBLAS with TF32 off). With ``"auto"`` or ``"triton"`` on CUDA its GEMMs run tcemu's
+Triton kernels compiled ahead of time (:mod:`tcemu.native._aot`), with the bits of the Python Triton path.
 
-Build: ``python -m tcemu.native build`` (or ``make native``) compiles ``csrc/`` with CMake and Ninja against the
-installed torch, into ``build/native`` of the working directory (``TCEMU_NATIVE_BUILD`` overrides it).
+Build: ``python -m tcemu.native build`` (or ``make native``) compiles the kernels with the installed Triton and
+``csrc/`` with CMake and Ninja against the installed torch, into ``build/native`` of the working directory
+(``TCEMU_NATIVE_BUILD`` overrides it).
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def library_path(directory: str | os.PathLike | None = None) -> Path:
 def build(directory: str | os.PathLike | None = None, *, host: bool = False, jobs: int | None = None,
           quiet: bool = True) -> Path:
     """Build the native library (and, with ``host``, the C++ host demo against metatomic-torch's libraries from
-    its wheel) into ``directory`` (:func:`build_dir` by default); returns the library's path. With CMake and
+    its wheel) into ``directory`` (:func:`build_dir` by default); returns the library's path. The GEMM kernels are
+    compiled first with the installed Triton (into ``directory/aot``; none where Triton is missing). With CMake and
     Ninja: an incremental build (an up-to-date one costs a second); without them, the C++ compiler directly
     (``c++`` or ``$CXX``). Raises RuntimeError with the compiler's output if the build fails."""
     from ._build import build as _build  # noqa: PLC0415
@@ -67,8 +70,8 @@ def export_script(model, method: str, path: str | os.PathLike, *, backend: str =
     metatomic ``AtomisticModel``, any scriptable ``nn.Module``, or the path of a saved ``.pt``) is emulated with
     ``method`` by :func:`tcemu.emulate_` (a copy: its graphs rewritten) and saved with ``torch.jit.save``, the
     file's extra files (metatomic's metadata) kept. Returns the rewritten ops and their counts. A host loads the
-    file after loading the native library (or tcemu's Python); ``backend`` is what tcemu's Python runs (the native
-    library runs its reference for every backend).
+    file after loading the native library (or tcemu's Python); ``backend`` is what both run: ``"torch"`` the
+    reference, ``"auto"`` the GEMM kernels on CUDA (in the native library: those compiled ahead of time).
 
     For a metatomic model, ``native_library`` (the built library) is listed among the model's extensions, so that
     metatomic's ``load_model_extensions`` (which LAMMPS's pair style calls) loads it: by its absolute path, or,

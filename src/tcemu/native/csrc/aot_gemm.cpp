@@ -115,10 +115,11 @@ std::vector<Tensor> split_t(const Tensor& b, const MethodSpec& spec) {
 
 // launch._emu_mm: a3 (Z, M, K) FP32 @ B + bias from B's transposed pieces bt3 (Zb, N, K), Zb in {1, Z}; b_t: FP32 B
 // transposed, (Zb, N, K), for the range fix-up, or undefined (the fix-up rebuilds B from the pieces)
-Tensor emu(const Tensor& a3, std::vector<Tensor> bt3, const Tensor& b_t, const c10::optional<Tensor>& bias,
+Tensor emu(const Tensor& a3, std::vector<Tensor> bt3, const Tensor& b_t, const c10::optional<Tensor>& bias_in,
            const MethodSpec& spec) {
   const int64_t Z = a3.size(0), M = a3.size(1), K = a3.size(2), Zb = bt3[0].size(0), N = bt3[0].size(1);
-  const bool has_bias = bias.has_value() && bias->defined();
+  const bool has_bias = bias_in.has_value() && bias_in->defined();
+  const c10::optional<Tensor> bias = has_bias ? c10::optional<Tensor>(bias_in->contiguous()) : c10::nullopt;
   auto out = at::empty({Z, M, N}, a3.options());
   if (M == 0 || N == 0 || Z == 0) return out;
   if (K == 0) return has_bias ? out.zero_().add_(*bias) : out.zero_();
