@@ -225,7 +225,7 @@ Tensor backend_matmul(const Tensor& a, const Tensor& b, const MethodSpec& spec, 
   auto batch = at::infer_size(a.sizes().slice(0, a.dim() - 2), b.sizes().slice(0, b.dim() - 2));
   int64_t Z = 1;
   for (auto d : batch) Z *= d;
-  if (!takes_kernels(a, spec, backend, {M * Z, N, K})) return mm_reference(a, b, spec);
+  if (!takes_kernels(a, spec, backend, {M * Z, N * Z, K})) return mm_reference(a, b, spec);
   if (runs_as_sgemm(M * Z, N, K)) return ieee(a, b, c10::nullopt);
   auto with = [&](std::vector<int64_t> shape, int64_t r, int64_t c) {
     shape.push_back(r);
