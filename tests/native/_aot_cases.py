@@ -1,7 +1,7 @@
-"""The CUDA cases of the native library's ahead-of-time GEMM kernels (``test_native_aot.py``): products with backend
-"triton" of odd sizes, K not a multiple of the K-tile, transposed (strided) inputs, batches (b 2-D, batched,
-broadcast), linear layers with and without bias (first-order backward: the input-gradient GEMM; double backward),
-Inf/NaN and top-of-range rows (the range fix-up). Torch only, as ``_native_cases``."""
+"""The CUDA cases of the native library's ahead-of-time GEMM kernels (``test_native_aot.py``): products with
+backend "triton" (and "auto") of odd sizes, K not a multiple of the K-tile, transposed (strided) inputs, batches
+(b 2-D, batched, broadcast), linear layers with and without bias (first-order backward: the input-gradient GEMM;
+double backward), Inf/NaN and top-of-range rows (the range fix-up). Torch only, as ``_native_cases``."""
 
 from __future__ import annotations
 
@@ -51,8 +51,14 @@ def cases(large: bool = False) -> dict[str, dict]:
                                             _randn(45, 33, seed=s + 12), 0.5, 2], (m, "triton"), (1, 2))
     out["bmm-many-batches"] = _case("bmm", [_randn(70000, 2, 3, seed=300), _randn(70000, 3, 2, seed=301)],
                                     ("tf32x3", "triton"), create_graph=False)
-    if large:  # 2 M N K = 6.9 GFLOP: emulated under the FLOP rule, the rest of the cases are SGEMM
+    if large:  # 2 M N K of 6.9-7.2 GFLOP: emulated under the FLOP rule, the rest of the cases are SGEMM
         for i, m in enumerate(METHODS):
             out[f"mm-large-{m}"] = _case("mm", [_randn(1500, 1537, seed=310 + i), _randn(1537, 1500, seed=320 + i)],
                                          (m, "triton"), create_graph=False)
+            # K a multiple of 16: on Hopper tcemu's Python path runs its Gluon wgmma kernels here (but for bf16x9)
+            out[f"mm-large-aligned-{m}"] = _case("mm", [_randn(1536, 1536, seed=330 + i),
+                                                        _randn(1536, 1536, seed=340 + i)], (m, "triton"), (0, 1),
+                                                 create_graph=False)
+            x, w, bias = _randn(1536, 1536, seed=350 + i), _randn(1536, 1536, seed=360 + i), _randn(1536, seed=370 + i)
+            out[f"linear-large-{m}"] = _case("linear", [x, w, bias], (m, m, "triton"), (0, 1, 2), create_graph=False)
     return out

@@ -128,7 +128,8 @@ def _compile(fn, arch: int, args: list[tuple[str, str]], constexprs: dict, warps
     names = fn.arg_names
     signature = dict(args) | dict.fromkeys(constexprs, "constexpr")
     signature = {n: signature[n] for n in names if n in signature}
-    parsed = make_backend(target).parse_attr("D")
+    backend = make_backend(target)  # Triton's own spelling of "divisible by 16" (its launches' specialisation)
+    parsed = backend.parse_attr("D") if hasattr(backend, "parse_attr") else [["tt.divisibility", 16]]
     attrs = {(names.index(n),): parsed for n in divisible}
     options = {"num_warps": warps} | ({"num_stages": stages} if stages is not None else {})
     k = triton.compile(ASTSource(fn, signature, constexprs=constexprs, attrs=attrs), target=target, options=options)

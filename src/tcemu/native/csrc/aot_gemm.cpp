@@ -165,7 +165,9 @@ Tensor emu(const Tensor& a3, std::vector<Tensor> bt3, const Tensor& b_t, const c
     auto a_s = a3.narrow(0, z0, zs);
     auto out_s = out.narrow(0, z0, zs);
     std::vector<aot::Arg> args{aot::Arg::ptr(a_s)};
-    for (int i = 0; i < 3; ++i) args.push_back(aot::Arg::ptr(Zb == 1 ? piece(src, i) : piece(src, i).narrow(0, z0, zs)));
+    for (int i = 0; i < 3; ++i) {
+      args.push_back(aot::Arg::ptr(Zb == 1 ? piece(src, i) : piece(src, i).narrow(0, z0, zs)));
+    }
     args.push_back(aot::Arg::ptr(has_bias ? *bias : out_s));
     args.push_back(aot::Arg::ptr(out_s));
     args.push_back(aot::Arg::ptr(flags.narrow(0, z0 * M, zs * M)));

@@ -264,12 +264,13 @@ Tensor op_linear(const Tensor& x, const Tensor& w, const optional<Tensor>& b, st
 bool defined_by_python = false;
 
 std::string native_info() {
-  const std::string ops = defined_by_python
-                              ? "tcemu native library: the tcemu:: ops were defined before it loaded (by tcemu's "
-                                "Python ops), whose kernels run"
-                              : "tcemu native library: the tcemu:: ops are defined by this library (backend \"torch\" "
-                                "runs the reference algorithm; \"auto\" and \"triton\" the CUDA GEMM kernels below where "
-                                "they apply, unless tcemu's Python, imported after it, replaced them)";
+  const std::string ops =
+      defined_by_python
+          ? "tcemu native library: the tcemu:: ops were defined before it loaded (by tcemu's Python ops), whose "
+            "kernels run"
+          : "tcemu native library: the tcemu:: ops are defined by this library (backend \"torch\" runs the reference "
+            "algorithm; \"auto\" and \"triton\" the CUDA GEMM kernels below where they apply, unless tcemu's Python, "
+            "imported after it, replaced them)";
   return ops + "\n" + aot::describe();
 }
 
