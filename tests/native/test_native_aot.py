@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import struct
 import subprocess
 import sys
@@ -73,6 +74,38 @@ def test_the_build_compiles_every_kernel_for_sm80_and_sm90a(native_library):
             t = _aot.GEMM_TILES[k["arch"], k["method"]]
             assert k["tiles"] == [t.bm, t.bn, t.bk] and k["num_warps"] == t.warps
     assert offset == len(blob)
+
+
+def _cuobjdump() -> Path | None:
+    try:
+        import triton
+    except ImportError:
+        return None
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    return tool if tool.is_file() else None
+
+
+def test_each_cubin_takes_the_parameters_and_threads_the_launcher_passes(native_library, tmp_path):
+    """The cubins' own parameter tables (``cuobjdump -elf``: ordinal, offset, size per parameter) and thread
+    counts against the contract the C++ launcher follows: every argument 8 bytes (pointer, int64) or 4 (int32) in
+    order, then Triton's scratch pointers, and 32 threads per warp."""
+    tool = _cuobjdump()
+    if tool is None:
+        pytest.skip("Triton's cuobjdump is not installed")
+    index, blob = _index(native_library)
+    offset = 0
+    for k in index["kernels"]:
+        cubin = tmp_path / "k.cubin"
+        cubin.write_bytes(blob[offset:offset + k["cubin_bytes"]])
+        offset += (k["cubin_bytes"] + 15) // 16 * 16
+        elf = subprocess.run([str(tool), "-elf", str(cubin)], capture_output=True, text=True, timeout=60).stdout
+        table = sorted((int(o, 16), int(at, 16), int(sz, 16)) for o, at, sz in re.findall(
+            r"Ordinal\s*:\s*(0x[0-9a-f]+)\s+Offset\s*:\s*(0x[0-9a-f]+)\s+Size\s*:\s*(0x[0-9a-f]+)", elf))
+        sizes = [4 if ty == "i32" else 8 for _, ty in k["args"]] + [8] * len(k["extra"])
+        assert [o for o, _, _ in table] == list(range(len(sizes))), k["key"]
+        assert [sz for _, _, sz in table] == sizes, k["key"]
+        threads = re.search(r"EIATTR_REQNTID\s+Format:\s*\w+\s+Value:\s*(0x[0-9a-f]+)", elf)
+        assert threads and int(threads.group(1), 16) == 32 * k["num_warps"], k["key"]
 
 
 @pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1", reason="the interpreter's configuration differs")
