@@ -42,11 +42,12 @@ class Tiles:
 
 
 #: (arch, method) -> GEMM tiles. K-tile and mode as the Python path's (module docstring); the tiles of C those of
-#: its Triton kernel on Hopper, smaller on sm_80 (within the 99 KiB of shared memory of sm_86 and sm_89)
+#: its Triton kernel on Hopper, smaller on sm_80 (the general kernels within the 99 KiB of shared memory of sm_86
+#: and sm_89, with room to spare)
 GEMM_TILES: dict[tuple[int, str], Tiles] = {
     (90, "tf32x3"): Tiles(128, 128, 32, 1, 8, 3), (90, "bf16x3"): Tiles(128, 128, 64, 1, 8, 3),
     (90, "bf16x6"): Tiles(128, 64, 64, 1, 8, 3), (90, "bf16x9"): Tiles(128, 64, 64, 0, 8, 3),
-    (80, "tf32x3"): Tiles(128, 64, 32, 1, 4, 3), (80, "bf16x3"): Tiles(128, 64, 64, 1, 4, 3),
+    (80, "tf32x3"): Tiles(64, 64, 32, 1, 4, 3), (80, "bf16x3"): Tiles(128, 64, 64, 1, 4, 3),
     (80, "bf16x6"): Tiles(128, 64, 64, 1, 8, 3), (80, "bf16x9"): Tiles(128, 64, 64, 0, 8, 3),
 }
 #: the split kernel's tile (rows, columns) and warps, as ``launch.split_t`` launches it
