@@ -53,7 +53,7 @@ void bind(void* lib, const char* name, F* fn, std::string* error) {
 }
 
 const Driver& driver() {
-  static const Driver d = [] {
+  static const Driver loaded = [] {
     Driver d{};
     void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
@@ -77,7 +77,7 @@ const Driver& driver() {
     if (d.error.empty() && d.cuInit(0) != 0) d.error = "cuInit failed";
     return d;
   }();
-  return d;
+  return loaded;
 }
 
 void check(CUresult r, const char* what) {
