@@ -30,8 +30,8 @@ def products() -> dict[str, tuple[torch.Tensor, torch.Tensor, str]]:
 
 
 def cases(large: bool = False) -> dict[str, dict]:
-    """name -> case (``_native_cases`` format), backend "triton"; ``large`` adds a product above the small-shape
-    FLOP rule's 6 GFLOP (for runs with the fallback on)."""
+    """name -> case (``_native_cases`` format), backend "triton"; ``large`` adds products of 7 GFLOP (above the
+    small-shape FLOP rule's 6)."""
     out = {name: _case("mm", [a, b], (m, "triton"), (0, 1), create_graph=False)
            for name, (a, b, m) in products().items()}
     for i, m in enumerate(METHODS):
@@ -51,7 +51,7 @@ def cases(large: bool = False) -> dict[str, dict]:
                                             _randn(45, 33, seed=s + 12), 0.5, 2], (m, "triton"), (1, 2))
     out["bmm-many-batches"] = _case("bmm", [_randn(70000, 2, 3, seed=300), _randn(70000, 3, 2, seed=301)],
                                     ("tf32x3", "triton"), create_graph=False)
-    if large:  # 2 M N K of 6.9-7.2 GFLOP: emulated under the FLOP rule, the rest of the cases are SGEMM
+    if large:  # 2 M N K of 6.9-7.2 GFLOP
         for i, m in enumerate(METHODS):
             out[f"mm-large-{m}"] = _case("mm", [_randn(1500, 1537, seed=310 + i), _randn(1537, 1500, seed=320 + i)],
                                          (m, "triton"), create_graph=False)

@@ -158,6 +158,37 @@ def test_generate_is_incremental(native_library):
     assert source.stat().st_mtime_ns == before
 
 
+def test_the_small_shape_thresholds_are_tcemus(native_library, tmp_path):
+    """The row thresholds the library's CUDA products use (the shipped measured tables, else the FLOP rule) are
+    those of tcemu's Python Triton backend, measured (N, K), nearby and far ones, on a GPU with a table and one
+    without."""
+    from tcemu.emulation.gemm.decision import ROLES, row_threshold, shipped_tables
+
+    tables = shipped_tables()
+    assert tables, "tcemu ships no measured table: nothing to compare but the FLOP rule"
+    queries = []
+    for device, table in [*tables.items(), ("a GPU without a table", next(iter(tables.values())))]:
+        sizes = sorted({n for (_, _, n, k) in table.curves} | {k for (_, _, n, k) in table.curves})
+        extra = [1, 7, 100, 3000, 65536] + [int(x * f) for x in sizes for f in (0.6, 1.3, 1.9, 2.1)]
+        for method in _aot.METHODS:
+            for role in ROLES:
+                for N in sizes + extra[:5]:
+                    for K in sizes[::2] + extra[::7]:
+                        queries.append((device, method, role, max(N, 1), max(K, 1)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TCEMU_SMALL_SHAPE")}
+    torch.save(queries, tmp_path / "q.pt")
+    code = ("import sys, torch; torch.ops.load_library(sys.argv[1]); q = torch.load(sys.argv[2]); "
+            "torch.save([torch.ops.tcemu.native_row_threshold(*x) for x in q], sys.argv[3])")
+    done = subprocess.run([sys.executable, "-c", code, str(native_library), str(tmp_path / "q.pt"),
+                           str(tmp_path / "r.pt")], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    native = torch.load(tmp_path / "r.pt")
+    want = [row_threshold(tables.values(), *q, 0.05, 6e9)[0] for q in queries]
+    wrong = [(q, n, w) for q, n, w in zip(queries, native, want) if n != w]
+    assert not wrong, wrong[:10]
+    assert len(set(want)) > 20  # measured, transferred and FLOP-rule thresholds, not one value
+
+
 def _native_cuda(library: Path, cases: dict, tmp_path: Path, fallback: bool) -> dict:
     torch.save(cases, tmp_path / "cases.pt")
     env = os.environ | {"TCEMU_SMALL_SHAPE_FALLBACK": "1" if fallback else "0"}
@@ -169,13 +200,14 @@ def _native_cuda(library: Path, cases: dict, tmp_path: Path, fallback: bool) -> 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fallback", [False, True], ids=["kernels", "flop-rule"])
+@pytest.mark.parametrize("fallback", [False, True], ids=["kernels", "small-shape-rule"])
 def test_cuda_kernels_have_the_bits_of_the_python_triton_path(native_library, tmp_path, fallback):
     """Backend "triton" on CUDA, only the native library loaded: the ahead-of-time kernels give the bits of tcemu's
     Python Triton path (forward, backward, double backward; odd sizes, strided, batched, broadcast, Inf/NaN and
-    top-of-range rows), with the small-shape fallback off (every product by the kernels) and on (the FLOP rule:
-    the small products as SGEMM, a 6.9 GFLOP one by the kernels); the plain products FP32-faithful against FP64."""
-    cases = _aot_cases.cases(large=fallback)
+    top-of-range rows; large products, which the Python path runs with its Gluon kernels on Hopper), with the
+    small-shape fallback off (every product by the kernels) and on (the GPU's measured table or the FLOP rule
+    sending small products to SGEMM on both sides); the plain products FP32-faithful against FP64."""
+    cases = _aot_cases.cases(large=True)
     native = _native_cuda(native_library, cases, tmp_path, fallback)
     assert "64 kernels compiled by Triton" in native["info"] and "reference on CUDA" not in native["info"], \
         native["info"]

@@ -86,7 +86,7 @@ def test_cuda_cases_have_the_bits_of_the_python_ops(native_library, tmp_path, tf
     Python ops, every case but method tf32 (cuBLAS's own TF32 there: the native library refuses it, the last test)
     and attention with backend "auto" (tcemu's Python runs its fused kernels or torch's attention there, the native
     library the reference attention). The "auto" products of these small shapes run as SGEMM on both sides (the
-    small-shape FLOP rule); the ahead-of-time kernels are ``test_native_aot.py``'s."""
+    small-shape rule); the ahead-of-time kernels are ``test_native_aot.py``'s."""
     cases = {name: case for name, case in _native_cases.cases().items() if "tf32" not in case["tail"][:2]
              and not (case["op"] == "scaled_dot_product_attention" and case["tail"][-1] != "torch")}
     native = _native_results(native_library, cases, tmp_path, "cuda", tf32_allowed)

@@ -11,7 +11,7 @@ from pathlib import Path
 from . import CSRC, LIBRARY_NAME
 
 SOURCES = ("methods.cpp", "reference.cpp", "autograd.cpp", "contractions.cpp", "einsum.cpp", "ops.cpp",
-           "aot_launch.cpp", "aot_gemm.cpp")
+           "aot_launch.cpp", "aot_gemm.cpp", "decision.cpp")
 #: where the ahead-of-time kernels are generated, under the build directory
 AOT_DIR = "aot"
 HOST = "tcemu_host"
@@ -50,11 +50,12 @@ def _run(cmd: list[str], quiet: bool) -> None:
         raise RuntimeError(f"tcemu: building the native library failed ({' '.join(cmd[:3])} ...):\n{log[-4000:]}")
 
 
-def _aot_source(out: Path) -> Path:
-    """The generated source of the ahead-of-time kernels (compiled by the installed Triton, or none and why)."""
-    from ._aot import generate  # noqa: PLC0415
+def _aot_sources(out: Path) -> list[Path]:
+    """The generated sources: the ahead-of-time kernels (compiled by the installed Triton, or none and why) and the
+    shipped small-shape tables."""
+    from . import _aot, _decision  # noqa: PLC0415
 
-    return generate(out / AOT_DIR)
+    return [_aot.generate(out / AOT_DIR), _decision.generate(out / AOT_DIR)]
 
 
 def _with_cmake(out: Path, host: bool, jobs: int | None, quiet: bool) -> None:
@@ -63,7 +64,7 @@ def _with_cmake(out: Path, host: bool, jobs: int | None, quiet: bool) -> None:
     configure = [cmake, "-S", str(CSRC), "-B", str(out), "-G", "Ninja", f"-DCMAKE_MAKE_PROGRAM={ninja}",
                  "-DCMAKE_BUILD_TYPE=Release", f"-DTCEMU_TORCH_INCLUDE_DIRS={';'.join(includes)}",
                  f"-DTCEMU_TORCH_LIBRARY_DIR={libdir}", f"-DTCEMU_CXX11_ABI={abi}",
-                 f"-DTCEMU_AOT_SOURCE={_aot_source(out)}"]
+                 f"-DTCEMU_AOT_SOURCE={';'.join(map(str, _aot_sources(out)))}"]
     if host:  # (metatensor-torch's CMake package finds torch's own: TorchConfig.cmake)
         prefixes = [*map(str, metatomic_prefix_path()), torch_prefix]
         configure += ["-DTCEMU_BUILD_HOST=ON", f"-DCMAKE_PREFIX_PATH={';'.join(prefixes)}"]
@@ -83,9 +84,9 @@ def _with_compiler(out: Path, host: bool, jobs: int | None, quiet: bool, library
     includes, libdir, abi, _, _ = _torch()
     flags = ["-std=c++17", "-O3", "-fPIC", "-DNDEBUG", f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
              *(f"-isystem{p}" for p in includes)]
-    sources = [CSRC / s for s in SOURCES] + ([_aot_source(out)] if library else [])
+    sources = [CSRC / s for s in SOURCES] + (_aot_sources(out) if library else [])
     objects = [out / f"{s.stem}.o" for s in sources]
-    headers = max((CSRC / h).stat().st_mtime for h in ("tcemu_native.h", "aot.h"))
+    headers = max((CSRC / h).stat().st_mtime for h in ("tcemu_native.h", "aot.h", "decision.h"))
 
     def compile_one(pair: tuple[Path, Path]) -> None:
         source, obj = pair

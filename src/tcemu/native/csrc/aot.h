@@ -49,6 +49,8 @@ void launch(const KernelImage& image, int device_index, int64_t gx, int64_t gy, 
             const std::vector<Arg>& args);
 // "" where the kernels can run on the device, else why not (no driver, no cubin for its architecture, ...).
 std::string unavailable(int device_index);
+// The device's name as the driver gives it (torch.cuda.get_device_name's); "" where the driver could not say.
+std::string device_name(int device_index);
 // What native_info reports: the kernels built in, and the devices and products that fell back to the reference.
 std::string describe();
 // Record why a CUDA product ran the reference (listed by describe(), once per reason).

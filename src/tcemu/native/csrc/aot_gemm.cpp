@@ -1,22 +1,23 @@
 // The products on CUDA by the ahead-of-time Triton kernels (aot.h), launched as tcemu's Python Triton backend
 // launches them (tcemu.emulation.gemm.triton_backend and launch.py): B split once into transposed pieces, A split
-// beforehand, the GEMM with its range check, then the range fix-up; small products as IEEE SGEMM (the FLOP rule).
+// beforehand, the GEMM with its range check, then the range fix-up; small products as IEEE SGEMM (decision.h).
 // Where the kernels cannot take a product, the reference runs (the reason is recorded for native_info).
 #include "aot.h"
+#include "decision.h"
 #include "tcemu_native.h"
 
 #include <ATen/ExpandUtils.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 
-#include <cmath>
-#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <tuple>
 
 namespace tcemu {
 
 namespace {
 
 constexpr int64_t kMaxGridYZ = 65535;
-constexpr int64_t kNever = int64_t(1) << 62;
 
 int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -28,44 +29,19 @@ at::ScalarType piece_dtype(const MethodSpec& spec) { return spec.piece_format ==
 
 int cuda_index(const Tensor& t) { return t.device().index() < 0 ? 0 : t.device().index(); }
 
-// configuration.env_flag: 1 true yes on / 0 false no off, anything else the default
-bool env_flag(const char* name, bool fallback) {
-  const char* raw = std::getenv(name);
-  if (raw == nullptr) return fallback;
-  std::string v(raw);
-  for (auto& c : v) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  v.erase(0, v.find_first_not_of(" \t"));
-  v.erase(v.find_last_not_of(" \t") + 1);
-  if (v == "1" || v == "true" || v == "yes" || v == "on") return true;
-  if (v == "0" || v == "false" || v == "no" || v == "off") return false;
-  return fallback;
-}
-
-double env_number(const char* name, double fallback) {
-  const char* raw = std::getenv(name);
-  if (raw == nullptr || *raw == '\0') return fallback;
-  char* end = nullptr;
-  const double v = std::strtod(raw, &end);
-  return end != raw && v >= 0 ? v : fallback;
-}
-
-// decision.flop_threshold: the smallest M with 2 M N K >= min_flops
-int64_t flop_threshold(int64_t N, int64_t K, double min_flops) {
-  if (min_flops <= 0) return 0;
-  const double per_row = 2.0 * N * K;
-  if (per_row <= 0) return kNever;
-  auto m = std::max<int64_t>(0, static_cast<int64_t>(std::ceil(min_flops / per_row)));
-  while (m > 0 && 2.0 * (m - 1) * N * K >= min_flops) --m;
-  while (2.0 * m * N * K < min_flops) ++m;
-  return std::min(m, kNever);
-}
-
-// triton_backend._use_fallback with the FLOP rule (no measured table ships): TCEMU_SMALL_SHAPE_FALLBACK and
-// TCEMU_SMALL_SHAPE_MIN_FLOPS, read once as tcemu's configuration reads them
-bool runs_as_sgemm(int64_t rows, int64_t N, int64_t K) {
-  static const bool fallback = env_flag("TCEMU_SMALL_SHAPE_FALLBACK", true);
-  static const double min_flops = env_number("TCEMU_SMALL_SHAPE_MIN_FLOPS", 6e9);
-  return fallback && rows < flop_threshold(N, K, min_flops);
+// triton_backend._use_fallback: whether an M x K x N product of `role` ("fwd": a @ W^T; "bwd_input": a @ B) runs as
+// IEEE SGEMM, by the GPU's measured table or the FLOP rule (decision.h), cached per shape
+bool runs_as_sgemm(int device, const MethodSpec& spec, const char* role, int64_t rows, int64_t N, int64_t K) {
+  if (!decision::fallback_enabled()) return false;
+  static std::mutex mutex;
+  static std::map<std::tuple<int, std::string, std::string, int64_t, int64_t>, int64_t> cache;
+  const auto key = std::make_tuple(device, spec.name, std::string(role), N, K);
+  std::lock_guard<std::mutex> lock(mutex);
+  auto found = cache.find(key);
+  if (found == cache.end()) {
+    found = cache.emplace(key, decision::row_threshold(aot::device_name(device), spec.name, role, N, K)).first;
+  }
+  return rows < found->second;
 }
 
 bool fits_int32(std::initializer_list<int64_t> values) {
@@ -228,7 +204,7 @@ Tensor backend_matmul(const Tensor& a, const Tensor& b, const MethodSpec& spec, 
   int64_t Z = 1;
   for (auto d : batch) Z *= d;
   if (!takes_kernels(a, spec, backend, {M * Z, N * Z, K})) return mm_reference(a, b, spec);
-  if (runs_as_sgemm(M * Z, N, K)) return ieee(a, b, c10::nullopt);
+  if (runs_as_sgemm(cuda_index(a), spec, "bwd_input", M * Z, N, K)) return ieee(a, b, c10::nullopt);
   auto with = [&](std::vector<int64_t> shape, int64_t r, int64_t c) {
     shape.push_back(r);
     shape.push_back(c);
@@ -263,7 +239,7 @@ Tensor backend_linear(const Tensor& x, const Tensor& w, const c10::optional<Tens
     auto y = mm_reference(x, w.mT(), spec);
     return has_bias ? y + *bias : y;
   }
-  if (runs_as_sgemm(M, N, K)) return ieee(x, w.t(), bias);
+  if (runs_as_sgemm(cuda_index(x), spec, "fwd", M, N, K)) return ieee(x, w.t(), bias);
   auto pieces = split_t(w.t(), spec);
   for (auto& p : pieces) p = p.unsqueeze(0);
   return emu(x.unsqueeze(0), pieces, w.unsqueeze(0), bias, spec).squeeze(0);
@@ -273,7 +249,7 @@ Tensor backend_linear_input_grad(const Tensor& grad, const Tensor& w, const Meth
                                  const std::string& backend) {
   const int64_t M = grad.size(0), N = w.size(0), K = w.size(1);
   if (!takes_kernels(grad, spec, backend, {M, N, K})) return mm_reference(grad, w, spec);
-  if (runs_as_sgemm(M, K, N)) return ieee(grad, w, c10::nullopt);
+  if (runs_as_sgemm(cuda_index(grad), spec, "bwd_input", M, K, N)) return ieee(grad, w, c10::nullopt);
   auto pieces = split_t(w, spec);
   for (auto& p : pieces) p = p.unsqueeze(0);
   return emu(grad.unsqueeze(0), pieces, w.t().unsqueeze(0), c10::nullopt, spec).squeeze(0);

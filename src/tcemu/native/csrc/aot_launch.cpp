@@ -33,6 +33,7 @@ struct Driver {
   CUresult (*cuInit)(unsigned);
   CUresult (*cuDeviceGet)(CUdevice*, int);
   CUresult (*cuDeviceGetAttribute)(int*, int, CUdevice);
+  CUresult (*cuDeviceGetName)(char*, int, CUdevice);
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext*, CUdevice);
   CUresult (*cuCtxGetCurrent)(CUcontext*);
   CUresult (*cuCtxSetCurrent)(CUcontext);
@@ -64,6 +65,7 @@ const Driver& driver() {
     bind(lib, "cuInit", &d.cuInit, &d.error);
     bind(lib, "cuDeviceGet", &d.cuDeviceGet, &d.error);
     bind(lib, "cuDeviceGetAttribute", &d.cuDeviceGetAttribute, &d.error);
+    bind(lib, "cuDeviceGetName", &d.cuDeviceGetName, &d.error);
     bind(lib, "cuDevicePrimaryCtxRetain", &d.cuDevicePrimaryCtxRetain, &d.error);
     bind(lib, "cuCtxGetCurrent", &d.cuCtxGetCurrent, &d.error);
     bind(lib, "cuCtxSetCurrent", &d.cuCtxSetCurrent, &d.error);
@@ -89,6 +91,7 @@ void check(CUresult r, const char* what) {
 
 struct DeviceInfo {
   std::string why;  // "" when the kernels can run
+  std::string name;  // the GPU's name (torch.cuda.get_device_name)
   int arch = 0, shared_optin = 0;
   CUcontext context = nullptr;
 };
@@ -109,17 +112,22 @@ const DeviceInfo& device_info(int index) {
   } else {
     CUdevice dev;
     int major = 0, minor = 0;
-    if (d.cuDeviceGet(&dev, index) != 0 || d.cuDeviceGetAttribute(&major, kAttrCcMajor, dev) != 0 ||
+    char name[256] = {0};
+    if (d.cuDeviceGet(&dev, index) != 0 || d.cuDeviceGetName(name, sizeof(name) - 1, dev) != 0 ||
+        d.cuDeviceGetAttribute(&major, kAttrCcMajor, dev) != 0 ||
         d.cuDeviceGetAttribute(&minor, kAttrCcMinor, dev) != 0 ||
         d.cuDeviceGetAttribute(&info.shared_optin, kAttrSharedOptin, dev) != 0 ||
         d.cuDevicePrimaryCtxRetain(&info.context, dev) != 0) {
       info.why = "the CUDA driver could not describe device " + std::to_string(index);
-    } else if (major == 9 && minor == 0) {
-      info.arch = 90;  // sm_90a cubins run on sm_90 only
-    } else if (major == 8) {
-      info.arch = 80;  // sm_80 cubins run on every sm_8x
     } else {
-      info.why = "no cubin for sm_" + std::to_string(major * 10 + minor) + " (the library has sm_80 and sm_90a)";
+      info.name = name;
+      if (major == 9 && minor == 0) {
+        info.arch = 90;  // sm_90a cubins run on sm_90 only
+      } else if (major == 8) {
+        info.arch = 80;  // sm_80 cubins run on every sm_8x
+      } else {
+        info.why = "no cubin for sm_" + std::to_string(major * 10 + minor) + " (the library has sm_80 and sm_90a)";
+      }
     }
   }
   return cache.emplace(index, info).first->second;
@@ -173,6 +181,8 @@ struct ContextGuard {
 }  // namespace
 
 std::string unavailable(int device_index) { return device_info(device_index).why; }
+
+std::string device_name(int device_index) { return device_info(device_index).name; }
 
 const KernelImage* find(int device_index, const std::string& method, const std::string& kind,
                         const std::string& variant, std::string* why) {

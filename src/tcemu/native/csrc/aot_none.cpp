@@ -1,5 +1,7 @@
-// No ahead-of-time kernels: what a build without tcemu's generated aot_kernels.cpp links (CMake run by hand).
+// No ahead-of-time kernels and no measured small-shape table: what a build without tcemu's generated sources links
+// (CMake run by hand); the products on CUDA then run the reference.
 #include "aot.h"
+#include "decision.h"
 
 namespace tcemu::aot {
 
@@ -10,3 +12,11 @@ const char* const kTritonVersion = "";
 const unsigned char* blob() { return nullptr; }
 
 }  // namespace tcemu::aot
+
+namespace tcemu::decision {
+
+const Point kPoints[] = {{}};
+const Curve kCurves[] = {{}};
+const int kCurveCount = 0;
+
+}  // namespace tcemu::decision

@@ -5,6 +5,7 @@
 // loading this library, tcemu's own kernels (with the coverage meter and the Triton backend) stay, and this
 // library registers nothing but tcemu::native_info.
 #include "aot.h"
+#include "decision.h"
 #include "tcemu_native.h"
 
 #include <ATen/ExpandUtils.h>
@@ -285,6 +286,11 @@ TORCH_LIBRARY_FRAGMENT(tcemu, m) {
   auto& dispatcher = c10::Dispatcher::singleton();
   if (dispatcher.findSchema({"tcemu::native_info", ""}).has_value()) return;  // another copy of this library
   m.def("native_info() -> str", &native_info);
+  // the small-shape row threshold the library's CUDA products use on a GPU of this name (tests compare tcemu's)
+  m.def("native_row_threshold(str device, str method, str role, int N, int K) -> int",
+        [](c10::string_view device, c10::string_view method, c10::string_view role, int64_t N, int64_t K) {
+          return decision::row_threshold(std::string(device), std::string(method), std::string(role), N, K);
+        });
   if (dispatcher.findSchema({"tcemu::matmul", ""}).has_value()) {
     defined_by_python = true;  // defined already: tcemu's Python ops were imported first
     return;
