@@ -153,8 +153,9 @@ CUfunction function(int i, int device_index, const DeviceInfo& info) {
   if (k.shared > 48 * 1024) {  // dynamic shared memory beyond 48 KiB is opted into (as Triton's loader does)
     int static_shared = 0;
     check(d.cuFuncGetAttribute(&static_shared, kFuncSharedStatic, f), "cuFuncGetAttribute");
-    TORCH_CHECK(k.shared <= info.shared_optin - static_shared, "tcemu (native): ", k.key, " needs ", k.shared,
-                " bytes of dynamic shared memory, device ", device_index, " allows ", info.shared_optin - static_shared);
+    const int allowed = info.shared_optin - static_shared;
+    TORCH_CHECK(k.shared <= allowed, "tcemu (native): ", k.key, " needs ", k.shared, " bytes of dynamic shared memory, "
+                "device ", device_index, " allows ", allowed);
     check(d.cuFuncSetCacheConfig(f, kCachePreferShared), "cuFuncSetCacheConfig");
     check(d.cuFuncSetAttribute(f, kFuncMaxDynamicShared, info.shared_optin - static_shared), "cuFuncSetAttribute");
   }

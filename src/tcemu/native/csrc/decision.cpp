@@ -112,6 +112,17 @@ std::vector<const Curve*> nearest(const std::string& device, const std::string& 
 
 }  // namespace
 
+std::string describe() {
+  std::vector<std::string> devices;
+  for (int i = 0; i < kCurveCount; ++i) {
+    const std::string d = kCurves[i].device;
+    if (std::find(devices.begin(), devices.end(), d) == devices.end()) devices.push_back(d);
+  }
+  std::string out = "small-shape tables (measured):";
+  for (const auto& d : devices) out += " " + d + ";";
+  return devices.empty() ? "small-shape tables (measured): none; the FLOP rule" : out + " elsewhere the FLOP rule";
+}
+
 bool fallback_enabled() {
   static const bool on = env_flag("TCEMU_SMALL_SHAPE_FALLBACK", true);
   return on;

@@ -36,5 +36,7 @@ int64_t row_threshold(const std::string& device, const std::string& method, cons
                       int64_t K);
 // TCEMU_SMALL_SHAPE_FALLBACK (default on)
 bool fallback_enabled();
+// what native_info reports: the GPUs with a measured table
+std::string describe();
 
 }  // namespace tcemu::decision

@@ -272,7 +272,7 @@ std::string native_info() {
           : "tcemu native library: the tcemu:: ops are defined by this library (backend \"torch\" runs the reference "
             "algorithm; \"auto\" and \"triton\" the CUDA GEMM kernels below where they apply, unless tcemu's Python, "
             "imported after it, replaced them)";
-  return ops + "\n" + aot::describe();
+  return ops + "\n" + aot::describe() + "\n" + decision::describe();
 }
 
 }  // namespace
