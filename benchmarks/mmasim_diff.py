@@ -374,9 +374,10 @@ def _hex(v, w):
 #: which point the default variant departs from MMA-Sim on, and the hardware record that decides it
 CAUSES = {
     "zero-factor rule": "tcemu's default leaves zero products out of E_max, MMA-Sim puts a zero at exponent -126. "
-                        "Measured on the H100 (docs/hardware/h100-zero-factor.json): left out, for tf32 and bf16 "
-                        "(mma.sync, wgmma). fp16/FP8 inputs show it only beside a tiny c, which the probe did not "
-                        "try, and other architectures are unmeasured: there the default extends the H100's rule",
+                        "Measured on the H100: left out, for tf32 and bf16 (mma.sync, wgmma; docs/hardware/"
+                        "h100-zero-factor.json) and, beside a tiny c, for fp16, e4m3 and e5m2 with f32 accumulate "
+                        "(docs/hardware/h100-zero-factor-tiny-c.json); fp16 accumulate cannot tell. FP6/FP4, block "
+                        "scales and other architectures are unmeasured: there the default extends the H100's rule",
     "c floors": "c = 0 floor and c alignment exponent: measured on the H200 (docs/hardware/h200-probe.json "
                 "T24-T26): the toolbox's L and fp16 emin, tcemu's default",
     "zero-factor rule + c floors": "both of the above in one output",

@@ -13,7 +13,7 @@ from tcemu.numerics.inputs import KINDS, make_operands
 from tcemu.numerics.model_fma import fma64, fma64_exact_scalar
 from tcemu.numerics.oracle import oracle_bits
 
-NAN64 = 0x7FFFFFFFFFFFFFFF
+DEFAULT_NAN64 = 0xFFF8000000000000  # an invalid operation's NaN on the H100 (docs/hardware/h100-dmma.json)
 
 
 def _dmma(a, b, c, arch="a100", instruction="mma"):
@@ -53,9 +53,9 @@ def test_no_intermediate_overflow_and_gradual_underflow():
 
 
 def test_special_values_and_zero_signs():
-    assert _dmma([np.inf], [0.0], 0.0) == NAN64
-    assert _dmma([np.inf, 1.0], [1.0, -np.inf], 0.0) == NAN64
-    assert _dmma([np.nan], [1.0], 0.0) == NAN64
+    assert _dmma([np.inf], [0.0], 0.0) == DEFAULT_NAN64
+    assert _dmma([np.inf, 1.0], [1.0, -np.inf], 0.0) == DEFAULT_NAN64
+    assert _dmma([np.nan], [1.0], 0.0) == 0x7FF8000000000000
     assert _dmma([1.0], [1.0], -np.inf) == _b(-np.inf)
     assert _dmma([-0.0] * 4, [1.0] * 4, -0.0) == _b(-0.0)  # -0 + -0 = -0 at every step
     assert _dmma([-0.0, -0.0, 0.0, -0.0], [1.0] * 4, -0.0) == _b(0.0)  # -0 + +0 = +0, then +0 + -0 = +0
@@ -139,3 +139,21 @@ def test_turing_model_equals_oracle(out, kind):
         rng = np.random.default_rng(zlib.crc32(f"{ins}{out}{kind}".encode()))
         a, b, c = make_operands(p, 40, 2 * p.k_instr, kind, rng)
         assert np.array_equal(block_fma_bits(a, b, c, p), oracle_bits(a, b, c, p))
+
+
+def _f(bits: int) -> float:
+    return float(np.array([bits], np.uint64).view(np.float64)[0])
+
+
+def test_nan_operands_propagate_quieted_with_their_payload():
+    """The H100's DMMA NaN bits (docs/hardware/h100-dmma.json): a NaN operand's payload and sign kept, a signalling
+    NaN quieted, a NaN sum carried along the chain, Inf x 0 and Inf - Inf the default NaN 0xFFF8000000000000."""
+    snan, qnan_neg = 0x7FF0000000000001, 0xFFF80000DEADBEEF
+    assert _dmma([_f(snan)], [1.0], 0.0) == 0x7FF8000000000001
+    assert _dmma([1.0], [_f(qnan_neg)], 0.0) == qnan_neg
+    assert _dmma([1.0, 2.0], [1.0, 3.0], _f(qnan_neg)) == qnan_neg  # c's NaN through every step
+    # the model's order among NaNs (a, b, then the sum; the H100 data do not settle it): a later NaN operand wins
+    assert _dmma([np.inf, _f(snan)], [0.0, 1.0], 0.0) == 0x7FF8000000000001
+    assert _dmma([np.inf, 1.0], [0.0, 1.0], 5.0) == DEFAULT_NAN64  # the invalid step's NaN carried on
+    assert _dmma([np.inf], [2.0], -np.inf) == DEFAULT_NAN64
+    assert _dmma([np.inf], [-2.0], -np.inf) == _b(-np.inf)

@@ -28,7 +28,8 @@ _NV = {"a100": "a100", "sm_80": "a100", "a30": "a100", "a2": "a100", "ada": "ada
        "sm_100a": "b200"}
 _DMMA_K = {"a100": (4,), "ada": (4,), "h100": (4, 8, 16), "h200": (4, 8, 16), "b200": (4,)}  # m16n8k*: sm_90
 _DMMA_SRC = ("chain of fp64 FMAs (RNE) in k order: PTX ISA mma .f64; MMA-Sim @ c785138 nv_ptx.mma (libm fma per k); "
-             "NaN bits 0x7FFFFFFFFFFFFFFF assumed (fp32's canonical NaN widened; unmeasured)")
+             "NaN results: a NaN operand's payload quieted, 0xFFF8000000000000 for invalid operations (measured on the "
+             "H100, docs/hardware/h100-dmma.json; the priority among several NaN operands is not)")
 _TURING_SRC = ("MMA-Sim @ c785138 nv_ptx.mma Turing: F=24 (arch_accum_fractional_bits), one block per instruction "
                "(no split-k), c=0 at -126, zero factors left out (tcemu's H100 measurement, not Turing's); "
                "literature-based, no Turing hardware data")
@@ -65,7 +66,7 @@ def _dmma(arch: str, instruction: str, fout: str) -> MMAParams:
         raise ValueError(f"tcemu: fp64 mma on {arch} has shapes {sorted(valid)}, not {instruction!r}")
     if fout != "fp64":
         raise ValueError(f"tcemu: fp64 mma returns fp64, not {fout}")
-    return MMAParams("fp64", "fp64", valid[shape], 1, 0, Rounding.RNE, scheme=FMAChain(nan_bits=0x7FFFFFFFFFFFFFFF),
+    return MMAParams("fp64", "fp64", valid[shape], 1, 0, Rounding.RNE, scheme=FMAChain(nan_bits=0xFFF8000000000000, nan_rule="propagate"),
                      label=f"{arch} mma.{shape} fp64->fp64", sources=_DMMA_SRC)
 
 

@@ -4,7 +4,7 @@
 kernel (nvcc, ``sm_90a`` by default; ``--arch 80`` for an A100), issues ``--slices`` chained m8n8k4 instructions per
 8 x 8 tile (K = 4 x slices, one accumulator in registers), on operands of every kind of
 :mod:`tcemu.numerics.inputs_schemes`, and compares every output bit with ``get_preset(arch, "mma.m8n8k4", "fp64")``
-(NaN compared as a class, its bits reported). It also checks that the kernel's SASS holds ``DMMA``. The JSON
+(NaN bits too). It also checks that the kernel's SASS holds ``DMMA``. The JSON
 summary lists, per kind, samples, agreements and the first disagreements (a, b, c, hardware, model).
 
 Fragments (PTX ISA, "Matrix fragments for mma.m8n8k4 with .f64"): lane = 4 g + t; a = A[g][t], b = B[t][g],
@@ -126,10 +126,11 @@ def check(lib, arch_name: str, tiles: int, slices: int, seed: int = 0, runner=ru
         want = block_fma_bits(am.view(np.uint64), bm.view(np.uint64), c.reshape(-1).view(np.uint64), p)
         got = d.reshape(-1).view(np.uint64)
         nan = np.isnan(d.reshape(-1)) & np.isnan(want.view(np.float64))
-        same = (got == want) | nan
+        same = got == want  # NaN bits included
         bad = np.nonzero(~same)[0]
         out["kinds"][kind] = {
-            "samples": int(same.size), "agree": int(same.sum()),
+            "samples": int(same.size), "agree": int(same.sum()), "nan_outputs": int(nan.sum()),
+            "nan_bits_agree": int((same & nan).sum()),
             "nan_bits_hw": sorted({f"{int(x):#x}" for x in got[np.isnan(d.reshape(-1))][:1000]}),
             "disagreements": [{"a": am[j].tolist(), "b": bm[j].tolist(), "c": float(c.reshape(-1)[j]),
                                "hw": f"{int(got[j]):#x}", "model": f"{int(want[j]):#x}"} for j in bad[:5]],
