@@ -34,7 +34,9 @@ class CoverageRow:
 def _measured_keys() -> set[tuple[str, str, str, str]]:
     from .hardware.cases import ALL_CASES
 
-    return {(a, c.instruction, c.input_format, c.output_format) for c in ALL_CASES for a in ("h100", "h200")}
+    probed = {(a, c.instruction, c.input_format, c.output_format) for c in ALL_CASES for a in ("h100", "h200")}
+    # FP64 DMMA m8n8k4: python -m tcemu.numerics.hardware.dmma_check on the H100 (docs/hardware/h100-dmma.json)
+    return probed | {(a, "mma.m8n8k4", "fp64", "fp64") for a in ("h100", "h200")}
 
 
 def _public_keys() -> set[tuple[str, str, str, str]]:
