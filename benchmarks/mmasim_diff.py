@@ -368,7 +368,7 @@ def classify(x: int, y: int, fc: str) -> str:
 
 
 def _hex(v, w):
-    return "0x" + format(int(v), f"0{(w + 3) // 4}x")
+    return "0x" + format(int(v) & ((1 << w) - 1), f"0{(w + 3) // 4}x")  # (int64 containers: two's complement)
 
 
 #: which point the default variant departs from MMA-Sim on, and the hardware record that decides it
@@ -392,10 +392,11 @@ FINDINGS = {
             "beyond fp32's range under large scales, reaches `math.trunc(inf)` and raises OverflowError (counted "
             "as MMA-Sim errors, not compared). tcemu gives +-Inf there, as every kind does (overflow to Inf "
             "under RZ measured on the H200, T21; unmeasured for block scales)",
-    ("f64",): "NaN bits differ: MMA-Sim's FP64 path is the host's libm fma, so a NaN result is the x86 default NaN "
-              "(0xfff8...) or an input's payload; tcemu returns one canonical NaN (0x7fffffffffffffff), an "
-              "assumption: no source states DMMA's NaN bits (`python -m tcemu.numerics.hardware.dmma_check` "
-              "records them on a GPU; not yet run). Finite and infinite outputs agree",
+    ("f64",): "NaN bits differ. NVIDIA fp64: tcemu follows the H100's DMMA (docs/hardware/h100-dmma.json: a NaN "
+              "operand's payload quieted, 0xfff8000000000000 for invalid operations), as MMA-Sim's libm fma does; "
+              "they part only where two NaN operands meet (tcemu takes a, then b, then the sum; MMA-Sim's host fma "
+              "another), which the hardware data do not settle. AMD fp64: tcemu returns one canonical NaN "
+              "(0x7ff8000000000000), an assumption. Finite and infinite outputs agree",
     ("CDNA1", "f16"): "MMA-Sim's fp16 and bf16 paths of CDNA1 and CDNA2 call `pairwise_dot`, which asserts fp32 "
                       "operands, on fp16/bf16 tensors: every input raises (counted as MMA-Sim errors; CDNA2's "
                       "fp16 and bf16 alike). With the operands cast to fp32 first they agree with tcemu "
