@@ -523,6 +523,8 @@ def main(argv: list[str] | None = None) -> int:
                          "and machines can share the work: copy their parts into one folder)")
     ap.add_argument("--reverse", action="store_true", help="take the shares in reverse order (a second machine)")
     ap.add_argument("--parts-only", action="store_true", help="compute the shares, write no summary")
+    ap.add_argument("--complete-only", action="store_true",
+                    help="summarize only the cases whose every share is in --parts-dir (computes nothing)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default="", help="only cases whose name contains this text")
     ap.add_argument("--out", default="benchmarks/results/cpu/numerics/mmasim_diff.csv",
@@ -536,10 +538,15 @@ def main(argv: list[str] | None = None) -> int:
             continue
         p, why = resolve(case, "mmasim")
         if p is None:
-            rows.append({"case": case.name, "tcemu": "", "status": why})
+            if not args.complete_only:
+                rows.append({"case": case.name, "tcemu": "", "status": why})
             continue
         tiles = -(-args.samples // (case.m * case.n))
         shares = [tiles // args.chunks + (w < tiles % args.chunks) for w in range(args.chunks)]
+        if args.complete_only and not all(
+                _part_path(args.parts_dir, case, w, args.chunks, args.samples, args.seed).exists()
+                for w, t in enumerate(shares) if t):
+            continue
         for w, t in enumerate(shares):
             if t:
                 path = (_part_path(args.parts_dir, case, w, args.chunks, args.samples, args.seed)
