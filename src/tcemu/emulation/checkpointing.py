@@ -25,14 +25,13 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
-from types import SimpleNamespace
 from typing import Any
 
 import torch
 import torch.utils.checkpoint as _ckpt
 
 from . import mode as _mode
-from .configuration import backward_config, for_backward
+from .configuration import for_backward, forward_state
 from .scope import Scope, _run_in_scope
 
 __all__ = ["on_grad_disabled", "on_product"]
@@ -50,7 +49,7 @@ _MARK = "_tcemu_recompute"
 def _recompute(scope: Scope, state: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """``fn`` of a checkpoint, recomputed under the emulation, configuration and meters of its first pass (a
     CUDA backward runs on autograd's own threads, which see neither)."""
-    with backward_config(SimpleNamespace(settings=state)):
+    with forward_state(state):
         return _run_in_scope(scope, fn, args, kwargs)
 
 

@@ -291,11 +291,16 @@ def _restored(state: ForwardState) -> Iterator[None]:
         yield
 
 
+def forward_state(state: ForwardState | None) -> contextlib.AbstractContextManager:
+    """Run under a kept :func:`for_backward` state (nothing where None): its configuration, and its meters
+    counting the emulated products too."""
+    return contextlib.nullcontext() if state is None else _restored(state)
+
+
 def backward_config(ctx: Any) -> contextlib.AbstractContextManager:
     """Run a backward under the configuration its forward kept (:func:`for_backward`), if it kept one, counting
     its emulated products for the forward's meters too."""
-    settings = getattr(ctx, "settings", None)
-    return contextlib.nullcontext() if settings is None else _restored(settings)
+    return forward_state(getattr(ctx, "settings", None))
 
 
 @torch.compiler.assume_constant_result

@@ -20,6 +20,8 @@ The exact rational reference of the same chain is :mod:`tcemu.numerics.oracle_sc
 
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -125,8 +127,6 @@ def _chain64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
 
 def fma64_exact_scalar(a: float, b: float, c: float) -> float:
     """One fp64 FMA through exact rationals (the fallback of :func:`fma64`; Inf/NaN by IEEE rules)."""
-    import math
-
     if not (math.isfinite(a) and math.isfinite(b)):
         return a * b + c  # Inf x nonzero = Inf, Inf x 0 = NaN, NaN: then IEEE addition, as the FMA
     if not math.isfinite(c):
@@ -209,7 +209,7 @@ class FMAChain:
         return 0x7FC00000 if fmt == "fp32" else 0x7FF8000000000000
 
 
-_EXP64, _FRAC64, _QUIET64, _SIGN64 = 0x7FF0000000000000, 0x000FFFFFFFFFFFFF, 0x0008000000000000, 1 << 63
+_EXP64, _FRAC64, _QUIET64 = 0x7FF0000000000000, 0x000FFFFFFFFFFFFF, 0x0008000000000000
 
 
 def propagated_nan_bits(a_bits: list[int], b_bits: list[int], c_bits: int, default: int) -> int | None:
@@ -220,8 +220,6 @@ def propagated_nan_bits(a_bits: list[int], b_bits: list[int], c_bits: int, defau
     What the H100's DMMA returned on 229,376 outputs (docs/hardware/h100-dmma.json): input payloads quieted and
     0xFFF8000000000000 for invalid operations; which of several NaN operands wins is not settled by those data.
     """
-    import math
-    import struct
 
     def nan(x: int) -> bool:
         return (x & _EXP64) == _EXP64 and (x & _FRAC64) != 0
@@ -238,7 +236,8 @@ def propagated_nan_bits(a_bits: list[int], b_bits: list[int], c_bits: int, defau
         if (math.isinf(xv) and yv == 0) or (xv == 0 and math.isinf(yv)):
             d = default
             continue
-        if (math.isinf(xv) or math.isinf(yv)) and math.isinf(dv) and (math.copysign(1, xv * yv) != math.copysign(1, dv)):
+        infinite_product = math.isinf(xv) or math.isinf(yv)
+        if infinite_product and math.isinf(dv) and math.copysign(1, xv * yv) != math.copysign(1, dv):
             d = default
             continue
         d = struct.unpack("<Q", struct.pack("<d", fma64_exact_scalar(xv, yv, dv)))[0]

@@ -66,7 +66,8 @@ def _dmma(arch: str, instruction: str, fout: str) -> MMAParams:
         raise ValueError(f"tcemu: fp64 mma on {arch} has shapes {sorted(valid)}, not {instruction!r}")
     if fout != "fp64":
         raise ValueError(f"tcemu: fp64 mma returns fp64, not {fout}")
-    return MMAParams("fp64", "fp64", valid[shape], 1, 0, Rounding.RNE, scheme=FMAChain(nan_bits=0xFFF8000000000000, nan_rule="propagate"),
+    scheme = FMAChain(nan_bits=0xFFF8000000000000, nan_rule="propagate")  # the H100's NaNs (h100-dmma.json)
+    return MMAParams("fp64", "fp64", valid[shape], 1, 0, Rounding.RNE, scheme=scheme,
                      label=f"{arch} mma.{shape} fp64->fp64", sources=_DMMA_SRC)
 
 
