@@ -31,6 +31,23 @@ def test_tile_layout_on_cpu():
     assert not bad["agree_all"]  # the slices in the other order: the check can fail
 
 
+def test_nan_priority_kind_tells_which_operand_wins():
+    """Swapping a and b in every FMA leaves each product as it is and changes only which NaN wins: the kind
+    ``nan_priority`` must see it (the other kinds rarely can)."""
+    def b_first(lib, a, b, c):
+        d = c.copy()
+        for s in range(a.shape[1]):
+            for k in range(4):
+                d = fma64(np.ascontiguousarray(np.broadcast_to(b[:, s, k, :][:, None, :], d.shape)).ravel(),
+                          np.ascontiguousarray(np.broadcast_to(a[:, s, :, k][:, :, None], d.shape)).ravel(),
+                          d.ravel()).reshape(d.shape)
+        return d
+
+    kind = check(None, "h100", tiles=6, slices=2, runner=b_first)["kinds"]["nan_priority"]
+    assert kind["nan_outputs"] > kind["samples"] // 2
+    assert kind["agree"] < kind["samples"] - 50, kind["agree"]
+
+
 def _cuda() -> bool:
     try:
         import torch

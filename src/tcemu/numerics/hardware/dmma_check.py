@@ -4,7 +4,9 @@
 kernel (nvcc, ``sm_90a`` by default; ``--arch 80`` for an A100), issues ``--slices`` chained m8n8k4 instructions per
 8 x 8 tile (K = 4 x slices, one accumulator in registers), on operands of every kind of
 :mod:`tcemu.numerics.inputs_schemes`, and compares every output bit with ``get_preset(arch, "mma.m8n8k4", "fp64")``
-(NaN bits too). It also checks that the kernel's SASS holds ``DMMA``. The JSON
+(NaN bits too), and on the kind ``nan_priority``: operands NaN with probability 0.35 each, every NaN with its own
+payload, sign and quiet bit, so that several NaNs meet in one FMA and the bits tell which operand's payload the
+hardware keeps. It also checks that the kernel's SASS holds ``DMMA``. The JSON
 summary lists, per kind, samples, agreements and the first disagreements (a, b, c, hardware, model).
 
 Fragments (PTX ISA, "Matrix fragments for mma.m8n8k4 with .f64"): lane = 4 g + t; a = A[g][t], b = B[t][g],
@@ -103,6 +105,23 @@ def run_dmma(lib: Path, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarr
     return d
 
 
+#: the input kind whose NaNs meet: which operand's payload survives
+NAN_PRIORITY = "nan_priority"
+
+
+def nan_priority_operands(shape: tuple[int, ...], rng: np.random.Generator, p_nan: float = 0.35) -> np.ndarray:
+    """fp64 bit patterns (uint64): normal random values, each a NaN with probability ``p_nan`` instead, with a
+    random payload, sign and quiet bit of its own (so that the result's bits name the operand it came from)."""
+    bits = rng.standard_normal(shape).view(np.uint64).copy()
+    payload = rng.integers(1, 1 << 51, size=shape, dtype=np.uint64)
+    quiet = rng.integers(0, 2, size=shape, dtype=np.uint64) << np.uint64(51)
+    sign = rng.integers(0, 2, size=shape, dtype=np.uint64) << np.uint64(63)
+    nans = sign | np.uint64(0x7FF0000000000000) | quiet | payload
+    where = rng.random(shape) < p_nan
+    bits[where] = nans[where]
+    return bits
+
+
 def check(lib, arch_name: str, tiles: int, slices: int, seed: int = 0, runner=run_dmma) -> dict:
     """Hardware (``runner(lib, a, b, c)``) against the preset on every input kind; returns the summary."""
     from tcemu.numerics import block_fma_bits, get_preset
@@ -111,10 +130,14 @@ def check(lib, arch_name: str, tiles: int, slices: int, seed: int = 0, runner=ru
     p = get_preset(arch_name, "mma.m8n8k4", "fp64")
     k = 4 * slices
     out = {"preset": p.label, "sources": p.sources, "tiles": tiles, "K": k, "kinds": {}}
-    for i, kind in enumerate(SCHEME_KINDS):
+    for i, kind in enumerate((*SCHEME_KINDS, NAN_PRIORITY)):
         rng = np.random.default_rng(seed + i)
         # 8 rows of A and 8 columns of B per tile: operands drawn as rows, outputs (i, j) pair A row i, B column j
-        a_rows, b_rows, c0 = scheme_operands(p, tiles * 8, k, kind, rng)
+        if kind == NAN_PRIORITY:
+            a_rows, b_rows, c0 = (nan_priority_operands(shape, rng) for shape in ((tiles * 8, k), (tiles * 8, k),
+                                                                                   (tiles * 64,)))
+        else:
+            a_rows, b_rows, c0 = scheme_operands(p, tiles * 8, k, kind, rng)
         a = a_rows.view(np.float64).reshape(tiles, 8, slices, 4).transpose(0, 2, 1, 3)
         bcols = b_rows.view(np.float64).reshape(tiles, 8, slices, 4)  # (T, N, S, 4)
         b = bcols.transpose(0, 2, 3, 1)  # (T, S, 4, N)
