@@ -527,14 +527,16 @@ def main(argv: list[str] | None = None) -> int:
                     help="summarize only the cases whose every share is in --parts-dir (computes nothing)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default="", help="only cases whose name contains this text")
+    ap.add_argument("--cases-file", default=None, help="only the cases named in this file, one exact name per line")
     ap.add_argument("--out", default="benchmarks/results/cpu/numerics/mmasim_diff.csv",
                     help="the CSV; the markdown summary is written beside it (.md)")
     args = ap.parse_args(argv)
     if args.parts_dir:
         Path(args.parts_dir).mkdir(parents=True, exist_ok=True)
     rows, jobs = [], []
+    listed = set(Path(args.cases_file).read_text().split("\n")) - {""} if args.cases_file else None
     for ci, case in enumerate(enumerate_cases(args.mmasim)):  # ci over every case: seeds do not depend on --only
-        if args.only not in case.name:
+        if args.only not in case.name or (listed is not None and case.name not in listed):
             continue
         p, why = resolve(case, "mmasim")
         if p is None:

@@ -127,7 +127,7 @@ class MethodSpec:
         """Number of Tensor Core products per output tile (the cost multiplier)."""
         return len(self.products)
 
-    @property
+    @functools.cached_property  # read on every emulated product's launch (the instance dict: frozen is fine)
     def levels(self) -> tuple[tuple[tuple[int, int], ...], ...]:
         """Products grouped by level ``i + j``; ``levels[l]`` in accumulation order."""
         top = max(i + j for i, j in self.products)
@@ -137,7 +137,7 @@ class MethodSpec:
     def uses_tensor_cores(self) -> bool:
         return self.piece_format != "fp32"
 
-    @property
+    @functools.cached_property
     def max_level_products(self) -> int:
         """The most products summed in one level (3 for BF16x6/x9, 2 for TF32x3/BF16x3, 1 for one piece)."""
         return max(len(level) for level in self.levels)

@@ -14,6 +14,7 @@ import triton
 from torch import Tensor
 
 from ..._hw import interpreting, sm_count, tensor_core_generation
+from ._kernels import cdiv
 from ..methods import MethodSpec, get_method
 from .configs import KernelConfig
 
@@ -150,7 +151,7 @@ def _launch_wgmma(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], b
     else:
         ad = _piece_descriptors(ap, cfg.bm, cfg.bk, bf16)
     bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
-    grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
+    grid = (cdiv(M, cfg.bm) * cdiv(N, cfg.bn), Z)
     flags, check = _flags_arg(flags, out3, range_check)
     _wgmma_module()._emu_mm_wgmma_kernel[grid](
         *ad, *bd, bias if bias is not None else out3, out3, flags, M, N, K, *out3.stride(),
@@ -252,7 +253,7 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
     if min(st, p_st) < 2 or a_st < 1:
         raise ValueError(f"the warp-specialised kernel needs 2 or more B and piece slots, got {(st, a_st, p_st)}")
     ad = _fp32_rows_descriptor(a3, Z * M, K, cfg.bm, cfg.bk)
-    tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
+    tiles = cdiv(M, cfg.bm) * cdiv(N, cfg.bn)
     # persistent ("t"): about one program per SM, each looping over tiles of C (the same kernel: with one
     # program per tile each loops once)
     grid = (min(tiles, max(1, _num_sms(a3.device) // Z)) if cfg.persistent else tiles, Z)
@@ -287,7 +288,7 @@ def _launch_wgmma_pieces_ws(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tenso
     ad = _piece_descriptors(ap, cfg.bm, cfg.bk, bf16)
     bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
     tma_store, cd = _c_descriptor(cfg, out3, M, N, bd[0])
-    tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
+    tiles = cdiv(M, cfg.bm) * cdiv(N, cfg.bn)
     grid = (min(tiles, max(1, _num_sms(out3.device) // Z)) if cfg.persistent else tiles, Z)
     flags, check = _flags_arg(flags, out3, range_check)
     _wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel[grid](
@@ -381,7 +382,7 @@ def _launch_wgmma_rega(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tupl
     Z = out3.shape[0]
     ad = _fp32_rows_descriptor(a3, Z * M, K, cfg.bm, cfg.bk)
     bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
-    grid = (triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn), Z)
+    grid = (cdiv(M, cfg.bm) * cdiv(N, cfg.bn), Z)
     flags, check = _flags_arg(flags, out3, range_check)
     _wgmma_rega_module()._emu_mm_wgmma_rega_kernel[grid](
         ad, *bd, bias if bias is not None else out3, out3, flags, M, N, K, *out3.stride(),

@@ -18,7 +18,6 @@ import logging
 from dataclasses import replace
 
 import torch
-import triton
 from torch import Tensor
 
 from ..._hw import interpreting
@@ -44,6 +43,7 @@ from ._gluon import (  # noqa: F401 - re-exported: tests and benchmarks reach th
     wgmma_pieces_ws_compile,
     wgmma_ws_compile,
 )
+from ._kernels import cdiv
 from ._kernels._emu_mm import _emu_mm_kernel
 from ._kernels._split import FMT_BF16, FMT_TF32, _split_t_kernel
 from ._offline import launch_compile
@@ -60,7 +60,7 @@ from .configs import (  # noqa: F401 - re-exported: tests and benchmarks read th
     pick_config,
     tuned_configs,
 )
-from .range_fixup import range_fixup
+from .range_fixup import _range_fixup
 
 __all__ = [
     "KERNEL_METHODS", "KernelConfig", "pick_config", "config_candidates", "tuned_configs", "piece_dtype",
@@ -129,7 +129,7 @@ def _split_t(b: Tensor, spec: MethodSpec) -> tuple[Tensor, ...]:
     for c0 in range(0, C, step):
         c1 = min(C, c0 + step)
         q = tuple(t[c0:c1] for t in p)
-        _split_t_kernel[(triton.cdiv(R, BR), triton.cdiv(c1 - c0, BC))](
+        _split_t_kernel[(cdiv(R, BR), cdiv(c1 - c0, BC))](
             b[:, c0:c1], q[0], q[1], q[2], R, c1 - c0, b.stride(0), b.stride(1),
             FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=BR, BC=BC, num_warps=4,
         )
@@ -245,7 +245,7 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
         flags = torch.zeros(Z * M, dtype=torch.int8, device=a.device) if check else out3  # (unused then)
         gemm(cfg, flags, check)
         if check:
-            range_fixup(a3, bt3, b3, bias, out3, flags, spec)
+            _range_fixup(a3, bt3, b3, bias, out3, flags, spec)
 
     def gemm(cfg: KernelConfig, flags: Tensor, check: bool) -> None:
         if cfg.wgmma:
@@ -275,7 +275,7 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
                                 "kernel instead (same bits)", spec.name, cfg, type(exc).__name__, str(exc)[:200])
             cfg = replace(cfg, wgmma=False, warp_specialized=False, tma_store=False, register_a=False, mode=1,
                           persistent=False)
-        tiles = triton.cdiv(M, cfg.bm) * triton.cdiv(N, cfg.bn)
+        tiles = cdiv(M, cfg.bm) * cdiv(N, cfg.bn)
         grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
         if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
             ap = _split_t(a3.reshape(Z * M, K).mT, spec)
@@ -304,6 +304,19 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
 _WGMMA_FAILED: set[tuple[str, str]] = set()
 
 def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, *, range_check: bool = True) -> dict:
+    """The GEMM kernel's constexprs and launch settings (made once per combination: every launch reads them; not
+    to be modified)."""
+    key = (spec.name, cfg, K % cfg.bk == 0, has_bias, range_check, interpreting())
+    hit = _CONSTEXPRS.get(key)
+    if hit is None:
+        hit = _CONSTEXPRS[key] = _make_constexprs(spec, cfg, K, has_bias, range_check)
+    return hit
+
+
+_CONSTEXPRS: dict[tuple, dict] = {}
+
+
+def _make_constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, range_check: bool) -> dict:
     mode = cfg.mode
     if spec.name == "bf16x9" or (mode == 4 and spec.n_pieces == 2):
         mode = 0 if spec.name == "bf16x9" else 1  # bf16x9 has the tile mode only; 4 means 1 for two pieces
@@ -341,7 +354,7 @@ def emu_mm_compile(
     # the launch's arguments (emu_mm's launch on 2-D operands): pointers by their dtype, then sizes and strides
     values = [at, at, at, pd, pd, pd, f32, f32, torch.int8, M, N, K,
               M * K, sa[0], sa[1], 0, K, 1, M * N, N, 1]
-    constexprs = _constexprs(spec, cfg, K, has_bias, range_check=range_check)
+    constexprs = dict(_constexprs(spec, cfg, K, has_bias, range_check=range_check))
     if arch is not None:  # specialised as the launch is (divisibility, strides of 1), for sm_<arch>
         warps, stages = constexprs.pop("num_warps"), constexprs.pop("num_stages")
         return launch_compile(_emu_mm_kernel, values, constexprs, arch, warps, stages)

@@ -53,6 +53,13 @@ def range_fixup(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: T
         spec: the method.
     """
     _check(a3, bt3, b_t, out3, flags)
+    _range_fixup(a3, bt3, b_t, bias, out3, flags, spec)
+
+
+def _range_fixup(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: Tensor | None, out3: Tensor,
+                 flags: Tensor, spec: MethodSpec) -> None:
+    """:func:`range_fixup` without the checks: the launch after every emulated GEMM, whose operands and flags
+    ``emu_mm`` checked or made itself (the host time of a small product counts)."""
     Z, M, K = a3.shape
     N = out3.shape[-1]
     if M == 0 or N == 0 or K == 0 or Z == 0:
@@ -61,9 +68,7 @@ def range_fixup(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: T
     src = tuple(bt3) + (bt3[0],) * (3 - len(bt3)) if pieces else (b_t, b_t, b_t)
     values = _launch_values(spec, a3, src, bias if bias is not None else out3, out3, flags)
     _fix._range_fixup_kernel[_fix.grid(Z, M, N)](
-        *values, **_constexprs(spec, bias is not None, pieces, interpreting()),
-        num_warps=_fix.FIX_WARPS,
-    )
+        *values, **_constexprs(spec, bias is not None, pieces, interpreting()), num_warps=_fix.FIX_WARPS)
 
 
 def _launch_values(spec: MethodSpec, a3, b3: tuple, bias, out3, flags) -> list:
@@ -77,11 +82,21 @@ def _launch_values(spec: MethodSpec, a3, b3: tuple, bias, out3, flags) -> list:
 
 
 def _constexprs(spec: MethodSpec, has_bias: bool, b_pieces: bool, interpreting: bool) -> dict:
-    bf16 = spec.piece_format == "bf16"
-    fmt = FMT_BF16 if bf16 else FMT_TF32
-    return dict(FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, LEVELS=len(spec.levels),
-                DOT_FMT=2 if (bf16 and interpreting) else fmt, HAS_BIAS=has_bias, B_PIECES=b_pieces,
-                SCAN=_fix.SCAN_ROWS, BM=_fix.FIX_BM, BN=_fix.FIX_BN, BK=_fix.FIX_BK)
+    """The fix-up kernel's constexprs (made once per combination, every product's launch reads them; not to be
+    modified)."""
+    key = (spec.name, spec.piece_format, spec.n_pieces, spec.shift, has_bias, b_pieces, interpreting)
+    hit = _CONSTEXPRS.get(key)
+    if hit is None:
+        bf16 = spec.piece_format == "bf16"
+        fmt = FMT_BF16 if bf16 else FMT_TF32
+        hit = _CONSTEXPRS[key] = dict(
+            FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, LEVELS=len(spec.levels),
+            DOT_FMT=2 if (bf16 and interpreting) else fmt, HAS_BIAS=has_bias, B_PIECES=b_pieces,
+            SCAN=_fix.SCAN_ROWS, BM=_fix.FIX_BM, BN=_fix.FIX_BN, BK=_fix.FIX_BK)
+    return hit
+
+
+_CONSTEXPRS: dict[tuple, dict] = {}
 
 
 def range_fixup_compile(method: str | MethodSpec, *, b_pieces: bool = False, has_bias: bool = False, arch: int = 90,

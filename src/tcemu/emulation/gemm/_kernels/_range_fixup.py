@@ -28,6 +28,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from . import cdiv
 from ._emu_mm import RANGE_MARK, _fz, _mma, _mma0_keep
 from ._split import split3, widen_bf16
 
@@ -201,4 +202,4 @@ MAX_COLUMN_GROUPS = 32
 
 def grid(Z: int, M: int, N: int) -> tuple[int, int, int]:
     """The launch grid: (row chunks, column groups, batch)."""
-    return triton.cdiv(M, SCAN_ROWS), min(triton.cdiv(N, FIX_BN), MAX_COLUMN_GROUPS), Z
+    return cdiv(M, SCAN_ROWS), min(cdiv(N, FIX_BN), MAX_COLUMN_GROUPS), Z
