@@ -206,7 +206,7 @@ def test_cuda_kernels_have_the_bits_of_the_python_triton_path(native_library, tm
     Python Triton path (forward, backward, double backward; odd sizes, strided, batched, broadcast, Inf/NaN and
     top-of-range rows; large products, which the Python path runs with its Gluon kernels on Hopper), with the
     small-shape fallback off (every product by the kernels) and on (the GPU's measured table or the FLOP rule
-    sending small products to SGEMM on both sides); the plain products FP32-faithful against FP64."""
+    sending small products to SGEMM on both sides); the kernels' plain products FP32-faithful against FP64."""
     cases = _aot_cases.cases(large=True)
     native = _native_cuda(native_library, cases, tmp_path, fallback)
     assert "64 kernels compiled by Triton" in native["info"] and "reference on CUDA" not in native["info"], \
@@ -216,5 +216,7 @@ def test_cuda_kernels_have_the_bits_of_the_python_triton_path(native_library, tm
     compared, wrong = _differences(native["results"], want)
     assert not wrong, wrong
     assert compared > 150
-    for name, (a, b, method) in _aot_cases.products().items():
-        assert_fp32_faithful(native["results"][name][0], a, b, method)
+    if not fallback:  # (with the small-shape rule these products are cuBLAS SGEMM's on both sides, whose partial
+        # sums can overflow in top-of-range rows: FP32 matmul's own NaN where FP64 has an Inf)
+        for name, (a, b, method) in _aot_cases.products().items():
+            assert_fp32_faithful(native["results"][name][0], a, b, method)

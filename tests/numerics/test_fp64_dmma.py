@@ -152,8 +152,11 @@ def test_nan_operands_propagate_quieted_with_their_payload():
     assert _dmma([_f(snan)], [1.0], 0.0) == 0x7FF8000000000001
     assert _dmma([1.0], [_f(qnan_neg)], 0.0) == qnan_neg
     assert _dmma([1.0, 2.0], [1.0, 3.0], _f(qnan_neg)) == qnan_neg  # c's NaN through every step
-    # the model's order among NaNs (a, b, then the sum; the H100 data do not settle it): a later NaN operand wins
-    assert _dmma([np.inf, _f(snan)], [0.0, 1.0], 0.0) == 0x7FF8000000000001
+    # the H100's order among NaNs in one FMA (h100-dmma.json, inputs "nan_priority"): b, then the sum, then a
+    assert _dmma([np.inf, _f(snan)], [0.0, 1.0], 0.0) == DEFAULT_NAN64  # the sum's NaN before a's
+    assert _dmma([_f(snan)], [_f(qnan_neg)], 0.0) == qnan_neg  # b's before a's
+    assert _dmma([1.0], [_f(snan)], _f(qnan_neg)) == 0x7FF8000000000001  # b's before the sum's
+    assert _dmma([_f(snan)], [1.0], _f(qnan_neg)) == qnan_neg  # the sum's before a's
     assert _dmma([np.inf, 1.0], [0.0, 1.0], 5.0) == DEFAULT_NAN64  # the invalid step's NaN carried on
     assert _dmma([np.inf], [2.0], -np.inf) == DEFAULT_NAN64
     assert _dmma([np.inf], [-2.0], -np.inf) == _b(-np.inf)

@@ -148,7 +148,7 @@ class FMAChain:
 
     ``nan_rule``: ``"constant"``: every NaN result is ``nan_bits`` (None: the IEEE default quiet NaN, 0x7FC00000
     or 0x7FF8000000000000); ``"propagate"`` (fp64 only): an FMA with a NaN operand returns that NaN quieted, its
-    payload kept (a_k first, then b_k, then the running sum), and an invalid one (Inf x 0, Inf - Inf) returns
+    payload kept (b_k first, then the running sum, then a_k: the H100's order), and an invalid one (Inf x 0, Inf - Inf) returns
     ``nan_bits`` (:func:`propagated_nan_bits`).
     """
 
@@ -170,7 +170,7 @@ class FMAChain:
                              f"{self.nan_rule!r}")
 
     def describe(self, p) -> str:
-        nans = (f"a NaN operand's NaN quieted (a, b, then the sum), invalid ones {self.nan_bits:#x}"
+        nans = (f"a NaN operand's NaN quieted (b, the sum, then a), invalid ones {self.nan_bits:#x}"
                 if self.nan_rule == "propagate" else f"{self.nan_of(p.output_format):#x}")
         return (f"K={p.k_instr}, chain of IEEE {p.input_format} FMAs in increasing k from c, each rounded to "
                 f"nearest even; NaN results {nans}")
@@ -214,11 +214,12 @@ _EXP64, _FRAC64, _QUIET64 = 0x7FF0000000000000, 0x000FFFFFFFFFFFFF, 0x0008000000
 
 def propagated_nan_bits(a_bits: list[int], b_bits: list[int], c_bits: int, default: int) -> int | None:
     """The fp64 FMA chain ``d = fma(a_k, b_k, d)`` from c on bits, NaN by propagation: an FMA with a NaN operand
-    returns the first of a_k, b_k, d that is NaN, quieted (payload and sign kept); an invalid one (Inf x 0, or an
+    returns the first of b_k, d, a_k that is NaN, quieted (payload and sign kept); an invalid one (Inf x 0, or an
     infinite product plus the opposite Inf) returns ``default``. The result's bits if it is NaN, else None.
 
-    What the H100's DMMA returned on 229,376 outputs (docs/hardware/h100-dmma.json): input payloads quieted and
-    0xFFF8000000000000 for invalid operations; which of several NaN operands wins is not settled by those data.
+    What the H100's DMMA returned (docs/hardware/h100-dmma.json): input payloads quieted, 0xFFF8000000000000 for
+    invalid operations, and where several NaNs meet in one FMA the B operand's, else the running sum's, else the A
+    operand's (the check's ``nan_priority`` inputs: NaNs with payloads of their own in a, b and c).
     """
 
     def nan(x: int) -> bool:
@@ -230,7 +231,7 @@ def propagated_nan_bits(a_bits: list[int], b_bits: list[int], c_bits: int, defau
     d = c_bits
     for x, y in zip(a_bits, b_bits):
         if nan(x) or nan(y) or nan(d):
-            d = (x if nan(x) else y if nan(y) else d) | _QUIET64
+            d = (y if nan(y) else d if nan(d) else x) | _QUIET64
             continue
         xv, yv, dv = val(x), val(y), val(d)
         if (math.isinf(xv) and yv == 0) or (xv == 0 and math.isinf(yv)):

@@ -10,14 +10,23 @@ from tcemu.numerics.hardware.dmma_check import check
 from tcemu.numerics.model_fma import fma64
 
 
+def _fma_h100_nans(x, y, d):
+    """fma64, with the H100's NaN operand order (b, then the sum, then a; docs/hardware/h100-dmma.json)."""
+    out = fma64(x, y, d)
+    bits = [v.view(np.uint64) for v in (y, d, x)]
+    picked = np.where(np.isnan(y), bits[0], np.where(np.isnan(d), bits[1], bits[2])) | np.uint64(1 << 51)
+    some = np.isnan(x) | np.isnan(y) | np.isnan(d)
+    return np.where(some, picked.view(np.float64), out)
+
+
 def _ptx_semantics(lib, a, b, c):
     """d[t, i, j] = fma chain over slices s and k of a[t, s, i, k] * b[t, s, k, j], from c[t, i, j]."""
     d = c.copy()
     for s in range(a.shape[1]):
         for k in range(4):
-            d = fma64(np.ascontiguousarray(np.broadcast_to(a[:, s, :, k][:, :, None], d.shape)).ravel(),
-                      np.ascontiguousarray(np.broadcast_to(b[:, s, k, :][:, None, :], d.shape)).ravel(),
-                      d.ravel()).reshape(d.shape)
+            d = _fma_h100_nans(np.ascontiguousarray(np.broadcast_to(a[:, s, :, k][:, :, None], d.shape)).ravel(),
+                               np.ascontiguousarray(np.broadcast_to(b[:, s, k, :][:, None, :], d.shape)).ravel(),
+                               d.ravel()).reshape(d.shape)
     return d
 
 
@@ -32,8 +41,8 @@ def test_tile_layout_on_cpu():
 
 
 def test_nan_priority_kind_tells_which_operand_wins():
-    """Swapping a and b in every FMA leaves each product as it is and changes only which NaN wins: the kind
-    ``nan_priority`` must see it (the other kinds rarely can)."""
+    """Another order among NaN operands (fma64's own: here b, a, then the sum) leaves every product as it is and
+    changes only which NaN wins: the kind ``nan_priority`` must see it (the other kinds rarely can)."""
     def b_first(lib, a, b, c):
         d = c.copy()
         for s in range(a.shape[1]):
