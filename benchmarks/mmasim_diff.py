@@ -394,9 +394,10 @@ FINDINGS = {
             "under RZ measured on the H200, T21; unmeasured for block scales)",
     ("f64",): "NaN bits differ. NVIDIA fp64: tcemu follows the H100's DMMA (docs/hardware/h100-dmma.json: a NaN "
               "operand's payload quieted, 0xfff8000000000000 for invalid operations), as MMA-Sim's libm fma does; "
-              "they part only where two NaN operands meet (tcemu takes a, then b, then the sum; MMA-Sim's host fma "
-              "another), which the hardware data do not settle. AMD fp64: tcemu returns one canonical NaN "
-              "(0x7ff8000000000000), an assumption. Finite and infinite outputs agree",
+              "where NaN operands meet in one FMA the H100 keeps b's, then the running sum's, then a's (the check's "
+              "nan_priority inputs), MMA-Sim's host fma mostly a's, then b's, then the sum's (tcemu's "
+              "variant='mmasim'). AMD fp64: tcemu returns one canonical NaN (0x7ff8000000000000), an assumption. "
+              "Finite and infinite outputs agree",
     ("CDNA1", "f16"): "MMA-Sim's fp16 and bf16 paths of CDNA1 and CDNA2 call `pairwise_dot`, which asserts fp32 "
                       "operands, on fp16/bf16 tensors: every input raises (counted as MMA-Sim errors; CDNA2's "
                       "fp16 and bf16 alike). With the operands cast to fp32 first they agree with tcemu "

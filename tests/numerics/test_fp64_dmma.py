@@ -10,7 +10,7 @@ import pytest
 
 from tcemu.numerics import block_fma_bits, get_preset, list_presets, mma
 from tcemu.numerics.inputs import KINDS, make_operands
-from tcemu.numerics.model_fma import fma64, fma64_exact_scalar
+from tcemu.numerics.model_fma import FMAChain, fma64, fma64_exact_scalar
 from tcemu.numerics.oracle import oracle_bits
 
 DEFAULT_NAN64 = 0xFFF8000000000000  # an invalid operation's NaN on the H100 (docs/hardware/h100-dmma.json)
@@ -160,3 +160,16 @@ def test_nan_operands_propagate_quieted_with_their_payload():
     assert _dmma([np.inf, 1.0], [0.0, 1.0], 5.0) == DEFAULT_NAN64  # the invalid step's NaN carried on
     assert _dmma([np.inf], [2.0], -np.inf) == DEFAULT_NAN64
     assert _dmma([np.inf], [-2.0], -np.inf) == _b(-np.inf)
+
+
+def test_mmasim_variant_keeps_mmasims_nan_order():
+    """``variant="mmasim"``: MMA-Sim's host fma order among NaNs (a, b, then the sum), the hardware's otherwise."""
+    snan, qnan_neg = 0x7FF0000000000001, 0xFFF80000DEADBEEF
+    p = get_preset("h100", "mma", "fp64", "fp64", variant="mmasim")
+    a = np.array([[_f(snan)] + [0.0] * 3], np.float64).view(np.uint64)
+    b = np.array([[_f(qnan_neg)] + [0.0] * 3], np.float64).view(np.uint64)
+    c = np.array([0.0], np.float64).view(np.uint64)
+    assert int(block_fma_bits(a, b, c, p)[0]) == int(oracle_bits(a, b, c, p)[0]) == 0x7FF8000000000001
+    assert _dmma([_f(snan)], [_f(qnan_neg)], 0.0, arch="h100") == qnan_neg
+    with pytest.raises(ValueError, match="nan_order"):
+        FMAChain(nan_bits=DEFAULT_NAN64, nan_rule="propagate", nan_order="abc").check(p)

@@ -148,13 +148,14 @@ class FMAChain:
 
     ``nan_rule``: ``"constant"``: every NaN result is ``nan_bits`` (None: the IEEE default quiet NaN, 0x7FC00000
     or 0x7FF8000000000000); ``"propagate"`` (fp64 only): an FMA with a NaN operand returns that NaN quieted, its
-    payload kept (b_k first, then the running sum, then a_k: the H100's order), and an invalid one (Inf x 0, Inf - Inf) returns
-    ``nan_bits`` (:func:`propagated_nan_bits`).
+    payload kept, the first NaN in ``nan_order`` (``"bda"``: b_k, then the running sum d, then a_k, the H100's
+    order), and an invalid one (Inf x 0, Inf - Inf) returns ``nan_bits`` (:func:`propagated_nan_bits`).
     """
 
     nan_bits: int | None = None
     kind: str = "fma_chain"
     nan_rule: str = "constant"
+    nan_order: str = "bda"
 
     def check(self, p) -> None:
         if p.input_format not in ("fp32", "fp64") or p.output_format != p.input_format:
@@ -168,9 +169,12 @@ class FMAChain:
                 p.output_format != "fp64" or self.nan_bits is None)):
             raise ValueError(f"tcemu: nan_rule is 'constant', or 'propagate' for fp64 with nan_bits set, got "
                              f"{self.nan_rule!r}")
+        if sorted(self.nan_order) != ["a", "b", "d"]:
+            raise ValueError(f"tcemu: nan_order orders 'a', 'b' and 'd' (the running sum), got {self.nan_order!r}")
 
     def describe(self, p) -> str:
-        nans = (f"a NaN operand's NaN quieted (b, the sum, then a), invalid ones {self.nan_bits:#x}"
+        order = ", ".join({"a": "a", "b": "b", "d": "the sum"}[x] for x in self.nan_order)
+        nans = (f"a NaN operand's NaN quieted (first of {order}), invalid ones {self.nan_bits:#x}"
                 if self.nan_rule == "propagate" else f"{self.nan_of(p.output_format):#x}")
         return (f"K={p.k_instr}, chain of IEEE {p.input_format} FMAs in increasing k from c, each rounded to "
                 f"nearest even; NaN results {nans}")
@@ -197,7 +201,7 @@ class FMAChain:
             if self.nan_rule == "propagate":  # (NaN results are rare: one scalar chain each)
                 for j in np.nonzero(nan)[0]:
                     out[j] = propagated_nan_bits([int(x) for x in a_bits[j]], [int(x) for x in b_bits[j]],
-                                                 int(c_bits[j]), self.nan_bits)
+                                                 int(c_bits[j]), self.nan_bits, self.nan_order)
             else:
                 out[nan] = udt(self.nan_of(p.output_format))
         return out
@@ -212,10 +216,12 @@ class FMAChain:
 _EXP64, _FRAC64, _QUIET64 = 0x7FF0000000000000, 0x000FFFFFFFFFFFFF, 0x0008000000000000
 
 
-def propagated_nan_bits(a_bits: list[int], b_bits: list[int], c_bits: int, default: int) -> int | None:
+def propagated_nan_bits(a_bits: list[int], b_bits: list[int], c_bits: int, default: int,
+                        order: str = "bda") -> int | None:
     """The fp64 FMA chain ``d = fma(a_k, b_k, d)`` from c on bits, NaN by propagation: an FMA with a NaN operand
-    returns the first of b_k, d, a_k that is NaN, quieted (payload and sign kept); an invalid one (Inf x 0, or an
-    infinite product plus the opposite Inf) returns ``default``. The result's bits if it is NaN, else None.
+    returns the first NaN among a_k, b_k and d in ``order`` (default b_k, d, a_k), quieted (payload and sign kept);
+    an invalid one (Inf x 0, or an infinite product plus the opposite Inf) returns ``default``. The result's bits if
+    it is NaN, else None.
 
     What the H100's DMMA returned (docs/hardware/h100-dmma.json): input payloads quieted, 0xFFF8000000000000 for
     invalid operations, and where several NaNs meet in one FMA the B operand's, else the running sum's, else the A
@@ -231,7 +237,8 @@ def propagated_nan_bits(a_bits: list[int], b_bits: list[int], c_bits: int, defau
     d = c_bits
     for x, y in zip(a_bits, b_bits):
         if nan(x) or nan(y) or nan(d):
-            d = (y if nan(y) else d if nan(d) else x) | _QUIET64
+            ops = {"a": x, "b": y, "d": d}
+            d = next(ops[o] for o in order if nan(ops[o])) | _QUIET64
             continue
         xv, yv, dv = val(x), val(y), val(d)
         if (math.isinf(xv) and yv == 0) or (xv == 0 and math.isinf(yv)):

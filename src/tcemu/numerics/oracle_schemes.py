@@ -200,7 +200,8 @@ def scheme_oracle_dot(a_bits, b_bits, c_bits: int, params) -> int:
         if s.nan_rule == "propagate" and math.isnan(d):
             from .model_fma import propagated_nan_bits
 
-            nan = propagated_nan_bits([int(x) for x in a_bits], [int(x) for x in b_bits], int(c_bits), s.nan_bits)
+            nan = propagated_nan_bits([int(x) for x in a_bits], [int(x) for x in b_bits], int(c_bits), s.nan_bits,
+                                      s.nan_order)
     elif s.kind == "pairwise":
         d = _pairwise(av, bv, c, params)
         nan = s.nan_bits

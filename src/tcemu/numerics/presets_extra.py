@@ -28,8 +28,8 @@ _NV = {"a100": "a100", "sm_80": "a100", "a30": "a100", "a2": "a100", "ada": "ada
        "sm_100a": "b200"}
 _DMMA_K = {"a100": (4,), "ada": (4,), "h100": (4, 8, 16), "h200": (4, 8, 16), "b200": (4,)}  # m16n8k*: sm_90
 _DMMA_SRC = ("chain of fp64 FMAs (RNE) in k order: PTX ISA mma .f64; MMA-Sim @ c785138 nv_ptx.mma (libm fma per k); "
-             "NaN results: a NaN operand's payload quieted, 0xFFF8000000000000 for invalid operations (measured on the "
-             "H100, docs/hardware/h100-dmma.json; the priority among several NaN operands is not)")
+             "NaN results: a NaN operand's payload quieted (b's, else the running sum's, else a's), 0xFFF8000000000000 "
+             "for invalid operations (measured on the H100, docs/hardware/h100-dmma.json)")
 _TURING_SRC = ("MMA-Sim @ c785138 nv_ptx.mma Turing: F=24 (arch_accum_fractional_bits), one block per instruction "
                "(no split-k), c=0 at -126, zero factors left out (tcemu's H100 measurement, not Turing's); "
                "literature-based, no Turing hardware data")
@@ -56,7 +56,7 @@ def _turing(instruction: str, fin: str, fout: str, variant: str) -> MMAParams:
                      zero_factor_exp=-126 if variant == "mmasim" else None)
 
 
-def _dmma(arch: str, instruction: str, fout: str) -> MMAParams:
+def _dmma(arch: str, instruction: str, fout: str, variant: str = "measured") -> MMAParams:
     ins = str(instruction).lower().replace("mma.sync", "mma")
     valid = {"m8n8k4": 4}
     if arch in ("h100", "h200"):
@@ -66,7 +66,12 @@ def _dmma(arch: str, instruction: str, fout: str) -> MMAParams:
         raise ValueError(f"tcemu: fp64 mma on {arch} has shapes {sorted(valid)}, not {instruction!r}")
     if fout != "fp64":
         raise ValueError(f"tcemu: fp64 mma returns fp64, not {fout}")
-    scheme = FMAChain(nan_bits=0xFFF8000000000000, nan_rule="propagate")  # the H100's NaNs (h100-dmma.json)
+    if variant not in ("measured", "mmasim", "toolbox"):
+        raise ValueError(f"tcemu: variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
+    # the H100's NaNs (h100-dmma.json): where NaNs meet in one FMA, b's, the sum's, then a's; MMA-Sim's host fma
+    # (its variant) takes a's, then b's, then the sum's
+    scheme = FMAChain(nan_bits=0xFFF8000000000000, nan_rule="propagate",
+                      nan_order="abd" if variant == "mmasim" else "bda")
     return MMAParams("fp64", "fp64", valid[shape], 1, 0, Rounding.RNE, scheme=scheme,
                      label=f"{arch} mma.{shape} fp64->fp64", sources=_DMMA_SRC)
 
@@ -83,7 +88,7 @@ def extra_preset(arch: str, instruction: str, input_format: str, output_format: 
     if a in TURING_ALIASES:
         return _turing(instruction, get_format(input_format).name, get_format(output_format).name, variant)
     if str(input_format).lower() in ("fp64", "f64", "float64") and a in _NV:
-        return _dmma(_NV[a], instruction, get_format(output_format).name)
+        return _dmma(_NV[a], instruction, get_format(output_format).name, variant)
     return None
 
 
