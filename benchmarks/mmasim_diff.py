@@ -381,6 +381,9 @@ CAUSES = {
     "c floors": "c = 0 floor and c alignment exponent: measured on the H200 (docs/hardware/h200-probe.json "
                 "T24-T26): the toolbox's L and fp16 emin, tcemu's default",
     "zero-factor rule + c floors": "both of the above in one output",
+    "NaN order": "where NaN operands meet in one FMA of an fp64 chain: the H100 keeps b's NaN, then the running "
+                 "sum's, then a's (docs/hardware/h100-dmma.json, the check's nan_priority inputs: 32,768 of 32,768 "
+                 "outputs); MMA-Sim's host fma mostly a's, then b's, then the sum's (tcemu's variant='mmasim')",
 }
 #: disagreements with MMA-Sim and its failures, explained (cases whose names hold all the substrings)
 FINDINGS = {
@@ -417,9 +420,12 @@ def _causes(measured, mmasim, got, ref, tile, got_mmasim) -> dict:
         return {}
     zf = run_tcemu(replace(measured, zero_factor_exp=mmasim.zero_factor_exp), *tile)
     fl = run_tcemu(replace(measured, czero_floor=mmasim.czero_floor, c_exp_floor=mmasim.c_exp_floor), *tile)
+    no = run_tcemu(replace(measured, scheme=mmasim.scheme), *tile) if measured.scheme != mmasim.scheme else None
     out = {}
     for i, j in zip(*np.nonzero(bad)):
-        if zf[i, j] == ref[i, j]:
+        if no is not None and no[i, j] == ref[i, j]:
+            out[i, j] = "NaN order"
+        elif zf[i, j] == ref[i, j]:
             out[i, j] = "zero-factor rule"
         elif fl[i, j] == ref[i, j]:
             out[i, j] = "c floors"
