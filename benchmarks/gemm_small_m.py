@@ -18,6 +18,10 @@ and the whole library path (``linear``: ``TritonBackend.linear``/``linear_input_
 off). With ``--profile`` the CUDA kernels of one library call are listed with their GPU times, and the top of a
 cProfile of its host path is printed.
 
+Output: a result file (``tcemu._results``), benchmark ``gemm_small_m``, one case per (direction, M, K, N,
+configuration) and implementation, with the three times, their ratios to SGEMM, the spread of the GPU time over
+the rounds and the error against FP64 (``UNITS``). Stored run: ``benchmarks/results/h100/gemm_small_m/``.
+
     PYTHONPATH=src python benchmarks/gemm_small_m.py --out out/gemm_small_m.csv
 """
 

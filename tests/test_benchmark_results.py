@@ -21,7 +21,8 @@ RESULT_PATH = re.compile(r"benchmarks/results/(?:[A-Za-z0-9_.*/+-]|\{[A-Za-z0-9_
 #: a script the docs name; one of a given commit (``of commit <sha>``, ``<sha>:benchmarks/...``) may be gone
 SCRIPT = re.compile(r"(?<![0-9a-f]{7}:)benchmarks/([A-Za-z0-9_]+\.py)(`? of (?:that )?commit)?")
 MAINTAINED = {"attention.py", "autoload_cost.py", "equivariant_step.py", "gemm.py", "gemm_ceiling.py",
-              "gemm_decision.py", "gemm_range_cost.py", "gemm_register_a.py", "gemm_threshold.py", "gemm_tma_store.py",
+              "gemm_decision.py", "gemm_range_cost.py", "gemm_register_a.py", "gemm_small_m.py", "gemm_threshold.py",
+              "gemm_tma_store.py",
               "gemm_fused_split.py", "md_batched.py",
               "linear_eager.py",
               "md_guards.py", "md_run.py", "nve_long.py", "md_step.py", "md_step_host_profile.py", "mlip_full.py",
