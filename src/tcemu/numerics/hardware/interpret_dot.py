@@ -57,7 +57,7 @@ def tensor_core_dot(piece_format: str, arch: str = "h200", instruction: str = "w
         return interpreter.TensorHandle(out.view(np.float32).reshape(m, n), d.dtype.scalar)
 
     emu_mm = importlib.import_module("tcemu.emulation.gemm.launch")
-    fixup = emu_mm.range_fixup
+    fixup = emu_mm._range_fixup
 
     def range_fixup(*args, **kwargs):  # emu_mm's launch of the fix-up: its dots by the fix-up's model
         state["kernel"] = "fixup"
@@ -68,9 +68,9 @@ def tensor_core_dot(piece_format: str, arch: str = "h200", instruction: str = "w
 
     original = interpreter.InterpreterBuilder.create_dot
     interpreter.InterpreterBuilder.create_dot = create_dot
-    emu_mm.range_fixup = range_fixup
+    emu_mm._range_fixup = range_fixup
     try:
         yield state
     finally:
         interpreter.InterpreterBuilder.create_dot = original
-        emu_mm.range_fixup = fixup
+        emu_mm._range_fixup = fixup
