@@ -190,7 +190,7 @@ bool takes_kernels(const Tensor& t, const MethodSpec& spec, const std::string& b
 
 Tensor ieee(const Tensor& a, const Tensor& b, const c10::optional<Tensor>& bias) {
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-  at::NoTF32Guard ieee_fp32;
+  IeeeFp32Guard ieee_fp32;
   if (bias.has_value() && bias->defined()) return at::addmm(*bias, a, b);
   return at::matmul(a, b);
 }

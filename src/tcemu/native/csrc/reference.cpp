@@ -152,7 +152,7 @@ std::vector<Tensor> split(const Tensor& x, const MethodSpec& spec) {
 Tensor ieee_fp32_matmul(const Tensor& a, const Tensor& b) {
   // autocast off (an emulated product is float32 whatever autocast says), TF32 off for cuBLAS
   c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
-  at::NoTF32Guard ieee;
+  IeeeFp32Guard ieee;
   return at::matmul(a, b);
 }
 

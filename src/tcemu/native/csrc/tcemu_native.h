@@ -86,4 +86,20 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands, 
 // ops.py's check: float32, dense, on one CPU or CUDA device (what the emulation runs; anything else is aten's)
 bool emulable(std::initializer_list<const Tensor*> tensors);
 
+// cuBLAS FP32 products in IEEE mode for the scope, as tcemu's Python sets torch.backends.cuda.matmul.fp32_precision
+// to "ieee" around them: at::NoTF32Guard alone is not enough, since cuBLASLt's GEMM with bias (addmm's epilogue)
+// reads the global setting only, and with TF32 allowed it rounds the operands to TF32.
+struct IeeeFp32Guard {
+  at::NoTF32Guard no_tf32;
+  bool was_tf32 = at::globalContext().allowTF32CuBLAS();
+  IeeeFp32Guard() {
+    if (was_tf32) at::globalContext().setAllowTF32CuBLAS(false);
+  }
+  ~IeeeFp32Guard() {
+    if (was_tf32) at::globalContext().setAllowTF32CuBLAS(true);
+  }
+  IeeeFp32Guard(const IeeeFp32Guard&) = delete;
+  IeeeFp32Guard& operator=(const IeeeFp32Guard&) = delete;
+};
+
 }  // namespace tcemu
