@@ -38,10 +38,11 @@ def test_anything_else_is_a_one_line_error_naming_the_variable(raw):
 
 def test_from_env_reads_every_variable_of_the_table():
     env = {"TCEMU_SMALL_SHAPE_FALLBACK": "off", "TCEMU_SMALL_SHAPE_MIN_FLOPS": "4.5e9",
-           "TCEMU_ATTENTION_FALLBACK": "0", "TCEMU_FUSED_ATTENTION": "no", "TCEMU_GEMM_AUTOTUNE": "yes"}
+           "TCEMU_ATTENTION_FALLBACK": "0", "TCEMU_FUSED_ATTENTION": "no", "TCEMU_GEMM_AUTOTUNE": "yes",
+           "TCEMU_DIRECT_LAUNCH": "off"}
     cfg = EmulationConfig.from_env(env)
     assert (cfg.small_shape_fallback, cfg.small_shape_min_flops, cfg.attention_fallback, cfg.fused_attention,
-            cfg.autotune) == (False, 4.5e9, False, False, True)
+            cfg.autotune, cfg.direct_launch) == (False, 4.5e9, False, False, True, False)
     assert EmulationConfig.from_env({}) == EmulationConfig()
     assert set(ENV_VARS.values()) <= {f for f in EmulationConfig.__dataclass_fields__}
     assert set(ENV_VARS) >= set(env) | {"TCEMU_GEMM_CONFIG"}

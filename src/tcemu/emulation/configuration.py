@@ -128,6 +128,9 @@ class EmulationConfig:
         range_fixup: the range check in every GEMM kernel and the fix-up of the rows it flags (docs/emulation.md,
             "The top of the range"). Off is a diagnostic (Inf, NaN or lost accuracy near FLT_MAX), to time what
             they cost (benchmarks/gemm_range_cost.py).
+        direct_launch: on CUDA, a kernel launched before with the same specialization is launched through its
+            compiled launcher, without Triton's per-call argument binding (:mod:`tcemu.emulation.gemm.direct`: the
+            same binary, so the same bits; off: Triton's path for every launch).
     """
 
     method: str = "tf32x3"
@@ -144,6 +147,7 @@ class EmulationConfig:
     autotune: bool = False
     kernel_config: str | None = None
     range_fixup: bool = True
+    direct_launch: bool = True
 
     def __post_init__(self) -> None:
         from .methods import get_method  # noqa: PLC0415 - methods does not import this module
@@ -168,7 +172,8 @@ class EmulationConfig:
             from .gemm.configs import KernelConfig  # noqa: PLC0415 - imports triton: only when one is named
 
             KernelConfig.parse(self.kernel_config)
-        for name in ("small_shape_fallback", "attention_fallback", "fused_attention", "autotune", "range_fixup"):
+        for name in ("small_shape_fallback", "attention_fallback", "fused_attention", "autotune", "range_fixup",
+                     "direct_launch"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"EmulationConfig.{name} must be True or False, got {getattr(self, name)!r}")
 
@@ -217,6 +222,7 @@ class EmulationConfig:
             fused_attention=env_flag("TCEMU_FUSED_ATTENTION", d.fused_attention, env),
             autotune=env_flag("TCEMU_GEMM_AUTOTUNE", d.autotune, env),
             kernel_config=env.get("TCEMU_GEMM_CONFIG", "").strip() or None,
+            direct_launch=env_flag("TCEMU_DIRECT_LAUNCH", d.direct_launch, env),
         )
 
 
@@ -231,6 +237,7 @@ ENV_VARS = {
     "TCEMU_FUSED_ATTENTION": "fused_attention",
     "TCEMU_GEMM_AUTOTUNE": "autotune",
     "TCEMU_GEMM_CONFIG": "kernel_config",
+    "TCEMU_DIRECT_LAUNCH": "direct_launch",
 }
 
 

@@ -195,7 +195,7 @@ def _fixup(arch: int, method: str, bias: bool, pieces: bool) -> Compiled:
     args = [("a_ptr", "*fp32"), ("b_ptr", bt), ("b1_ptr", bt), ("b2_ptr", bt), ("bias_ptr", "*fp32"),
             ("c_ptr", "*fp32"), ("flag_ptr", "*i8"), ("M", "i32"), ("N", "i32"), ("K", "i32"), ("T", "i32")]
     args += [(f"stride_{o}{d}", "i64") for o, dims in (("a", "zmk"), ("b", "znk"), ("c", "zmn")) for d in dims]
-    consts = rf._constexprs(spec, bias, pieces, False)
+    consts = {k: v for k, v in rf._constexprs(spec, bias, pieces, False).items() if k != "num_warps"}
     variant = f"bias{int(bias)}.pieces{int(pieces)}"
     return _compile(fx._range_fixup_kernel, arch, args, consts, fx.FIX_WARPS, None, (),
                     f"sm{arch}/{method}/fixup/{variant}", method, "fixup", variant,

@@ -14,9 +14,10 @@ import triton
 from torch import Tensor
 
 from ..._hw import interpreting, sm_count, tensor_core_generation
-from ._kernels import cdiv
 from ..methods import MethodSpec, get_method
+from ._kernels import cdiv
 from .configs import KernelConfig
+from .direct import DirectKernel, TmaDesc
 
 log = logging.getLogger("tcemu.emulation.gemm")
 
@@ -93,21 +94,36 @@ def _smem_layout(rows: int, cols: int, bf16: bool):
     return gl.NVMMASharedLayout.get_default_for([rows, cols], gl.bfloat16 if bf16 else gl.float32)
 
 
-def _piece_descriptors(pieces: tuple[Tensor, ...], rows: int, cols: int, bf16: bool) -> list:
+def _piece_descriptors(pieces: tuple[Tensor, ...], rows: int, cols: int, bf16: bool) -> list[TmaDesc]:
     """TMA descriptors of 2-D pieces with [rows, cols] blocks, padded to three (the kernels take three
     descriptors; a method with fewer pieces repeats the first, which its kernel never reads)."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
-
     layout = _smem_layout(rows, cols, bf16)
-    d = [TensorDescriptor(q, list(q.shape), list(q.stride()), [rows, cols], layout) for q in pieces]
+    block = (rows, cols)
+    d = [TmaDesc(q, q.shape, q.stride(), block, layout) for q in pieces]
     return d + d[:1] * (3 - len(d))
 
 
-def _fp32_rows_descriptor(a3: Tensor, rows: int, K: int, bm: int, bk: int):
+def _fp32_rows_descriptor(a3: Tensor, rows: int, K: int, bm: int, bk: int) -> TmaDesc:
     """TMA descriptor of FP32 A (Z, M, K) seen as (rows = Z*M, K), with [bm, bk] blocks (:func:`_tma_rows`)."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
+    return TmaDesc(a3, (rows, K), (a3.stride(1), 1), (bm, bk), _smem_layout(bm, bk, False))
 
-    return TensorDescriptor(a3, [rows, K], [a3.stride(1), 1], [bm, bk], _smem_layout(bm, bk, False))
+
+@functools.cache
+def _direct(kernel) -> DirectKernel:
+    """The direct launcher of a Gluon kernel (one per kernel)."""
+    return DirectKernel(kernel)
+
+
+#: the Gluon launches' constexpr dicts, one per combination (a direct launch's signature names them by identity)
+_CONSTEXPRS: dict[tuple, dict] = {}
+
+
+def _constexprs(key: tuple, make) -> dict:
+    """The constexpr dict of ``key``, made by ``make()`` the first time (kept unchanged)."""
+    hit = _CONSTEXPRS.get(key)
+    if hit is None:
+        hit = _CONSTEXPRS[key] = make()
+    return hit
 
 
 #: the arguments after the descriptors, common to the Gluon kernels, with their types for offline compiles
@@ -153,12 +169,13 @@ def _launch_wgmma(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tensor, ...], b
     bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
     grid = (cdiv(M, cfg.bm) * cdiv(N, cfg.bn), Z)
     flags, check = _flags_arg(flags, out3, range_check)
-    _wgmma_module()._emu_mm_wgmma_kernel[grid](
-        *ad, *bd, bias if bias is not None else out3, out3, flags, M, N, K, *out3.stride(),
-        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
+    has_bias = bias is not None
+    constexprs = _constexprs(("g", spec.name, cfg, has_bias, split_a, check), lambda: dict(
+        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages, SPLIT_A=split_a,
-        RANGE_CHECK=check, num_warps=cfg.num_warps,
-    )
+        RANGE_CHECK=check, num_warps=cfg.num_warps))
+    _direct(_wgmma_module()._emu_mm_wgmma_kernel)(
+        grid, (*ad, *bd, bias if has_bias else out3, out3, flags, M, N, K, *out3.stride()), constexprs)
 
 
 #: shared memory per block of the H100/H200 (227 KB): the warp-specialised kernel's rings are sized to it
@@ -226,13 +243,11 @@ def _c_descriptor(cfg: KernelConfig, out3: Tensor, M: int, N: int, placeholder):
     """(TMA_STORE, c_desc) of a warp-specialised launch: C's descriptor, (Z*M, N) rows in blocks of the staging
     tile (:func:`_c_staging_cols`), where ``cfg`` asks for the TMA-store epilogue and C suits it; else False and
     ``placeholder`` (never read)."""
-    from triton.experimental.gluon.nvidia.hopper import TensorDescriptor  # noqa: PLC0415
-
     if not (cfg.tma_store and _tma_store_ok(out3, M, cfg)):
         return False, placeholder
     Z = out3.shape[0]
     cols = _c_staging_cols(cfg)
-    desc = TensorDescriptor(out3, [Z * M, N], [out3.stride(1), 1], [cfg.bm, cols], _smem_layout(cfg.bm, cols, False))
+    desc = TmaDesc(out3, (Z * M, N), (out3.stride(1), 1), (cfg.bm, cols), _smem_layout(cfg.bm, cols, False))
     return True, desc
 
 
@@ -249,22 +264,28 @@ def _launch_wgmma_ws(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tuple[
     Z = out3.shape[0]
     bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
     tma_store, cd = _c_descriptor(cfg, out3, M, N, bd[0])
-    st, a_st, p_st = stages or _ws_stages(spec, replace(cfg, tma_store=tma_store))
-    if min(st, p_st) < 2 or a_st < 1:
-        raise ValueError(f"the warp-specialised kernel needs 2 or more B and piece slots, got {(st, a_st, p_st)}")
     ad = _fp32_rows_descriptor(a3, Z * M, K, cfg.bm, cfg.bk)
     tiles = cdiv(M, cfg.bm) * cdiv(N, cfg.bn)
     # persistent ("t"): about one program per SM, each looping over tiles of C (the same kernel: with one
     # program per tile each loops once)
     grid = (min(tiles, max(1, _num_sms(a3.device) // Z)) if cfg.persistent else tiles, Z)
     flags, check = _flags_arg(flags, out3, range_check)
-    _wgmma_ws_module()._emu_mm_wgmma_ws_kernel[grid](
-        ad, *bd, bias if bias is not None else out3, out3, flags, cd, M, N, K, *out3.stride(),
-        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
-        BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
-        SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
-        SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, RANGE_CHECK=check, TMA_STORE=tma_store, num_warps=cfg.num_warps,
-    )
+    has_bias = bias is not None
+
+    def make() -> dict:
+        st, a_st, p_st = stages or _ws_stages(spec, replace(cfg, tma_store=tma_store))
+        if min(st, p_st) < 2 or a_st < 1:
+            raise ValueError(f"the warp-specialised kernel needs 2 or more B and piece slots, got {(st, a_st, p_st)}")
+        return dict(
+            NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
+            BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=st, A_STAGES=a_st, P_STAGES=p_st,
+            SPLIT_WARPS=split_warps or _WS_SPLIT_WARPS, SPLIT_REGS=split_regs or _WS_SPLIT_REGS,
+            SPLIT_VECS=split_vecs or _WS_SPLIT_VECS, RANGE_CHECK=check, TMA_STORE=tma_store, num_warps=cfg.num_warps)
+
+    key = ("gw", spec.name, cfg, has_bias, check, tma_store, stages, split_warps, split_regs, split_vecs)
+    _direct(_wgmma_ws_module()._emu_mm_wgmma_ws_kernel)(
+        grid, (ad, *bd, bias if has_bias else out3, out3, flags, cd, M, N, K, *out3.stride()),
+        _constexprs(key, make))
 
 
 def _pieces_ws_stages(spec: MethodSpec, cfg: KernelConfig) -> int:
@@ -291,13 +312,14 @@ def _launch_wgmma_pieces_ws(spec: MethodSpec, cfg: KernelConfig, ap: tuple[Tenso
     tiles = cdiv(M, cfg.bm) * cdiv(N, cfg.bn)
     grid = (min(tiles, max(1, _num_sms(out3.device) // Z)) if cfg.persistent else tiles, Z)
     flags, check = _flags_arg(flags, out3, range_check)
-    _wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel[grid](
-        *ad, *bd, bias if bias is not None else out3, out3, flags, cd, M, N, K, *out3.stride(),
-        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None,
+    has_bias = bias is not None
+    constexprs = _constexprs(("pgw", spec.name, cfg, has_bias, check, tma_store), lambda: dict(
+        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m,
         STAGES=_pieces_ws_stages(spec, replace(cfg, tma_store=tma_store)), RANGE_CHECK=check,
-        TMA_STORE=tma_store, num_warps=cfg.num_warps,
-    )
+        TMA_STORE=tma_store, num_warps=cfg.num_warps))
+    _direct(_wgmma_ws_module()._emu_mm_wgmma_pieces_ws_kernel)(
+        grid, (*ad, *bd, bias if has_bias else out3, out3, flags, cd, M, N, K, *out3.stride()), constexprs)
 
 
 def _piece_desc_args(spec: MethodSpec, cfg: KernelConfig, fp32_a: bool = False) -> list[tuple[str, str]]:
@@ -384,12 +406,13 @@ def _launch_wgmma_rega(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bp: tupl
     bd = _piece_descriptors(bp, cfg.bn, cfg.bk, bf16)
     grid = (cdiv(M, cfg.bm) * cdiv(N, cfg.bn), Z)
     flags, check = _flags_arg(flags, out3, range_check)
-    _wgmma_rega_module()._emu_mm_wgmma_rega_kernel[grid](
-        ad, *bd, bias if bias is not None else out3, out3, flags, M, N, K, *out3.stride(),
-        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=bias is not None, TF32=not bf16,
+    has_bias = bias is not None
+    constexprs = _constexprs(("gr", spec.name, cfg, has_bias, check), lambda: dict(
+        NP=spec.n_pieces, SHIFT=spec.shift, HAS_BIAS=has_bias, TF32=not bf16,
         BM=cfg.bm, BN=cfg.bn, BK=cfg.bk, GROUP_M=cfg.group_m, STAGES=cfg.num_stages, RANGE_CHECK=check,
-        num_warps=cfg.num_warps,
-    )
+        num_warps=cfg.num_warps))
+    _direct(_wgmma_rega_module()._emu_mm_wgmma_rega_kernel)(
+        grid, (ad, *bd, bias if has_bias else out3, out3, flags, M, N, K, *out3.stride()), constexprs)
 
 
 def wgmma_rega_compile(method: str | MethodSpec, config: KernelConfig | str, *, has_bias: bool = False,

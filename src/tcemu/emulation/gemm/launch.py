@@ -14,14 +14,16 @@ Split: A is split on the integer bit patterns (exact on every device and under `
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
 from torch import Tensor
 
 from ..._hw import interpreting
-from ..configuration import setting
+from ..configuration import get_config, setting
 from ..methods import MethodSpec, get_method
 from ..reference import mm_reference
 from ..split import split
@@ -60,6 +62,7 @@ from .configs import (  # noqa: F401 - re-exported: tests and benchmarks read th
     pick_config,
     tuned_configs,
 )
+from .direct import DirectKernel
 from .range_fixup import _range_fixup
 
 __all__ = [
@@ -124,16 +127,31 @@ def _split_t(b: Tensor, spec: MethodSpec) -> tuple[Tensor, ...]:
     if b.numel() == 0:
         return pieces
     p = pieces + (pieces[0],) * (3 - len(pieces))
-    BR, BC = 64, 64
+    constexprs = _split_constexprs(spec)
+    BR, BC = constexprs["BR"], constexprs["BC"]
     step = MAX_GRID_YZ * BC  # columns per launch (grid y); each piece's rows c0:c1 are contiguous
+    if C <= step:
+        _SPLIT_T((cdiv(R, BR), cdiv(C, BC)), (b, p[0], p[1], p[2], R, C, b.stride(0), b.stride(1)), constexprs)
+        return pieces
     for c0 in range(0, C, step):
         c1 = min(C, c0 + step)
         q = tuple(t[c0:c1] for t in p)
-        _split_t_kernel[(cdiv(R, BR), cdiv(c1 - c0, BC))](
-            b[:, c0:c1], q[0], q[1], q[2], R, c1 - c0, b.stride(0), b.stride(1),
-            FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=BR, BC=BC, num_warps=4,
-        )
+        _SPLIT_T((cdiv(R, BR), cdiv(c1 - c0, BC)),
+                 (b[:, c0:c1], q[0], q[1], q[2], R, c1 - c0, b.stride(0), b.stride(1)), constexprs)
     return pieces
+
+
+_SPLIT_T = DirectKernel(_split_t_kernel)
+_SPLIT_CONSTEXPRS: dict[str, dict] = {}
+
+
+def _split_constexprs(spec: MethodSpec) -> dict:
+    """The split kernel's constexprs and launch settings for ``spec`` (made once: kept unchanged)."""
+    hit = _SPLIT_CONSTEXPRS.get(spec.name)
+    if hit is None:
+        hit = _SPLIT_CONSTEXPRS[spec.name] = dict(FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=64, BC=64,
+                                                  num_warps=4)
+    return hit
 
 
 # =====================================================================================================
@@ -191,7 +209,35 @@ def emu_mm(
 
 def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | None = None, *,
             out: Tensor | None = None, config: KernelConfig | None = None, b: Tensor | None = None) -> Tensor:
-    """:func:`emu_mm` for a kernel method's spec."""
+    """:func:`emu_mm` for a kernel method's spec: the launches of this call's signature (its plan, made and checked
+    once per signature by :func:`_plan`) on this call's tensors. A signature is what the launches depend on besides
+    the data: the operands' dtypes, shapes, strides, devices and 16-byte alignment, and the settings read."""
+    c = get_config()
+    key = (spec.name, a.dtype, a.shape, a.stride(), a.device, a.data_ptr() & 15,
+           tuple((p.dtype, p.shape, p.stride(), p.data_ptr() & 15) for p in bt),
+           None if bias is None else (bias.dtype, bias.shape, bias.stride()),
+           None if b is None else (b.dtype, b.shape, b.stride()),
+           None if out is None else (out.dtype, out.shape, out.stride()),
+           config, c.range_fixup, c.kernel_config, c.autotune, len(_TUNED), len(_WGMMA_FAILED), interpreting())
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan, keep = _plan(a, bt, spec, bias, out, config, b)
+        if keep:
+            if len(_PLANS) >= PLAN_CACHE_SIZE:
+                del _PLANS[next(iter(_PLANS))]  # the oldest
+            _PLANS[key] = plan
+    return plan(a, bt, bias, b, out)
+
+
+#: the plans of recent call signatures of :func:`_emu_mm` (oldest first), at most PLAN_CACHE_SIZE of them
+_PLANS: dict[tuple, Callable] = {}
+PLAN_CACHE_SIZE = 4096
+
+
+def _plan(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | None, out: Tensor | None,
+          config: KernelConfig | None, b: Tensor | None) -> tuple[Callable, bool]:
+    """Check the operands of an :func:`_emu_mm` call and return (what runs a call of this signature, whether to
+    keep it for the next ones: not while autotuning is pending)."""
     if len(bt) != spec.n_pieces:
         raise ValueError(f"{spec.name} needs {spec.n_pieces} pieces of b, got {len(bt)}")
     if a.dtype != torch.float32:
@@ -215,90 +261,129 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
     if b3 is not None and (b3.dtype != torch.float32 or b3.shape != bt3[0].shape):
         raise ValueError(f"b must be float32 of the pieces' shape {tuple(bt3[0].shape)}, got {b.dtype} "
                          f"{tuple(b.shape)}")
-    if out is None:  # the result is its own tensor, not a view (autograd Functions return it)
-        result = torch.empty((M, N) if squeeze else (Z, M, N), dtype=torch.float32, device=a.device)
-    else:
-        result = out
-    out3 = result.unsqueeze(0) if result.dim() == 2 else result
-    if out3.shape != (Z, M, N) or out3.dtype != torch.float32:
+    out_shape = (M, N) if squeeze else (Z, M, N)
+    if out is not None and (out.shape != out_shape or out.dtype != torch.float32):
         raise ValueError(f"out must be float32 {(Z, M, N)}")
-    if M == 0 or N == 0 or Z == 0:
-        return result
-    if K == 0:
-        out3.zero_()
-        if bias is not None:
-            out3 += bias
-        return result
+    pieces_2d, b_2d = bt[0].dim() == 2, b is not None and b.dim() == 2
+    out_2d = squeeze if out is None else out.dim() == 2
+
+    def operands(a, bt, b, out):
+        """The call's tensors as (Z, M, K), (Zb, N, K) and (Z, M, N), and its result."""
+        result = torch.empty(out_shape, dtype=torch.float32, device=a.device) if out is None else out
+        return (a.unsqueeze(0) if squeeze else a, tuple(p.unsqueeze(0) for p in bt) if pieces_2d else bt,
+                b.unsqueeze(0) if b_2d else b, result.unsqueeze(0) if out_2d else result, result)
+
+    if M == 0 or N == 0 or Z == 0 or K == 0:
+        def run_empty(a, bt, bias, b, out):
+            *_, out3, result = operands(a, bt, b, out)
+            if M and N and Z:  # K == 0: the bias alone
+                out3.zero_()
+                if bias is not None:
+                    out3 += bias
+            return result
+        return run_empty, True
     if Z > MAX_GRID_YZ:  # the batch is the grid's y dimension: run it in slices (entries are independent)
-        for z0 in range(0, Z, MAX_GRID_YZ):
-            zs = slice(z0, z0 + MAX_GRID_YZ)
-            _emu_mm(a3[zs], tuple(q[zs] if Zb == Z else q for q in bt3), spec, bias, out=out3[zs], config=config,
-                   b=(b3[zs] if Zb == Z else b3) if b3 is not None else None)
-        return result
+        def run_slices(a, bt, bias, b, out):
+            a3, bt3, b3, out3, result = operands(a, bt, b, out)
+            for z0 in range(0, Z, MAX_GRID_YZ):
+                zs = slice(z0, z0 + MAX_GRID_YZ)
+                _emu_mm(a3[zs], tuple(q[zs] if Zb == Z else q for q in bt3), spec, bias, out=out3[zs], config=config,
+                        b=(b3[zs] if Zb == Z else b3) if b3 is not None else None)
+            return result
+        return run_slices, True
 
-    p = bt3 + (bt3[0],) * (3 - len(bt3))
-    sbz = 0 if Zb == 1 else p[0].stride(0)
+    check = bool(setting("range_fixup"))
+    keep = True
+    cfg = config
+    if cfg is None:
+        key = _tune_key(spec, M, N, K)
+        if key not in _TUNED and _autotune_enabled():
+            keep = False
+            if not torch.cuda.is_current_stream_capturing():
+                out3 = torch.empty((Z, M, N), dtype=torch.float32, device=a.device)  # the candidates' results
 
-    def launch(cfg: KernelConfig) -> None:
-        """The GEMM by ``cfg``, then the range fix-up of the rows it flagged."""
-        check = bool(setting("range_fixup"))
-        flags = torch.zeros(Z * M, dtype=torch.int8, device=a.device) if check else out3  # (unused then)
-        gemm(cfg, flags, check)
-        if check:
+                def gemm_and_fixup(cfg: KernelConfig) -> None:
+                    flags = torch.zeros(Z * M, dtype=torch.int8, device=a.device) if check else out3
+                    _gemm_plan(spec, cfg, a3, bt3, bias is not None, N, check)(a3, bt3, bias, out3, flags)
+                    if check:
+                        _range_fixup(a3, bt3, b3, bias, out3, flags, spec)
+
+                cfg = _autotune(spec, key, gemm_and_fixup, out3)
+        if cfg is None:
+            cfg = pick_config(spec, M, N, K)
+    gemm = _gemm_plan(spec, cfg, a3, bt3, bias is not None, N, check)
+    rows = Z * M
+
+    def run(a, bt, bias, b, out):
+        a3, bt3, b3, out3, result = operands(a, bt, b, out)
+        flags = torch.zeros(rows, dtype=torch.int8, device=a.device) if check else out3  # (unused then)
+        gemm(a3, bt3, bias, out3, flags)
+        if check:  # the rows the GEMM flagged, computed again (emu_mm's docstring)
             _range_fixup(a3, bt3, b3, bias, out3, flags, spec)
+        return result
+    return run, keep
 
-    def gemm(cfg: KernelConfig, flags: Tensor, check: bool) -> None:
-        if cfg.wgmma:
-            key = (spec.name, str(cfg))
-            if key not in _WGMMA_FAILED and _wgmma_eligible(spec, a3.device, bt3, K):
-                split_a = not cfg.presplit and _tma_rows(a3)
-                if split_a:  # A's FP32 rows by TMA, split in the kernel
-                    ap = (a3,)
-                else:  # (also "gw": A split beforehand, then the "pg" kernel)
-                    ap = _split_t(a3.reshape(Z * M, K).mT, spec)
+
+def _gemm_plan(spec: MethodSpec, cfg: KernelConfig, a3: Tensor, bt3: tuple[Tensor, ...], has_bias: bool, N: int,
+               check: bool) -> Callable:
+    """The GEMM launch of ``cfg`` for operands of the signature of ``a3`` and ``bt3`` (N columns), as a function of
+    a call's (a3, bt3, bias, out3, flags): the Gluon wgmma kernel where it runs the product, else the Triton kernel
+    (same bits). A Gluon kernel that fails is recorded, and the Triton kernel runs that call and the next ones."""
+    Z, M, K = a3.shape
+    if cfg.wgmma:
+        failed = (spec.name, str(cfg))
+        if failed not in _WGMMA_FAILED and _wgmma_eligible(spec, a3.device, bt3, K):
+            split_a = not cfg.presplit and _tma_rows(a3)
+            fp32_a = split_a and (cfg.register_a or cfg.warp_specialized)  # the launcher takes FP32 A itself
+            if fp32_a and cfg.register_a:  # split in the MMA warps' A-operand registers
+                launcher = _launch_wgmma_rega
+            elif fp32_a:  # split by the kernel's own splitter warps
+                launcher = _launch_wgmma_ws
+            elif cfg.warp_specialized and cfg.presplit:  # A's pieces by a loader warp
+                launcher = _launch_wgmma_pieces_ws
+            else:  # A's FP32 rows by TMA, split in the kernel, or (also "gw" without TMA rows) A's pieces
+                launcher = functools.partial(_launch_wgmma, split_a=split_a)
+            fallback: list[Callable] = []
+
+            def wgmma(a3, bt3, bias, out3, flags):
+                if fp32_a:
+                    ap = a3
+                else:  # pieces split beforehand, or the one FP32 operand of the "g" kernel
+                    ap = (a3,) if split_a else _split_t(a3.reshape(Z * M, K).mT, spec)
                 try:
-                    bp = tuple(q[0] for q in bt3)
-                    if split_a and cfg.register_a:  # split in the MMA warps' A-operand registers
-                        _launch_wgmma_rega(spec, cfg, a3, bp, bias, out3, M, N, K, flags=flags, range_check=check)
-                    elif split_a and cfg.warp_specialized:  # split by the kernel's own splitter warps
-                        _launch_wgmma_ws(spec, cfg, a3, bp, bias, out3, M, N, K, flags=flags, range_check=check)
-                    elif cfg.warp_specialized and cfg.presplit:  # A's pieces by a loader warp
-                        _launch_wgmma_pieces_ws(spec, cfg, ap, bp, bias, out3, M, N, K, flags=flags,
-                                                range_check=check)
-                    else:
-                        _launch_wgmma(spec, cfg, ap, bp, bias, out3, M, N, K, split_a, flags=flags,
-                                      range_check=check)
-                    return
+                    launcher(spec, cfg, ap, tuple(q[0] for q in bt3), bias, out3, M, N, K, flags=flags,
+                             range_check=check)
                 except Exception as exc:  # noqa: BLE001 - e.g. a Triton whose experimental Gluon API differs
-                    _WGMMA_FAILED.add(key)
+                    _WGMMA_FAILED.add(failed)
                     log.warning("tcemu: the Gluon wgmma kernel failed for %s %s (%s: %s); running the Triton "
                                 "kernel instead (same bits)", spec.name, cfg, type(exc).__name__, str(exc)[:200])
-            cfg = replace(cfg, wgmma=False, warp_specialized=False, tma_store=False, register_a=False, mode=1,
-                          persistent=False)
-        tiles = cdiv(M, cfg.bm) * cdiv(N, cfg.bn)
-        grid = (min(tiles, max(1, _num_sms(a.device) // Z)) if cfg.persistent else tiles, Z)
-        if cfg.presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
+                    if not fallback:
+                        fallback.append(_gemm_plan(spec, cfg, a3, bt3, has_bias, N, check))
+                    fallback[0](a3, bt3, bias, out3, flags)
+            return wgmma
+        cfg = replace(cfg, wgmma=False, warp_specialized=False, tma_store=False, register_a=False, mode=1,
+                      persistent=False)
+    tiles = cdiv(M, cfg.bm) * cdiv(N, cfg.bn)
+    grid = (min(tiles, max(1, _num_sms(a3.device) // Z)) if cfg.persistent else tiles, Z)
+    sbz = 0 if bt3[0].shape[0] == 1 else bt3[0].stride(0)
+    pad = 3 - len(bt3)
+    constexprs = _constexprs(spec, cfg, K, has_bias, range_check=check)
+    presplit = cfg.presplit
+
+    def triton_gemm(a3, bt3, bias, out3, flags):
+        p = bt3 + (bt3[0],) * pad
+        if presplit:  # A's pieces (Z*M, K), contiguous, by the split kernel (bit for bit split())
             ap = _split_t(a3.reshape(Z * M, K).mT, spec)
             ap = ap + (ap[0],) * (3 - len(ap))
             a_args, a_strides = ap, (M * K, K, 1)
         else:
             a_args, a_strides = (a3, a3, a3), a3.stride()
-        _emu_mm_kernel[grid](
-            *a_args, p[0], p[1], p[2], bias if bias is not None else a3, out3, flags, M, N, K,
-            *a_strides, sbz, p[0].stride(1), p[0].stride(2), *out3.stride(),
-            **_constexprs(spec, cfg, K, bias is not None, range_check=check),
-        )
+        _EMU_MM(grid, (*a_args, p[0], p[1], p[2], bias if bias is not None else a3, out3, flags, M, N, K,
+                       *a_strides, sbz, p[0].stride(1), p[0].stride(2), *out3.stride()), constexprs)
+    return triton_gemm
 
-    cfg = config
-    if cfg is None:
-        key = _tune_key(spec, M, N, K)
-        if key not in _TUNED and _autotune_enabled() and not torch.cuda.is_current_stream_capturing():
-            cfg = _autotune(spec, key, launch, out3)
-        else:
-            cfg = pick_config(spec, M, N, K)
-    launch(cfg)
-    return result
 
+_EMU_MM = DirectKernel(_emu_mm_kernel)
 
 #: (method, configuration) pairs whose Gluon kernel failed to compile or launch: they run the Triton kernel
 _WGMMA_FAILED: set[tuple[str, str]] = set()

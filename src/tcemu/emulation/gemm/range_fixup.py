@@ -22,6 +22,7 @@ from ._kernels import _range_fixup as _fix
 from ._kernels._emu_mm import RANGE_MARK_BITS
 from ._kernels._split import FMT_BF16, FMT_TF32
 from ._offline import launch_compile
+from .direct import DirectKernel
 
 __all__ = ["RANGE_MARK_BITS", "range_fixup", "range_fixup_reference", "range_fixup_compile"]
 
@@ -67,8 +68,7 @@ def _range_fixup(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: 
     pieces = b_t is None
     src = tuple(bt3) + (bt3[0],) * (3 - len(bt3)) if pieces else (b_t, b_t, b_t)
     values = _launch_values(spec, a3, src, bias if bias is not None else out3, out3, flags)
-    _fix._range_fixup_kernel[_fix.grid(Z, M, N)](
-        *values, **_constexprs(spec, bias is not None, pieces, interpreting()), num_warps=_fix.FIX_WARPS)
+    _FIXUP(_fix.grid(Z, M, N), values, _constexprs(spec, bias is not None, pieces, interpreting()))
 
 
 def _launch_values(spec: MethodSpec, a3, b3: tuple, bias, out3, flags) -> list:
@@ -92,11 +92,12 @@ def _constexprs(spec: MethodSpec, has_bias: bool, b_pieces: bool, interpreting: 
         hit = _CONSTEXPRS[key] = dict(
             FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, LEVELS=len(spec.levels),
             DOT_FMT=2 if (bf16 and interpreting) else fmt, HAS_BIAS=has_bias, B_PIECES=b_pieces,
-            SCAN=_fix.SCAN_ROWS, BM=_fix.FIX_BM, BN=_fix.FIX_BN, BK=_fix.FIX_BK)
+            SCAN=_fix.SCAN_ROWS, BM=_fix.FIX_BM, BN=_fix.FIX_BN, BK=_fix.FIX_BK, num_warps=_fix.FIX_WARPS)
     return hit
 
 
 _CONSTEXPRS: dict[tuple, dict] = {}
+_FIXUP = DirectKernel(_fix._range_fixup_kernel)
 
 
 def range_fixup_compile(method: str | MethodSpec, *, b_pieces: bool = False, has_bias: bool = False, arch: int = 90,
@@ -113,8 +114,9 @@ def range_fixup_compile(method: str | MethodSpec, *, b_pieces: bool = False, has
     b = like(1, N, K, dtype=torch.bfloat16 if b_pieces and spec.piece_format == "bf16" else f32)
     values = _launch_values(spec, like(1, M, K), (b, b, b), like(N), like(1, M, N), like(M, dtype=torch.int8))
     values = [v.dtype if isinstance(v, torch.Tensor) else v for v in values]
-    return launch_compile(_fix._range_fixup_kernel, values, _constexprs(spec, has_bias, b_pieces, False), arch,
-                          num_warps=_fix.FIX_WARPS)
+    constexprs = dict(_constexprs(spec, has_bias, b_pieces, False))
+    warps = constexprs.pop("num_warps")
+    return launch_compile(_fix._range_fixup_kernel, values, constexprs, arch, num_warps=warps)
 
 
 def range_fixup_reference(a3: Tensor, bt3: tuple[Tensor, ...], b_t: Tensor | None, bias: Tensor | None,
