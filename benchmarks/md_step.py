@@ -292,7 +292,8 @@ def measure_interleaved(args: argparse.Namespace, base, inp: StepInputs, plan: l
     """Time every configuration of ``plan`` step by step in turn (``--interleave-steps``), so that a drift
     of the host's speed reaches each configuration alike: all are built first, then ``repeats`` cycles run
     one step of each, the order rotated each cycle. Fills ``rows`` (median, p20, p80, force error, and in
-    the note the median over cycles of the per-cycle time ratio to FP32 compiled)."""
+    the note the median over cycles of the per-cycle time ratio to FP32 in the same mode where the plan has it,
+    else to FP32 compiled)."""
     device = torch.device(args.device)
     for name in ("recompile_limit", "cache_size_limit"):  # one compiled copy of PET per configuration, all alive
         if hasattr(torch._dynamo.config, name):
@@ -328,15 +329,17 @@ def measure_interleaved(args: argparse.Namespace, base, inp: StepInputs, plan: l
             steps[key]()
             sync(device)
             times[key].append((time.perf_counter() - t0) * 1e3)
-    ref = times.get(("fp32", "compile"))
     for key in keys:
         ts = times[key]
         q = statistics.quantiles(ts, n=10) if len(ts) >= 2 else [ts[0]] * 9
         rows[key].update(median_ms=statistics.median(ts), p20_ms=q[1], p80_ms=q[7])
+        # against FP32 in the same mode where it ran (CUDA graphs against CUDA graphs), else FP32 compiled
+        ref_mode = key[1] if ("fp32", key[1]) in times else "compile"
+        ref = times.get(("fp32", ref_mode))
         if ref:
             ratios = [a / b for a, b in zip(ref, ts)]
             qr = statistics.quantiles(ratios, n=10) if len(ratios) >= 2 else [ratios[0]] * 9
-            rows[key]["note"] += (f"; per-cycle speedup vs fp32 compile median {statistics.median(ratios):.3f}"
+            rows[key]["note"] += (f"; per-cycle speedup vs fp32 {ref_mode} median {statistics.median(ratios):.3f}"
                                   f" (p20 {qr[1]:.3f}, p80 {qr[7]:.3f}), slower in {sum(r < 1 for r in ratios)}"
                                   f" of {len(ratios)} cycles")
 
