@@ -67,9 +67,16 @@ class _Ptr:
 
 @pytest.fixture
 def fake_cuda(monkeypatch):
+    """CUDA as a direct launch sees it (a device, a stream), with direct launches on."""
     monkeypatch.setattr(direct, "_cuda", lambda: True)
     monkeypatch.setattr(direct.torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(direct.torch._C, "_cuda_getCurrentRawStream", lambda index: 7, raising=False)
+    with tcemu.config(direct_launch=True):
+        yield
+
+
+def test_direct_launches_are_off_by_default_until_validated_on_a_gpu():
+    assert tcemu.EmulationConfig().direct_launch is False
 
 
 def test_first_launch_of_a_signature_takes_tritons_path_then_the_kernel_directly(fake_cuda):
@@ -213,8 +220,64 @@ def test_direct_launches_give_the_bits_of_tritons_path_gpu(method, config):
     with tcemu.config(direct_launch=False):
         want = launch._emu_mm(a, pieces, spec, bias, config=cfg, b=w)
     before = direct_stats()["direct"]
-    got = [launch._emu_mm(a.clone(), pieces, spec, bias, config=cfg, b=w) for _ in range(3)]
+    with tcemu.config(direct_launch=True):
+        got = [launch._emu_mm(a.clone(), pieces, spec, bias, config=cfg, b=w) for _ in range(3)]
     torch.cuda.synchronize()
     assert direct_stats()["direct"] > before, "the later calls did not launch directly"
     for g in got:
         assert torch.equal(_bits(g), _bits(want))
+
+
+@pytest.mark.parametrize(("config", "tma_rows", "want"), [
+    ("128x128x32w8s3m1gw", True, ("_launch_wgmma_ws", "a3")),
+    ("128x128x32w8s3m1tgw", True, ("_launch_wgmma_ws", "a3")),
+    ("128x128x32w8s3m1gr", True, ("_launch_wgmma_rega", "a3")),
+    ("128x128x32w8s3m1g", True, ("_launch_wgmma", "(a3,)", True)),
+    ("128x128x32w8s3m1pg", True, ("_launch_wgmma", "pieces", False)),
+    ("128x128x32w8s3m1pgw", True, ("_launch_wgmma_pieces_ws", "pieces")),
+    ("128x128x32w8s3m1gw", False, ("_launch_wgmma", "pieces", False)),  # A's rows unfit for TMA: split first
+    ("128x128x32w8s3m1gr", False, ("_launch_wgmma", "pieces", False)),
+])
+def test_the_plan_picks_the_gluon_launcher_of_each_configuration(monkeypatch, config, tma_rows, want):
+    """Which Gluon launcher a plan calls, with which A, for each kind of configuration (Hopper, TMA-able pieces)."""
+    from tcemu.emulation.gemm import KernelConfig  # noqa: PLC0415
+
+    calls = []
+
+    def recorder(name):
+        def launch(spec, cfg, ap, bp, bias, out3, M, N, K, split_a=None, *, flags=None, range_check=None):
+            what = "a3" if ap is a3 else "(a3,)" if isinstance(ap, tuple) and ap[0] is a3 else "pieces"
+            calls.append((name, what) + ((split_a,) if name == "_launch_wgmma" else ()))
+        return launch
+
+    for name in ("_launch_wgmma", "_launch_wgmma_ws", "_launch_wgmma_rega", "_launch_wgmma_pieces_ws"):
+        monkeypatch.setattr(launch, name, recorder(name))
+    monkeypatch.setattr(launch, "_wgmma_eligible", lambda *args: True)
+    monkeypatch.setattr(launch, "_tma_rows", lambda a3: tma_rows)
+    monkeypatch.setattr(launch, "_split_t", lambda b, spec: ("piece0", "piece1"))
+    spec = get_method("tf32x3")
+    a3, bt3 = torch.ones(1, 64, 32), (torch.ones(1, 48, 32), torch.ones(1, 48, 32))
+    gemm = launch._gemm_plan(spec, KernelConfig.parse(config), a3, bt3, False, 48, True)
+    gemm(a3, bt3, None, torch.empty(1, 64, 48), torch.zeros(64, dtype=torch.int8))
+    assert calls == [want]
+
+
+def test_a_failing_gluon_launch_runs_the_triton_kernel_and_is_remembered(monkeypatch):
+    from tcemu.emulation.gemm import KernelConfig  # noqa: PLC0415
+
+    monkeypatch.setattr(launch, "_WGMMA_FAILED", set())
+    monkeypatch.setattr(launch, "_wgmma_eligible", lambda *args: True)
+    monkeypatch.setattr(launch, "_tma_rows", lambda a3: True)
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no such Gluon API")
+
+    triton_calls = []
+    monkeypatch.setattr(launch, "_launch_wgmma_ws", broken)
+    monkeypatch.setattr(launch, "_EMU_MM", lambda grid, args, constexprs: triton_calls.append(constexprs["MODE"]))
+    spec = get_method("tf32x3")
+    a3, bt3 = torch.ones(1, 64, 32), (torch.ones(1, 48, 32), torch.ones(1, 48, 32))
+    cfg = KernelConfig.parse("128x128x32w8s3m1gw")
+    gemm = launch._gemm_plan(spec, cfg, a3, bt3, False, 48, True)
+    gemm(a3, bt3, None, torch.empty(1, 64, 48), torch.zeros(64, dtype=torch.int8))
+    assert triton_calls == [1] and launch._WGMMA_FAILED == {("tf32x3", str(cfg))}
