@@ -128,7 +128,7 @@ def test_unaligned_pointers_hooks_and_the_setting_take_tritons_path(fake_cuda, m
 
 def test_descriptors_reach_triton_as_gluon_descriptors_and_the_launcher_as_they_are(fake_cuda, monkeypatch):
     k = _Kernel()
-    dk = DirectKernel(k)
+    dk = DirectKernel(k, descriptors=True)
     cx = {"BLOCK": 64}
     made = []
     monkeypatch.setattr(TmaDesc, "gluon", lambda self: made.append(self) or ("gluon", self.block_shape))

@@ -110,8 +110,8 @@ def _fp32_rows_descriptor(a3: Tensor, rows: int, K: int, bm: int, bk: int) -> Tm
 
 @functools.cache
 def _direct(kernel) -> DirectKernel:
-    """The direct launcher of a Gluon kernel (one per kernel)."""
-    return DirectKernel(kernel)
+    """The direct launcher of a Gluon kernel (one per kernel; its descriptors given as TmaDesc)."""
+    return DirectKernel(kernel, descriptors=True)
 
 
 #: the Gluon launches' constexpr dicts, one per combination (a direct launch's signature names them by identity)

@@ -123,13 +123,14 @@ class DirectKernel:
     """A Triton/Gluon kernel launched directly after its first launch per signature (module docstring).
 
     Call it as ``DirectKernel(kernel)(grid, args, constexprs)``, with ``args`` the kernel's non-constexpr parameters
-    in order (TMA descriptors as :class:`TmaDesc`) and ``constexprs`` the constexpr parameters and launch options
+    in order (TMA descriptors as :class:`TmaDesc`, for a kernel made with ``descriptors=True``) and ``constexprs`` the constexpr parameters and launch options
     (``num_warps``, ``num_stages``) as ``kernel[grid](*args, **constexprs)`` would take them; the dict must be made
     once per combination and kept unchanged (its identity is part of the signature).
     """
 
-    def __init__(self, kernel) -> None:
+    def __init__(self, kernel, descriptors: bool = False) -> None:
         self.kernel = kernel
+        self.descriptors = descriptors  # whether arguments may be TmaDesc (Gluon kernels)
         self._cache: dict[tuple, _Entry] = {}
         self._tails: dict[int, tuple[dict, tuple | None]] = {}
         self._unsupported = False
@@ -169,8 +170,9 @@ class DirectKernel:
                                *args, *entry.tail)
                 _STATS["direct"] += 1
                 return
-        triton_args = tuple(x.gluon() if x.__class__ is TmaDesc else x for x in args)
-        compiled = self.kernel[grid](*triton_args, **constexprs)
+        if self.descriptors:
+            args = tuple(x.gluon() if x.__class__ is TmaDesc else x for x in args)
+        compiled = self.kernel[grid](*args, **constexprs)
         _STATS["triton"] += 1
         if sig is not None:
             self._keep(sig, compiled, len(args), constexprs)
