@@ -224,7 +224,10 @@ def _emu_mm(a: Tensor, bt: tuple[Tensor, ...], spec: MethodSpec, bias: Tensor | 
         plan, keep = _plan(a, bt, spec, bias, out, config, b)
         if keep:
             if len(_PLANS) >= PLAN_CACHE_SIZE:
-                del _PLANS[next(iter(_PLANS))]  # the oldest
+                try:
+                    del _PLANS[next(iter(_PLANS))]  # the oldest
+                except (RuntimeError, StopIteration, KeyError):  # another thread changed the cache meanwhile
+                    pass
             _PLANS[key] = plan
     return plan(a, bt, bias, b, out)
 
