@@ -7,8 +7,9 @@ once, keeps the compiled kernel Triton returns, and launches it afterwards throu
 the arguments in the order Triton passes them: the same binary on the same arguments, so the same bits.
 
 A signature is everything Triton specializes a launch on: the constexprs (the caller's dict, made once per
-combination; its identity names it, and the launcher keeps it alive), every integer argument's value, every tensor's dtype and 16-byte
-alignment, every TMA descriptor's dtype, block and layout, and the current device. Triton's own path runs instead
+combination; its identity names it, and the launcher keeps it alive), every integer argument's value, every tensor's
+dtype and 16-byte alignment, every TMA descriptor's dtype, block and layout (and, to be safe, its shape and strides),
+and the current device. Triton's own path runs instead
 where the configuration turns direct launches off (``direct_launch``), a launch hook is set (profilers), Triton's
 interpreter runs, or this Triton's compiled kernels lack what a direct launch uses (then once, logged).
 ``direct_launch`` is off by default: the launch logic is tested on the CPU against a stand-in kernel, and the GPU
@@ -77,11 +78,15 @@ _UNALIGNED = object()
 
 def _tag(x):
     """What Triton specializes a non-integer argument on: a tensor's dtype, a descriptor's dtype, block and layout
-    (:data:`_UNALIGNED` where the pointer is not 16-byte aligned); a scalar's type and value."""
+    (and its shape and strides), :data:`_UNALIGNED` where the pointer is not 16-byte aligned; a scalar's type and
+    value."""
     cls = x.__class__
     if cls is TmaDesc:
         base = x.base
-        return _UNALIGNED if base.data_ptr() & 15 else (base.dtype, x.block_shape, x.layout)
+        # shape and strides too: more than Triton specializes a descriptor on, to be safe (they change with M, N,
+        # K, which the key holds anyway)
+        return _UNALIGNED if base.data_ptr() & 15 else (base.dtype, x.block_shape, x.layout, tuple(x.shape),
+                                                        tuple(x.strides))
     if x is None or cls is bool or cls is float:
         return (cls, x)
     return _UNALIGNED if x.data_ptr() & 15 else x.dtype  # a tensor
