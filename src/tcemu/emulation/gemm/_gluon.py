@@ -18,6 +18,7 @@ from ..methods import MethodSpec, get_method
 from ._kernels import cdiv
 from .configs import KernelConfig
 from .direct import DirectKernel, TmaDesc
+from .direct import constexprs as _constexprs
 
 log = logging.getLogger("tcemu.emulation.gemm")
 
@@ -112,18 +113,6 @@ def _fp32_rows_descriptor(a3: Tensor, rows: int, K: int, bm: int, bk: int) -> Tm
 def _direct(kernel) -> DirectKernel:
     """The direct launcher of a Gluon kernel (one per kernel; its descriptors given as TmaDesc)."""
     return DirectKernel(kernel, descriptors=True)
-
-
-#: the Gluon launches' constexpr dicts, one per combination (a direct launch's signature names them by identity)
-_CONSTEXPRS: dict[tuple, dict] = {}
-
-
-def _constexprs(key: tuple, make) -> dict:
-    """The constexpr dict of ``key``, made by ``make()`` the first time (kept unchanged)."""
-    hit = _CONSTEXPRS.get(key)
-    if hit is None:
-        hit = _CONSTEXPRS[key] = make()
-    return hit
 
 
 #: the arguments after the descriptors, common to the Gluon kernels, with their types for offline compiles

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import torch
@@ -31,7 +32,7 @@ from torch import Tensor
 from ..._hw import interpreting
 from ..configuration import setting
 
-__all__ = ["DirectKernel", "TmaDesc", "direct_stats"]
+__all__ = ["DirectKernel", "TmaDesc", "constexprs", "direct_stats"]
 
 log = logging.getLogger("tcemu.emulation.gemm")
 
@@ -65,6 +66,18 @@ class _Entry(NamedTuple):
 
 
 _STATS = {"direct": 0, "triton": 0}
+
+#: every launcher's constexpr dicts, one per combination (key: the kernel's kind first, then what it depends on)
+_CONSTEXPRS: dict[tuple, dict] = {}
+
+
+def constexprs(key: tuple, make: Callable[[], dict]) -> dict:
+    """The constexpr dict (constexprs and launch options) of ``key``, made by ``make()`` the first time and kept
+    unchanged: a launch reads it as it is, and a direct launch's signature names it by its identity."""
+    hit = _CONSTEXPRS.get(key)
+    if hit is None:
+        hit = _CONSTEXPRS[key] = make()
+    return hit
 
 
 def direct_stats() -> dict[str, int]:

@@ -62,7 +62,7 @@ from .configs import (  # noqa: F401 - re-exported: tests and benchmarks read th
     pick_config,
     tuned_configs,
 )
-from .direct import DirectKernel
+from .direct import DirectKernel, constexprs
 from .range_fixup import _range_fixup
 
 __all__ = [
@@ -142,16 +142,12 @@ def _split_t(b: Tensor, spec: MethodSpec) -> tuple[Tensor, ...]:
 
 
 _SPLIT_T = DirectKernel(_split_t_kernel)
-_SPLIT_CONSTEXPRS: dict[str, dict] = {}
 
 
 def _split_constexprs(spec: MethodSpec) -> dict:
     """The split kernel's constexprs and launch settings for ``spec`` (made once: kept unchanged)."""
-    hit = _SPLIT_CONSTEXPRS.get(spec.name)
-    if hit is None:
-        hit = _SPLIT_CONSTEXPRS[spec.name] = dict(FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=64, BC=64,
-                                                  num_warps=4)
-    return hit
+    return constexprs(("split", spec.name), lambda: dict(FMT=_fmt(spec), NP=spec.n_pieces, SHIFT=spec.shift, BR=64,
+                                                         BC=64, num_warps=4))
 
 
 # =====================================================================================================
@@ -394,14 +390,8 @@ _WGMMA_FAILED: set[tuple[str, str]] = set()
 def _constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, *, range_check: bool = True) -> dict:
     """The GEMM kernel's constexprs and launch settings (made once per combination: every launch reads them; not
     to be modified)."""
-    key = (spec.name, cfg, K % cfg.bk == 0, has_bias, range_check, interpreting())
-    hit = _CONSTEXPRS.get(key)
-    if hit is None:
-        hit = _CONSTEXPRS[key] = _make_constexprs(spec, cfg, K, has_bias, range_check)
-    return hit
-
-
-_CONSTEXPRS: dict[tuple, dict] = {}
+    key = ("emu_mm", spec.name, cfg, K % cfg.bk == 0, has_bias, range_check, interpreting())
+    return constexprs(key, lambda: _make_constexprs(spec, cfg, K, has_bias, range_check))
 
 
 def _make_constexprs(spec: MethodSpec, cfg: KernelConfig, K: int, has_bias: bool, range_check: bool) -> dict:

@@ -22,7 +22,7 @@ from ._kernels import _range_fixup as _fix
 from ._kernels._emu_mm import RANGE_MARK_BITS
 from ._kernels._split import FMT_BF16, FMT_TF32
 from ._offline import launch_compile
-from .direct import DirectKernel
+from .direct import DirectKernel, constexprs
 
 __all__ = ["RANGE_MARK_BITS", "range_fixup", "range_fixup_reference", "range_fixup_compile"]
 
@@ -84,19 +84,15 @@ def _launch_values(spec: MethodSpec, a3, b3: tuple, bias, out3, flags) -> list:
 def _constexprs(spec: MethodSpec, has_bias: bool, b_pieces: bool, interpreting: bool) -> dict:
     """The fix-up kernel's constexprs (made once per combination, every product's launch reads them; not to be
     modified)."""
-    key = (spec.name, spec.piece_format, spec.n_pieces, spec.shift, has_bias, b_pieces, interpreting)
-    hit = _CONSTEXPRS.get(key)
-    if hit is None:
-        bf16 = spec.piece_format == "bf16"
-        fmt = FMT_BF16 if bf16 else FMT_TF32
-        hit = _CONSTEXPRS[key] = dict(
-            FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, LEVELS=len(spec.levels),
-            DOT_FMT=2 if (bf16 and interpreting) else fmt, HAS_BIAS=has_bias, B_PIECES=b_pieces,
-            SCAN=_fix.SCAN_ROWS, BM=_fix.FIX_BM, BN=_fix.FIX_BN, BK=_fix.FIX_BK, num_warps=_fix.FIX_WARPS)
-    return hit
+    bf16 = spec.piece_format == "bf16"
+    fmt = FMT_BF16 if bf16 else FMT_TF32
+    key = ("range_fixup", spec.name, spec.piece_format, spec.n_pieces, spec.shift, has_bias, b_pieces, interpreting)
+    return constexprs(key, lambda: dict(
+        FMT=fmt, NP=spec.n_pieces, SHIFT=spec.shift, LEVELS=len(spec.levels),
+        DOT_FMT=2 if (bf16 and interpreting) else fmt, HAS_BIAS=has_bias, B_PIECES=b_pieces,
+        SCAN=_fix.SCAN_ROWS, BM=_fix.FIX_BM, BN=_fix.FIX_BN, BK=_fix.FIX_BK, num_warps=_fix.FIX_WARPS))
 
 
-_CONSTEXPRS: dict[tuple, dict] = {}
 _FIXUP = DirectKernel(_fix._range_fixup_kernel)
 
 
