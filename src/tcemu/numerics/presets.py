@@ -246,7 +246,12 @@ def get_preset(
         src = _MEASURED_SRC if table is PRESETS else _LOWP_FLOOR_SRC
         prm = replace(prm, czero_floor=toolbox_floor, sources=prm.sources + "; " + src)
     elif variant == "toolbox":
-        prm = replace(prm, czero_floor=toolbox_floor, c_exp_floor=-126)
+        if prm.interleave is not None and (key_arch, fin) in _TOOLBOX_FP8_BLOCK:
+            prm = _toolbox_fp8_block(prm, key_arch, fin, fout, a)
+        if fp16_out and prm.input_format != "fp16":  # the toolbox sets its fp16-D limit for fp16 inputs only
+            toolbox_floor = _TOOLBOX_CZERO[key_arch, "fp32"]
+        # its L floors E_max whether or not c is zero (AlignSignficand): for fp16 D a nonzero c counts at >= L
+        prm = replace(prm, czero_floor=toolbox_floor, c_exp_floor=toolbox_floor if fp16_out else -126)
     elif variant != "mmasim":
         raise ValueError(f"variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
     elif prm.interleave is None:
@@ -255,6 +260,28 @@ def get_preset(
         # (Emulated FP8 mma.sync forms fp16 products; MMA-Sim does not model it.)
         prm = replace(prm, zero_factor_exp=MMASIM_ZERO_EXP)
     return prm
+
+
+#: FP8 ``mma.sync`` as the toolbox models it (H100TC.m, B200TC.m @ b12b5a7: ``fma = 32``, one block per
+#: instruction, not the fp16-path emulation): the native kind with the same arithmetic (wgmma: N = 32, F = 13
+#: from ``neab = -10``, e8m13 for fp32 D; tcgen05 kind::f8f6f4: N = 32, F = 25)
+_TOOLBOX_FP8_BLOCK = {(arch, fin): native for arch, native in (("h100", "wgmma"), ("b200", "tcgen05"))
+                      for fin in ("e4m3", "e5m2")}
+_TOOLBOX_FP8_SRC = {
+    "h100": "toolbox H100TC.m FP8: fma = 32, neab = -10 (F = 13), fp32 D cut to 13 fraction bits (GEMM.m: "
+            "NoManBitsOut + neab); its fp16 D gets 0 fraction bits that way, not kept here: fp16 RNE",
+    "b200": "toolbox B200TC.m FP8: fma = 32, neab = 2 (F = 25), fp32 D RZ; for fp16 D it returns the fp32 result "
+            "(outformat set to fp32 first), not kept here: fp16 RNE",
+}
+
+
+def _toolbox_fp8_block(prm: MMAParams, key_arch: str, fin: str, fout: str, arch: str) -> MMAParams:
+    """The toolbox's FP8 ``mma.sync``: one 32-term block as the native kind (docs/numerics.md, "Public hardware
+    data": the hardware data refute it for ``mma.sync``)."""
+    native = PRESETS[key_arch, _TOOLBOX_FP8_BLOCK[key_arch, fin], fin, fout]
+    return replace(native, label=f"{arch} mma.m16n8k32 {fin}->{fout} (toolbox: one 32-term block)",
+                   sources=f"{_TOOLBOX_FP8_SRC[key_arch]}; refuted for mma.sync by the toolbox's own hardware data "
+                           "(docs/numerics.md, Public hardware data)")
 
 
 _MEASURED_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin, MMA-Sim): measured on H200, "
