@@ -16,7 +16,9 @@ with c = 0 the block exponent is floored at the toolbox's L (-133 for fp32 outpu
 subnormal fp16 c is aligned at fp16's emin (-14), MMA-Sim's choice. ``variant="measured"`` (default)
 takes that combination, with each architecture's toolbox L (measured on the H200 only; the other
 architectures' L are the toolbox's). ``variant="mmasim"`` and ``variant="toolbox"`` keep each
-source's own choices as what-if models. Every preset gives +0 for every zero result: an exact zero
+source's own choices as what-if models; the toolbox's also take its FP8 ``mma.sync`` on H100/H200 and B200 (one
+32-term block, as ``wgmma`` / ``tcgen05``, which its own hardware data refute) and its L as a floor of E_max
+whether or not c is zero (fp16 D of fp16 inputs; benchmarks/toolbox_diff.py runs its models). Every preset gives +0 for every zero result: an exact zero
 sum is +0 (docs/numerics.md, "Rounding"), and so is a nonzero sum that rounds to zero
 (``underflow_sign="positive"``) and the final add of emulated FP8 ``mma.sync``, as the H200 does (it never
 returned -0).
@@ -194,7 +196,7 @@ def get_preset(
         variant: ``measured`` (what the H200 answered), ``mmasim`` or ``toolbox``: whose choice to take
             for the c = 0 floor, the c exponent floor and a zero factor's part in E_max (``mmasim``: a zero
             input at exponent -126) that the literature disputes (docs/numerics.md, "Disputed points and the
-            choices made").
+            choices made"); ``toolbox`` also for FP8 ``mma.sync`` on h100/h200/b200 (one 32-term block).
 
     Raises:
         ValueError: unknown names or a combination the sources do not cover; the message lists the
