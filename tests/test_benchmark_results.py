@@ -26,7 +26,7 @@ MAINTAINED = {"attention.py", "autoload_cost.py", "equivariant_step.py", "gemm.p
               "gemm_fused_split.py", "md_batched.py",
               "linear_eager.py",
               "md_guards.py", "md_run.py", "nve_long.py", "md_step.py", "md_step_host_profile.py", "mlip_full.py",
-              "mmasim_diff.py", "numerics_speed.py", "mmasim_diff_schemes.py",
+              "mmasim_diff.py", "numerics_speed.py", "mmasim_diff_schemes.py", "toolbox_diff.py",
               "pytest_report.py"}
 
 

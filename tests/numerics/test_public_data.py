@@ -106,11 +106,17 @@ def test_public_api_on_hardware_rows():
 def test_data_do_not_reach_the_disputed_floors():
     """Both variants of the disputed c = 0 / c exponent floors fit every consistent case (docs/numerics.md,
     "Public hardware data"): the data have no c = 0 and no product below 2^-126, so only the hardware probe
-    can separate them."""
+    can separate them. (Hopper/Blackwell FP8 mma.sync: the toolbox's floors on the measured datapath; its own
+    datapath there, one 32-term block, is refuted by these data: test_toolbox_variant.py.)"""
+    from dataclasses import replace
+
     for case in CASES:
         if not case.c_applied:
             continue
         p = get_preset(case.arch, "mma.sync", case.input_format, case.output_format, variant="toolbox")
+        default = get_preset(case.arch, "mma.sync", case.input_format, case.output_format)
+        if default.interleave is not None:
+            p = replace(default, czero_floor=p.czero_floor, c_exp_floor=p.c_exp_floor)
         got = block_fma_bits(_pad(case.a, p.k_instr), _pad(case.b, p.k_instr), case.c, p)
         assert np.array_equal(got, case.d), (case.gpu, case.name)
 

@@ -245,10 +245,15 @@ def test_T25_fp16_out_czero(arch, toolbox):
     assert run(arch, a, b, 0.0, out="fp16", variant="mmasim") == 1
 
 
-@pytest.mark.parametrize("arch", ALL4)
-def test_T26_c_exponent_fp16_out(arch):
+@pytest.mark.parametrize("arch,toolbox", [("v100", 0x0002), ("a100", 0x0002), ("h100", 0x0001), ("b200", 0x0001)])
+def test_T26_c_exponent_fp16_out(arch, toolbox):
+    """Products 2^-25, -2^-45 and c = 2^-24, fp16 D. The toolbox floors E_max at its L (-19, -20, -21) whether or
+    not c is zero (AlignSignficand), so c counts at max(-24, L): with F = 23, 24 (V100, A100) the grid 2^(L - F) =
+    2^-42, 2^-44 drops -2^-45 and 1.5 * 2^-24 ties to even, 2 * 2^-24; with F = 25, L = -21 (H100, B200) the grid
+    2^-46 keeps it, just below the tie: 2^-24. (V100TC and A100TC under Octave give these bits,
+    benchmarks/toolbox_diff.py.) MMA-Sim aligns c at fp16's emin -14: the grid drops -2^-45 everywhere."""
     a, b = [2.0**-13, -(2.0**-22)], [2.0**-12, 2.0**-23]
-    assert run(arch, a, b, T, out="fp16", variant="toolbox") == 0x0001
+    assert run(arch, a, b, T, out="fp16", variant="toolbox") == toolbox
     assert run(arch, a, b, T, out="fp16", variant="mmasim") == 0x0002
 
 

@@ -16,7 +16,9 @@ with c = 0 the block exponent is floored at the toolbox's L (-133 for fp32 outpu
 subnormal fp16 c is aligned at fp16's emin (-14), MMA-Sim's choice. ``variant="measured"`` (default)
 takes that combination, with each architecture's toolbox L (measured on the H200 only; the other
 architectures' L are the toolbox's). ``variant="mmasim"`` and ``variant="toolbox"`` keep each
-source's own choices as what-if models. Every preset gives +0 for every zero result: an exact zero
+source's own choices as what-if models; the toolbox's also take its FP8 ``mma.sync`` on H100/H200 and B200 (one
+32-term block, as ``wgmma`` / ``tcgen05``, which its own hardware data refute) and its L as a floor of E_max
+whether or not c is zero (fp16 D of fp16 inputs; benchmarks/toolbox_diff.py runs its models). Every preset gives +0 for every zero result: an exact zero
 sum is +0 (docs/numerics.md, "Rounding"), and so is a nonzero sum that rounds to zero
 (``underflow_sign="positive"``) and the final add of emulated FP8 ``mma.sync``, as the H200 does (it never
 returned -0).
@@ -194,7 +196,7 @@ def get_preset(
         variant: ``measured`` (what the H200 answered), ``mmasim`` or ``toolbox``: whose choice to take
             for the c = 0 floor, the c exponent floor and a zero factor's part in E_max (``mmasim``: a zero
             input at exponent -126) that the literature disputes (docs/numerics.md, "Disputed points and the
-            choices made").
+            choices made"); ``toolbox`` also for FP8 ``mma.sync`` on h100/h200/b200 (one 32-term block).
 
     Raises:
         ValueError: unknown names or a combination the sources do not cover; the message lists the
@@ -246,7 +248,12 @@ def get_preset(
         src = _MEASURED_SRC if table is PRESETS else _LOWP_FLOOR_SRC
         prm = replace(prm, czero_floor=toolbox_floor, sources=prm.sources + "; " + src)
     elif variant == "toolbox":
-        prm = replace(prm, czero_floor=toolbox_floor, c_exp_floor=-126)
+        if prm.interleave is not None and (key_arch, fin) in _TOOLBOX_FP8_BLOCK:
+            prm = _toolbox_fp8_block(prm, key_arch, fin, fout, a)
+        if fp16_out and prm.input_format != "fp16":  # the toolbox sets its fp16-D limit for fp16 inputs only
+            toolbox_floor = _TOOLBOX_CZERO[key_arch, "fp32"]
+        # its L floors E_max whether or not c is zero (AlignSignficand): for fp16 D a nonzero c counts at >= L
+        prm = replace(prm, czero_floor=toolbox_floor, c_exp_floor=toolbox_floor if fp16_out else -126)
     elif variant != "mmasim":
         raise ValueError(f"variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
     elif prm.interleave is None:
@@ -255,6 +262,28 @@ def get_preset(
         # (Emulated FP8 mma.sync forms fp16 products; MMA-Sim does not model it.)
         prm = replace(prm, zero_factor_exp=MMASIM_ZERO_EXP)
     return prm
+
+
+#: FP8 ``mma.sync`` as the toolbox models it (H100TC.m, B200TC.m @ b12b5a7: ``fma = 32``, one block per
+#: instruction, not the fp16-path emulation): the native kind with the same arithmetic (wgmma: N = 32, F = 13
+#: from ``neab = -10``, e8m13 for fp32 D; tcgen05 kind::f8f6f4: N = 32, F = 25)
+_TOOLBOX_FP8_BLOCK = {(arch, fin): native for arch, native in (("h100", "wgmma"), ("b200", "tcgen05"))
+                      for fin in ("e4m3", "e5m2")}
+_TOOLBOX_FP8_SRC = {
+    "h100": "toolbox H100TC.m FP8: fma = 32, neab = -10 (F = 13), fp32 D cut to 13 fraction bits (GEMM.m: "
+            "NoManBitsOut + neab); its fp16 D gets 0 fraction bits that way, not kept here: fp16 RNE",
+    "b200": "toolbox B200TC.m FP8: fma = 32, neab = 2 (F = 25), fp32 D RZ; for fp16 D it returns the fp32 result "
+            "(outformat set to fp32 first), not kept here: fp16 RNE",
+}
+
+
+def _toolbox_fp8_block(prm: MMAParams, key_arch: str, fin: str, fout: str, arch: str) -> MMAParams:
+    """The toolbox's FP8 ``mma.sync``: one 32-term block as the native kind (docs/numerics.md, "Public hardware
+    data": the hardware data refute it for ``mma.sync``)."""
+    native = PRESETS[key_arch, _TOOLBOX_FP8_BLOCK[key_arch, fin], fin, fout]
+    return replace(native, label=f"{arch} mma.m16n8k32 {fin}->{fout} (toolbox: one 32-term block)",
+                   sources=f"{_TOOLBOX_FP8_SRC[key_arch]}; refuted for mma.sync by the toolbox's own hardware data "
+                           "(docs/numerics.md, Public hardware data)")
 
 
 _MEASURED_SRC = ("c = 0 floor (toolbox L) and c exponent floor (fp16 emin, MMA-Sim): measured on H200, "
