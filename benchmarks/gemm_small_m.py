@@ -15,8 +15,8 @@ Implementations: cuBLAS SGEMM and TF32; Triton's built-in ``tl.dot`` modes (tf32
 handling, the speed reference); tcemu's kernels by configuration (``emu_mm`` on weights split beforehand; the
 library's own choice is ``default``), the default without its range fix-up (``nofix``: what the fix-up costs),
 and the whole library path (``linear``: ``TritonBackend.linear``/``linear_input_grad``, small-shape fallback
-off), also with direct launches of the compiled kernels (``linear direct``: ``direct_launch=True``, what
-:mod:`tcemu.emulation.gemm.direct` saves over Triton's launch path). With ``--profile`` the CUDA kernels of one library call are listed with their GPU times, and the top of a
+off, every launch through Triton's launch path: ``direct_launch=False``), and the same with direct launches of
+the compiled kernels (``linear direct``: the default, what :mod:`tcemu.emulation.gemm.direct` saves). With ``--profile`` the CUDA kernels of one library call are listed with their GPU times, and the top of a
 cProfile of its host path is printed.
 
 Output: a result file (``tcemu._results``), benchmark ``gemm_small_m``, one case per (direction, M, K, N,
@@ -219,11 +219,15 @@ def main(argv: list[str] | None = None) -> None:
                         lib = lambda a=a, pw=pw, s=spec: be.linear(a, w, pw, s, None)  # noqa: E731
                     else:
                         lib = lambda a=a, pw=pw, s=spec: be.linear_input_grad(a, w, pw, s)  # noqa: E731
-                    impls[f"tcemu {meth} linear"] = ("tcemu-linear", meth, str(default), lib)
+                    def lib_triton(lib=lib):
+                        with tcemu.config(direct_launch=False):
+                            return lib()
 
                     def lib_direct(lib=lib):
                         with tcemu.config(direct_launch=True):
                             return lib()
+
+                    impls[f"tcemu {meth} linear"] = ("tcemu-linear", meth, str(default), lib_triton)
 
                     impls[f"tcemu {meth} linear direct"] = ("tcemu-linear-direct", meth, str(default), lib_direct)
                     if args.profile and M == min(map(int, args.rows.split(","))) and kn == args.shapes.split(",")[0]:

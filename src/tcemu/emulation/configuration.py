@@ -130,8 +130,8 @@ class EmulationConfig:
             they cost (benchmarks/gemm_range_cost.py).
         direct_launch: on CUDA, a kernel launched before with the same specialization is launched through its
             compiled launcher, without Triton's per-call argument binding (:mod:`tcemu.emulation.gemm.direct`: the
-            same binary, so the same bits). Off by default until its GPU test
-            (``tests/emulation/gemm/test_direct_launch.py``) has run on a GPU; off: Triton's path for every launch.
+            same binary, so the same bits: ``tests/emulation/gemm/test_direct_launch.py`` on the GPU); off:
+            Triton's path for every launch.
     """
 
     method: str = "tf32x3"
@@ -148,7 +148,7 @@ class EmulationConfig:
     autotune: bool = False
     kernel_config: str | None = None
     range_fixup: bool = True
-    direct_launch: bool = False
+    direct_launch: bool = True
 
     def __post_init__(self) -> None:
         from .methods import get_method  # noqa: PLC0415 - methods does not import this module

@@ -75,8 +75,8 @@ def fake_cuda(monkeypatch):
         yield
 
 
-def test_direct_launches_are_off_by_default_until_validated_on_a_gpu():
-    assert tcemu.EmulationConfig().direct_launch is False
+def test_direct_launches_are_on_by_default():
+    assert tcemu.EmulationConfig().direct_launch is True
 
 
 def test_first_launch_of_a_signature_takes_tritons_path_then_the_kernel_directly(fake_cuda):

@@ -12,8 +12,8 @@ dtype and 16-byte alignment, every TMA descriptor's dtype, block and layout (and
 and the current device. Triton's own path runs instead
 where the configuration turns direct launches off (``direct_launch``), a launch hook is set (profilers), Triton's
 interpreter runs, or this Triton's compiled kernels lack what a direct launch uses (then once, logged).
-``direct_launch`` is off by default: the launch logic is tested on the CPU against a stand-in kernel, and the GPU
-test (same bits either way, ``tests/emulation/gemm/test_direct_launch.py``) has not yet run on a GPU.
+The launch logic is tested on the CPU against a stand-in kernel, and on the GPU every kernel path gives the bits of
+Triton's own launch (``tests/emulation/gemm/test_direct_launch.py``).
 
 TMA descriptors are given as :class:`TmaDesc`: a direct launch hands it to the launcher as it is (the launcher
 encodes the TMA map from its base, shape and strides); Triton's path gets Gluon's ``TensorDescriptor`` made from it.
