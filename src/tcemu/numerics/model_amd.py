@@ -74,6 +74,13 @@ def _values32(bits: np.ndarray, fmt: str) -> np.ndarray:
     return np.asarray(bits).astype(f.container_dtype).view(f.numpy_dtype).astype(np.float32)
 
 
+def _values64(bits: np.ndarray, fmt: str) -> np.ndarray:
+    """Exact float64 values of fp16/bf16 bits."""
+    if fmt == "bf16":  # bf16 is the top half of fp32
+        return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return np.asarray(bits).astype(np.uint16).view(np.float16).astype(np.float64)
+
+
 @dataclass(frozen=True)
 class PairwiseTree:
     """CDNA1/CDNA2 fp16/bf16 MFMA: pairwise fp32 sums of ``n_fma`` products, then one fp32 add per group."""
@@ -263,7 +270,8 @@ class ExactGroupRound:
     accumulator summed exactly and rounded once to fp32, to nearest even; subnormals kept, products unlimited.
 
     An exact zero sum is +0 and a nonzero sum that rounds to zero keeps its sign (assumed: the toolbox's MATLAB
-    does not pin them down).
+    does not pin them down). Runs in float64 where every partial sum is exact (:meth:`_group_fast`), else on
+    integers (:meth:`_group`).
     """
 
     nan_bits: int = AMD_NAN32
@@ -284,12 +292,33 @@ class ExactGroupRound:
         out = np.empty_like(c_all)
         for r0 in range(0, len(c_all), _CHUNK):
             rs = slice(r0, r0 + _CHUNK)
-            ia = np.ascontiguousarray(np.asarray(a_bits[rs]).astype(np.int64).T)
-            ib = np.ascontiguousarray(np.asarray(b_bits[rs]).astype(np.int64).T)
+            a_kt = np.ascontiguousarray(np.asarray(a_bits[rs]).T)  # (K, chunk)
+            b_kt = np.ascontiguousarray(np.asarray(b_bits[rs]).T)
+            with np.errstate(invalid="ignore", over="ignore"):
+                prod = _values64(a_kt, f.name) * _values64(b_kt, f.name)  # exact: <= 22-bit significands
             d = c_all[rs]
-            for k0 in range(0, ia.shape[0], p.n_fma):
-                d = self._group(ia[k0 : k0 + p.n_fma], ib[k0 : k0 + p.n_fma], d, f)
+            for k0 in range(0, prod.shape[0], p.n_fma):
+                d = self._group_fast(prod[k0 : k0 + p.n_fma], a_kt[k0 : k0 + p.n_fma], b_kt[k0 : k0 + p.n_fma],
+                                     d, f)
             out[rs] = d
+        return out
+
+    def _group_fast(self, prod: np.ndarray, a_kt, b_kt, c_bits: np.ndarray, f) -> np.ndarray:
+        """One group in float64: c and the exact products summed in order, each addition checked exact (its
+        TwoSum error is zero), so the float64 sum is the exact sum and one cast rounds it once to fp32 (RNE);
+        rows with an inexact step, Inf or NaN (a NaN error) go to :meth:`_group`."""
+        inexact = np.zeros(c_bits.shape, bool)
+        with np.errstate(invalid="ignore", over="ignore"):
+            s = c_bits.view(np.float32).astype(np.float64)
+            for t in prod:
+                x = s
+                s = x + t
+                z = s - x
+                inexact |= ((x - (s - z)) + (t - z)) != 0
+            out = np.where(s == 0, 0.0, s).astype(np.float32).view(np.uint32)  # an exact zero sum is +0
+        if inexact.any():
+            rows = np.nonzero(inexact)[0]
+            out[rows] = self._group(a_kt[:, rows].astype(np.int64), b_kt[:, rows].astype(np.int64), c_bits[rows], f)
         return out
 
     def _group(self, ia, ib, c_bits, f) -> np.ndarray:
