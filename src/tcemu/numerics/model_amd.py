@@ -68,6 +68,15 @@ def _trunc_sum32(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.add.reduce(t, axis=0, dtype=np.int64), e_max.astype(np.int64)
 
 
+def _fp32_fields(c_bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """fp32 bits -> (int64 signed significand, exponent of its units' place + 23 (zero and subnormals: -126),
+    Inf/NaN mask): the fields :func:`~tcemu.numerics.formats.decode` gives, for the fast paths."""
+    u = np.asarray(c_bits).astype(np.int64)
+    ef = (u >> 23) & 0xFF
+    sig = (u & 0x7FFFFF) | ((ef != 0).astype(np.int64) << 23)
+    return np.where(u >> 31, -sig, sig), np.maximum(ef, 1) - 127, ef == 0xFF
+
+
 def _values32(bits: np.ndarray, fmt: str) -> np.ndarray:
     """Exact float32 values of fp16/bf16 bits."""
     f = get_format(fmt)
@@ -194,15 +203,17 @@ class FusedRoundDown:
             total = (s0 >> np.minimum(e_s - e0, 62)) + (s1 >> np.minimum(e_s - e1, 62))  # rounded down (floor)
         else:
             total, e_s = _trunc_sum32(m, e)
-        c_neg, c_sig, c_e, c_cls = decode(c_bits, "fp32")
-        e_max = np.maximum(e_s, c_e)  # zero and subnormal c at -126 (decode's emin)
+        c_sig, c_e, c_special = _fp32_fields(c_bits)
+        e_max = np.maximum(e_s, c_e)  # zero and subnormal c at -126
         s_al = (total << (self.sum_frac_bits - frac_bits)) >> np.minimum(e_max - e_s, 62)  # floor
-        c_al = (np.where(c_neg, -c_sig, c_sig) << (self.c_frac_bits - 23)) >> np.minimum(e_max - c_e, 62)  # floor
+        c_al = (c_sig << (self.c_frac_bits - 23)) >> np.minimum(e_max - c_e, 62)  # floor
         if self.c_drop_gap is not None:
             c_al = np.where(c_e < e_max - self.c_drop_gap, 0, c_al)
-        out_sum = s_al + (c_al << (self.sum_frac_bits - self.c_frac_bits))
-        out = encode(out_sum < 0, np.abs(out_sum), e_max - self.sum_frac_bits, "fp32", Rounding.RNE)
-        slow = (e_s >= 125) | (c_cls >= INF)  # Inf/NaN inputs (sentinel exponents), products near 2^128, Inf/NaN c
+        out_sum = s_al + (c_al << (self.sum_frac_bits - self.c_frac_bits))  # |out_sum| < 2**40: exact in float64
+        with np.errstate(over="ignore"):  # (the slow rows' sentinel exponents; replaced below)
+            out = np.ldexp(out_sum.astype(np.float64), e_max - self.sum_frac_bits).astype(np.float32)
+        out = out.view(np.uint32)  # one rounding to fp32, nearest even; out_sum = 0 gives +0
+        slow = (e_s >= 125) | c_special  # Inf/NaN inputs (sentinel exponents), products near 2^128, Inf/NaN c
         if np.any(slow):
             rows = np.nonzero(slow)[0]
             out[rows] = self._group(ia[:, rows], ib[:, rows], c_bits[rows], fa, fb, frac_bits)
