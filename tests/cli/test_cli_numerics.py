@@ -123,8 +123,8 @@ def test_coverage_lists_every_preset_with_its_validation(capsys):
 
 
 def test_coverage_columns_align_and_sources_are_tags(capsys):
-    """Every line's columns start where the header's do (long AMD names and block-scaled inputs included), and the
-    source column holds tags only (no cut-off prose)."""
+    """Every line's columns start where the header's do (long AMD names and block-scaled inputs included), and
+    the source column holds tags only (no cut-off prose)."""
     from tcemu.numerics.coverage import SOURCE_TAGS
 
     assert main(["numerics", "coverage"]) == 0

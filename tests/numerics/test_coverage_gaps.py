@@ -1,6 +1,7 @@
 """The presets that close coverage gaps against MMA-Sim's lists: c fp16 with fp32 d (V100 and Turing
-``mma.m8n8k4 .f32.f16.f16.f16``), FP64 DMMA on sm_120, B200 ``kind::f16`` fp16 x bf16. Each is bit-exact against
-the exact oracle on every operand kind, and against hand-derived vectors that tell it from its neighbours."""
+``mma.m8n8k4 .f32.f16.f16.f16``), FP64 DMMA on sm_120, B200 ``kind::f16`` fp16 x bf16. Each is bit-exact
+against the exact oracle on every operand kind, and against hand-derived vectors that tell it from its
+neighbours."""
 
 import zlib
 from dataclasses import replace
@@ -58,7 +59,7 @@ def test_c_fp16_is_the_fp32_preset_on_c_converted_exactly(key, variant):
 def test_c_fp16_hand_vector():
     """a = (1, 0, 0, 0), b = (1, 0, 0, 0), c = -2^-24 (fp16 0x8001, subnormal): the block's grid is 2^(0 - F).
     V100 (F = 23): c truncated toward zero to 0, d = 1 = 0x3F800000. Turing (F = 24): c kept, d = 1 - 2^-24 =
-    0x3F7FFFFF. An fp16 c aligned at fp16's emin (the fp16-output presets' floor) would not reach either grid."""
+    0x3F7FFFFF."""
     a = np.array([[1, 0, 0, 0]], np.float16)
     b = a.T.copy()
     c = np.array([[-(2.0**-24)]], np.float16)
@@ -69,11 +70,13 @@ def test_c_fp16_hand_vector():
         assert d.dtype == np.float32 and d.view(np.uint32)[0, 0] == bits
         p = get_preset(arch, instruction, "fp16", out)
         raw = block_fma_bits(a.view(np.uint16), b.T.view(np.uint16).copy(), c.view(np.uint16)[0], p)
-        assert raw[0] == bits and oracle_bits(a.view(np.uint16), b.T.view(np.uint16), c.view(np.uint16)[0], p)[0] == bits
+        assert raw[0] == bits
+        assert oracle_bits(a.view(np.uint16), b.T.view(np.uint16), c.view(np.uint16)[0], p)[0] == bits
 
 
 def test_c_fp16_refusals():
-    assert replace(get_preset("v100", "mma.sync", "fp16", "fp16"), c_input_format="fp16").c_input_format is None
+    fp16_out = get_preset("v100", "mma.sync", "fp16", "fp16")
+    assert replace(fp16_out, c_input_format="fp16").c_input_format is None  # c is d's format there
     with pytest.raises(ValueError, match="c_input_format"):
         replace(get_preset("v100", "mma.sync", "fp16", "fp32"), c_input_format="bf16")
     with pytest.raises(ValueError, match="c_input_format"):
@@ -85,9 +88,9 @@ def test_c_fp16_refusals():
 
 
 def test_b200_mixed_fp16_bf16_hand_vectors():
-    """b is read as bf16: 0x3F80 is 1.0 (1.875 as fp16). One 16-term block, F = 25: a = (1, 2^-13) fp16, b = (1,
-    -2^-13) bf16, c = 0: exact 1 - 2^-26 rounds (RZ) to 0x3F7FFFFF; the block truncates -2^-26 on the grid 2^-25
-    to 0, d = 1 = 0x3F800000."""
+    """b is read as bf16: 0x3F80 is 1.0 (1.875 as fp16). One 16-term block, F = 25: a = (1, 2^-13) fp16,
+    b = (1, -2^-13) bf16, c = 0: exact 1 - 2^-26 rounds (RZ) to 0x3F7FFFFF; the block truncates -2^-26 on the
+    grid 2^-25 to 0, d = 1 = 0x3F800000."""
     p = get_preset("b200", "tcgen05", "fp16.bf16")
     a = np.zeros((1, 16), np.uint16)
     b = np.zeros((1, 16), np.uint16)
@@ -96,8 +99,8 @@ def test_b200_mixed_fp16_bf16_hand_vectors():
     assert block_fma_bits(a, b, c, p)[0] == 0x3F800000
     a[0, 1], b[0, 1] = 0x0800, 0xB900  # fp16 2^-13, bf16 -2^-13
     assert block_fma_bits(a, b, c, p)[0] == 0x3F800000 == oracle_bits(a, b, c, p)[0]
-    d = mma(a.view(np.float16), b.view(ml_dtypes.bfloat16).T.copy(), np.zeros((1, 1), np.float32), arch="b200",
-            instruction="tcgen05")
+    d = mma(a.view(np.float16), b.view(ml_dtypes.bfloat16).T.copy(), np.zeros((1, 1), np.float32),
+            arch="b200", instruction="tcgen05")
     assert d.view(np.uint32)[0, 0] == 0x3F800000
     swapped = get_preset("b200", "tcgen05", "bf16.fp16")
     assert block_fma_bits(b, a, c, swapped)[0] == 0x3F800000
@@ -114,6 +117,6 @@ def test_sm120_fp64_is_the_dmma_chain():
         get_preset("sm120", "mma.m16n8k16", "fp64")  # sm_90's shapes: not in MMA-Sim's RTX Blackwell list
     x = np.array([[1.0, 2.0**-60, 0.0, 0.0]])
     d = mma(x, np.array([[1.0], [1.0], [0.0], [0.0]]), np.array([[-1.0]]), arch="sm120")
-    # the chain starts from c: fma(1, 1, -1) = 0, then fma(2^-60, 1, 0) = 2^-60 (products summed first would round
-    # 1 + 2^-60 to 1 and give 0)
+    # the chain starts from c: fma(1, 1, -1) = 0, then fma(2^-60, 1, 0) = 2^-60 (products summed first would
+    # round 1 + 2^-60 to 1 and give 0)
     assert d[0, 0] == 2.0**-60
