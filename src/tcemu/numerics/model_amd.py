@@ -112,7 +112,12 @@ class PairwiseTree:
                 f"added to the fp32 accumulator (RNE){flush}; NaN results {self.nan_bits:#x}")
 
     def _flush(self, x: np.ndarray) -> np.ndarray:
-        return np.where(np.abs(x) < np.float32(2.0**-126), x * np.float32(0), x) if self.flush_subnormals else x
+        """Subnormals to a zero of their sign (CDNA2), in place where any (rare: one comparison otherwise)."""
+        if self.flush_subnormals:
+            tiny = np.abs(x) < np.float32(2.0**-126)
+            if tiny.any():
+                x[tiny] *= np.float32(0)
+        return x
 
     def _tree(self, prods: list[np.ndarray]) -> np.ndarray:
         if len(prods) == 1:
@@ -121,9 +126,17 @@ class PairwiseTree:
         return self._flush(self._tree(prods[:m]) + self._tree(prods[m:]))
 
     def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
+        c_all = np.asarray(c_bits).astype(np.uint32)
+        out = np.empty_like(c_all)
+        for r0 in range(0, len(c_all), _CHUNK):  # (K, chunk) operands stay in cache
+            rs = slice(r0, r0 + _CHUNK)
+            out[rs] = self._rows(np.asarray(a_bits[rs]), np.asarray(b_bits[rs]), c_all[rs], p)
+        return out
+
+    def _rows(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
         a = np.ascontiguousarray(_values32(a_bits, p.input_format).T)  # (K, S)
         b = np.ascontiguousarray(_values32(b_bits, p.input_format).T)
-        d = np.asarray(c_bits).astype(np.uint32).view(np.float32).copy()
+        d = c_bits.view(np.float32).copy()
         tiny_in = np.float32(2.0 ** get_format(p.input_format).emin)
         with np.errstate(invalid="ignore", over="ignore", under="ignore"):
             if self.flush_subnormals:  # inputs and c: subnormals become +0
@@ -131,8 +144,9 @@ class PairwiseTree:
                 b = np.where(np.abs(b) < tiny_in, np.float32(0), b)
                 d = np.where(np.abs(d) < np.float32(2.0**-126), np.float32(0), d)
             prod = a * b  # fp32 rounding of the exact product (exact for fp16; bf16 may overflow or underflow)
-            exact_zero = (prod == 0) & ((a == 0) | (b == 0))
-            prod = np.where(exact_zero, np.float32(0), prod)  # fma(a, b, +0): an exact zero product gives +0
+            zero = (prod == 0) & ((a == 0) | (b == 0))
+            if zero.any():
+                prod[zero] = 0  # fma(a, b, +0): an exact zero product gives +0
             prod = self._flush(prod)
             for k0 in range(0, a.shape[0], p.n_fma):
                 d = self._flush(d + self._tree(list(prod[k0 : k0 + p.n_fma])))
