@@ -138,3 +138,11 @@ def test_coverage_columns_align_and_sources_are_tags(capsys):
         assert all(line[s - 1] == " " and line[s] != " " for s in starts), line
         assert set(line[starts[-1]:].split(", ")) <= tags, line
     assert any(line.startswith("mi300  v_mfma_f32_16x16x32_bf8_fp8 ") for line in body)
+
+
+def test_explain_takes_c_in_fp16_for_fp32_fp16(capsys):
+    """output fp32.fp16 (c fp16, d fp32): --c is read as fp16 and converted exactly (Turing keeps -2^-24 at F=24)."""
+    assert main(["numerics", "explain", "--arch", "turing", "--instruction", "mma.m8n8k4", "--output-format",
+                 "fp32.fp16", "--a", "1,0,0,0", "--b", "1,0,0,0", "--c=-2^-24"]) == 0
+    out = capsys.readouterr().out
+    assert "c in = 0xB3800000" in out and "result: 0x3F7FFFFF" in out

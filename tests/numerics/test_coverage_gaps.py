@@ -12,6 +12,7 @@ import pytest
 
 from tcemu.numerics import block_fma_bits, get_preset, list_presets, mma
 from tcemu.numerics.coverage import coverage_table
+from tcemu.numerics.explain import explain_values
 from tcemu.numerics.inputs import KINDS, make_operands
 from tcemu.numerics.oracle import oracle_bits
 
@@ -72,6 +73,15 @@ def test_c_fp16_hand_vector():
         raw = block_fma_bits(a.view(np.uint16), b.T.view(np.uint16).copy(), c.view(np.uint16)[0], p)
         assert raw[0] == bits
         assert oracle_bits(a.view(np.uint16), b.T.view(np.uint16), c.view(np.uint16)[0], p)[0] == bits
+
+
+def test_c_fp16_through_explain_and_an_empty_k():
+    """explain reads c in fp16 and shows it converted; with K = 0 (no instruction) D is C in fp32."""
+    text = explain_values("1,0,0,0", "1,0,0,0", "-2^-24", get_preset("turing", "mma.m8n8k4", "fp16", "fp32.fp16"))
+    assert "c in = 0xB3800000" in text and "result: 0x3F7FFFFF" in text and "(agrees)" in text
+    c = np.array([[-(2.0**-24)]], np.float16)
+    d = mma(np.zeros((1, 0), np.float16), np.zeros((0, 1), np.float16), c, arch="v100", output_format="fp32.fp16")
+    assert d.dtype == np.float32 and d[0, 0] == -(2.0**-24)
 
 
 def test_c_fp16_refusals():

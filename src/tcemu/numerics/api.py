@@ -16,7 +16,7 @@ import numpy as np
 
 from .formats import from_bits, get_format, to_bits
 from .model import block_fma_bits
-from .params import MMAParams
+from .params import MMAParams, widen_c
 from .presets import get_preset
 from .presets_blackwell import canon_input, parse_input
 
@@ -138,8 +138,8 @@ def mma(
     b_bits = to_bits(b, params.b_format)
     c_bits = to_bits(c, params.c_in_format)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
-    if k == 0:
-        return from_bits(np.broadcast_to(c_bits, batch + (m, n)).copy(), params.c_format)
+    if k == 0:  # no instruction: D = C (converted exactly to d's format where c is given in fp16)
+        return from_bits(np.broadcast_to(widen_c(c_bits, params)[0], batch + (m, n)).copy(), params.c_format)
     a_rows = np.broadcast_to(a_bits[..., :, None, :], batch + (m, n, k)).reshape(-1, k)
     b_cols = np.broadcast_to(np.swapaxes(b_bits, -1, -2)[..., None, :, :], batch + (m, n, k)).reshape(-1, k)
     c_flat = np.broadcast_to(c_bits, batch + (m, n)).reshape(-1)
