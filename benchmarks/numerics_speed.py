@@ -2,38 +2,38 @@
 # requires-python = ">=3.11"
 # dependencies = ["tcemu"]
 # ///
-"""Speed of the bit-accurate Tensor Core model (tcemu.numerics) on one CPU core: dot products per second.
+"""Speed of the bit-accurate Tensor Core model (tcemu.numerics), one CPU core: every preset, K=16-equivalent.
 
-What is timed: ``block_fma_bits(a_bits (S, K), b_bits (S, K), c_bits (S,), preset)`` on S = 2^20 random
-N(0, 1) dot products (the distribution of the public hardware data), for the configurations below, each
-repeated ``--repeats`` times; reported as dot products per second (median, 20th and 80th percentiles).
-The exact rational oracle (tcemu.numerics.oracle) is timed on 2,000 rows for comparison. Each rate is also given
-as K=16-equivalent dot products per second (rate x K / 16: the issue's unit for longer instructions).
-Threads are pinned to one (OMP/OpenBLAS/MKL env vars); NumPy's elementwise kernels are single-threaded.
+What is timed: ``block_fma_bits(a_bits (S, K), b_bits (S, K), c_bits (S,), preset[, scales])`` for every
+preset of the coverage registry (``tcemu.numerics.list_presets``; h200 is h100's preset) under
+``variant="measured"``, and under ``"mmasim"`` and ``"toolbox"`` where that variant's preset differs (a
+variant a preset refuses is left out). Operands are N(0, 1) rounded to the input formats (``make_operands`` /
+``scheme_operands``, kind ``normal``), block scales ``make_scales(..., "normal")``. K is the instruction's K,
+or 16 where that is shorter (instructions chained); the rate is also given as K=16-equivalent dot products per
+second, rate x K / 16, the unit of the target: at least 2e6 per core (:attr:`SpeedConfig.target`).
 
-Reference points (the public models' own figures, not measured here; docs/numerics.md, "Speed"): MMA-Sim
-about 1.4e4 outputs/s, a NumPy port of it about 1.2e6 outputs/s. The issue's target: at least 2e6 dot
-products of length 16 per second.
+Timing: CPU time of the process (``time.process_time``: other work on a shared machine does not count), one
+thread (OMP/OpenBLAS/MKL set to 1; NumPy's elementwise kernels are single-threaded). Per preset: a warm-up
+(tables), one pilot call on one chunk of rows that sizes S so that a call takes about ``SpeedConfig.call_s``,
+then ``SpeedConfig.repeats`` calls; the median is reported, with the slowest call's rate.
 
-Output: a result file (``tcemu._results``), benchmark ``numerics_speed``, impl the function timed, one case
-per (recipe: the preset, K), metrics ``dot_products_per_s`` (median) and its ``_p20`` / ``_p80``; the provenance's
-``gpu`` names the CPU. Stored runs: ``benchmarks/results/cpu/numerics/``.
+Output: a result file (``tcemu._results``), benchmark ``numerics_speed``, impl
+``tcemu.numerics.block_fma_bits``, method the preset's family (how it accumulates), one case per (arch,
+instruction, input, output, variant, K); metrics ``dot_products_per_cpu_s``, ``k16_equivalent_per_cpu_s``
+(median), ``k16_equivalent_slowest`` and ``rows``; one provenance case (``run=provenance``: NumPy and Python
+versions, load average before and after); the ``gpu`` column names the CPU. Beside it, a Markdown summary
+(``--md``; per family the presets, the slowest and the median, and every preset under the target). Stored run:
+``benchmarks/results/cpu/numerics/model_speed_all_presets_ci_machine.csv`` and ``.md``.
 
-``--twin``: the emulated-GEMM twin (tcemu.numerics.emulated) instead, as ``tcemu validate --emulation``'s workers
-run it, on the GEMMs of that validation's plan (``tcemu.numerics.hardware.gemm_families.plan``: K up to 192, M
-and N up to 1024): per (method, kernel family) ``--gemms`` GEMMs, ``--twin-rows`` rows of each, timed in CPU time
-of the process (``time.process_time``: on a machine loaded by other work wall time would count the others).
-Metrics per (method, kernel): ``outputs_per_cpu_s``, the plan's ``plan_outputs``, its output-weighted mean K
-``plan_mean_k`` and ``plan_cpu_s`` (plan outputs / rate); and for the whole plan ``plan_cpu_s``, the CPU seconds of
-the H200 run's twin for ``--outputs`` outputs per (method, kernel). Stored run:
-``benchmarks/results/cpu/numerics/twin_speed_ci_machine.csv``.
+``--twin``: the emulated-GEMM twin (tcemu.numerics.emulated) instead, as ``tcemu validate --emulation``'s
+workers run it, on the GEMMs of that validation's plan (``tcemu.numerics.hardware.gemm_families.plan``: K up
+to 192, M and N up to 1024): per (method, kernel family) ``--gemms`` GEMMs, ``--twin-rows`` rows of each,
+timed in CPU time of the process. Metrics per (method, kernel): ``outputs_per_cpu_s``, the plan's
+``plan_outputs``, its output-weighted mean K ``plan_mean_k`` and ``plan_cpu_s`` (plan outputs / rate); and for
+the whole plan ``plan_cpu_s``. Stored run: ``benchmarks/results/cpu/numerics/twin_speed_ci_machine.csv``.
 
-``--schemes``: the FMA-chain (FP64 DMMA, AMD fp32/fp64), AMD MFMA and Turing presets, in CPU time, with the h100
-fp16 block-FMA row as the same run's baseline; metrics ``dot_products_per_cpu_s`` and ``k16_equivalent_per_cpu_s``.
-Stored run: ``benchmarks/results/cpu/numerics/model_speed_schemes_ci_machine.csv``.
-
-Usage: ``python benchmarks/numerics_speed.py [--rows 1048576] [--repeats 5] [--quick] [--only TEXT] [--cpu-time]
-[--out out/numerics_speed.csv]``; ``python benchmarks/numerics_speed.py --twin [--outputs 4e6] [--gemms 6]
+Usage: ``python benchmarks/numerics_speed.py [--only TEXT] [--quick] [--out out/numerics_speed.csv] [--md
+out/numerics_speed.md]``; ``python benchmarks/numerics_speed.py --twin [--outputs 4e6] [--gemms 6]
 [--twin-rows 24] --out out/twin_speed.csv``
 """
 
@@ -42,10 +42,11 @@ from __future__ import annotations
 import os
 
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ.setdefault(_var, "1")
+    os.environ[_var] = "1"
 
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
+import platform  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -55,105 +56,182 @@ import numpy as np  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from tcemu._results import Provenance, case, measurement, write_results  # noqa: E402
-from tcemu.numerics import block_fma_bits, get_preset  # noqa: E402
+from tcemu._results import Provenance, case, measurement, read_wide, write_results  # noqa: E402
+from tcemu.numerics import block_fma_bits, get_preset, list_presets  # noqa: E402
 from tcemu.numerics.inputs import make_operands  # noqa: E402
 from tcemu.numerics.inputs_mx import make_scales  # noqa: E402
-from tcemu.numerics.oracle import oracle_bits  # noqa: E402
-
-CONFIGS = [  # (arch, instruction, input, output, K)
-    ("h100", "mma.sync", "fp16", "fp32", 16),
-    ("h100", "mma.sync", "bf16", "fp32", 16),
-    ("a100", "mma.sync", "fp16", "fp32", 16),
-    ("a100", "mma.sync", "fp16", "fp16", 16),
-    ("v100", "mma.sync", "fp16", "fp32", 16),
-    ("h100", "mma.sync", "tf32", "fp32", 16),
-    ("h100", "wgmma", "e4m3", "fp32", 32),
-    ("h100", "mma.sync", "e4m3", "fp32", 32),
-    ("h100", "mma.sync", "fp16", "fp32", 256),
-    # low-precision kinds (tcemu.numerics.presets_blackwell); block-scaled ones get N(0,1)-like scales
-    ("b200", "tcgen05", "e4m3.e5m2", "fp32", 32),
-    ("b200", "tcgen05", "e2m1", "fp32", 32),
-    ("b200", "tcgen05", "e2m3.e3m2", "fp32", 32),
-    ("b200", "tcgen05.mxf8f6f4", "e4m3:ue8m0x32", "fp32", 32),
-    ("b200", "tcgen05.mxf8f6f4", "e2m1.e4m3:ue8m0x32", "fp32", 32),
-    ("b200", "tcgen05.mxf4nvf4", "e2m1:ue4m3x16", "fp32", 64),
-    ("b200", "tcgen05.mxf4nvf4", "e2m1:ue8m0x32", "fp32", 64),
-    ("sm120", "mma.sync.mxf4nvf4", "e2m1:ue4m3x16", "fp32", 64),
-    ("ada", "mma.sync", "e4m3.e5m2", "fp32", 32),
-    ("h100", "wgmma", "e4m3.e5m2", "fp32", 32),
-]
+from tcemu.numerics.inputs_schemes import scheme_operands  # noqa: E402
+from tcemu.numerics.params import MMAParams  # noqa: E402
 
 
-UNITS = {"dot_products_per_s": "1/s", "dot_products_per_s_p20": "1/s", "dot_products_per_s_p80": "1/s"}
+@dataclasses.dataclass(frozen=True)
+class SpeedConfig:
+    """How the presets are timed (module docstring)."""
+
+    call_s: float = 0.1  # CPU seconds one timed call aims at
+    repeats: int = 3  # timed calls per preset (median reported)
+    pilot_rows: int = 8192  # rows of the pilot call (one chunk of the models)
+    min_rows: int = 8192
+    max_rows: int = 1 << 20
+    target: float = 2e6  # K=16-equivalent dot products per CPU second (the issue's target)
+    seed: int = 0
+    variants: tuple[str, ...] = ("measured", "mmasim", "toolbox")
 
 
-def _rates(impl: str, recipe: str, k: int, rate: np.ndarray) -> list:
-    """Result rows of one timed configuration: median, 20th and 80th percentile of the dot-product rate."""
-    p20, p50, p80 = np.percentile(rate, [20, 50, 80])
-    return measurement("numerics_speed", impl, "", case(recipe=recipe, K=k),
-                       {"dot_products_per_s": float(p50), "dot_products_per_s_p20": float(p20),
-                        "dot_products_per_s_p80": float(p80)}, UNITS)
+QUICK = SpeedConfig(call_s=0.02, repeats=1, max_rows=1 << 16)
+UNITS = {"dot_products_per_cpu_s": "1/s", "k16_equivalent_per_cpu_s": "1/s", "k16_equivalent_slowest": "1/s",
+         "rows": "count"}
 
 
-def _time(fn, repeats: int, clock=time.perf_counter) -> np.ndarray:
-    fn()  # warm-up: tables, allocations
-    times = []
-    for _ in range(repeats):
-        t0 = clock()
-        fn()
-        times.append(clock() - t0)
-    return np.array(times)
+def family(p: MMAParams) -> str:
+    """How a preset accumulates, for the summary (one word-group per model path)."""
+    if p.scheme is not None:
+        kind = p.scheme.kind
+        if kind == "fma_chain":
+            return f"{p.input_format} FMA chain" + (" (AMD)" if "v_mfma" in p.label else " (NVIDIA DMMA)")
+        return {"pairwise": "AMD pairwise fp32 tree (CDNA1/2)", "fused_rd": "AMD fused round-down (CDNA3)",
+                "exact_group": "AMD exact group sums (CDNA1, toolbox)"}[kind]
+    if p.interleave is not None:
+        return "FP8 mma.sync emulated on the fp16 path"
+    if p.scale_format is not None:
+        return "block-scaled, exact chunk sums (mxf4nvf4)" if p.scale_chunk else "block-scaled (mxf8f6f4)"
+    if p.input_format in ("fp16", "bf16", "tf32"):
+        return "block FMA fp16/bf16/tf32" + (" (wmma chained)" if "wmma" in p.label else "")
+    return "block FMA FP8/FP6/FP4"
+
+
+def configurations(cfg: SpeedConfig, only: str | None = None) -> list[tuple[tuple[str, ...], str, MMAParams]]:
+    """(key, variant, preset) to time: every preset's measured one and each other variant that differs."""
+    out = []
+    for key in list_presets():
+        if key[0] == "h200" or (only and only not in " ".join(key)):
+            continue
+        seen: list[MMAParams] = []
+        for variant in cfg.variants:
+            try:
+                p = get_preset(*key, variant=variant)
+            except ValueError:
+                continue
+            if p not in seen:
+                seen.append(p)
+                out.append((key, variant, p))
+    return out
+
+
+def operands(p: MMAParams, rows: int, k: int, rng: np.random.Generator) -> tuple:
+    """(a, b, c, scale_a, scale_b) of N(0, 1) dot products for ``p`` (scales None where unscaled)."""
+    a, b, c = (scheme_operands if p.scheme is not None else make_operands)(p, rows, k, "normal", rng)
+    scales = make_scales(p, rows, k, "normal", rng) if p.scale_format else (None, None)
+    return a, b, c, *scales
+
+
+def time_preset(p: MMAParams, cfg: SpeedConfig, rng: np.random.Generator) -> tuple[int, int, np.ndarray]:
+    """(K, rows, dot products per CPU second of each timed call) of one preset."""
+    k = max(p.k_instr, 16)
+    ops = operands(p, cfg.pilot_rows, k, rng)
+    block_fma_bits(*(x[:256] if x is not None else None for x in ops[:3]), p, *(
+        x[:256] if x is not None else None for x in ops[3:]))  # warm-up: tables
+    t0 = time.process_time()
+    block_fma_bits(*ops[:3], p, *ops[3:])
+    pilot = max(time.process_time() - t0, 1e-4)
+    rows = int(np.clip(cfg.pilot_rows * cfg.call_s / pilot, cfg.min_rows, cfg.max_rows)) // 1024 * 1024
+    ops = operands(p, rows, k, rng)
+    rates = []
+    for _ in range(cfg.repeats):
+        t0 = time.process_time()
+        block_fma_bits(*ops[:3], p, *ops[3:])
+        rates.append(rows / (time.process_time() - t0))
+    return k, rows, np.array(rates)
+
+
+def run_all(cfg: SpeedConfig, only: str | None, out: str, md: str | None) -> int:
+    """Time every configuration, write the result file (and the Markdown summary)."""
+    rng = np.random.default_rng(cfg.seed)
+    prov = Provenance.current(device="cpu")
+    prov = dataclasses.replace(prov, gpu=f"{prov.gpu} (1 core)")  # the threads are pinned to one
+    load0 = os.getloadavg()[0]
+    out_rows = []
+    configs = configurations(cfg, only)
+    t_start = time.perf_counter()
+    for i, (key, variant, p) in enumerate(configs):
+        k, rows, rates = time_preset(p, cfg, rng)
+        rate = float(np.median(rates))
+        k16, slow = rate * k / 16, float(rates.min()) * k / 16
+        print(f"[{i + 1}/{len(configs)}] {' '.join(key):60s} {variant:8s} K={k:<3d} {rate:9.3g}/s  "
+              f"K16-eq {k16:9.3g}{'  BELOW TARGET' if k16 < cfg.target else ''}", flush=True)
+        out_rows += measurement("numerics_speed", "tcemu.numerics.block_fma_bits", family(p),
+                                case(arch=key[0], instruction=key[1], input=key[2], output=key[3],
+                                     variant=variant, K=k),
+                                {"dot_products_per_cpu_s": rate, "k16_equivalent_per_cpu_s": k16,
+                                 "k16_equivalent_slowest": slow, "rows": rows}, UNITS)
+    info = {"numpy": np.__version__, "python": platform.python_version(), "load_average_1min_before": load0,
+            "load_average_1min_after": os.getloadavg()[0], "configurations": len(configs),
+            "wall_s": time.perf_counter() - t_start}
+    out_rows += measurement("numerics_speed", "tcemu.numerics.block_fma_bits", "", case(run="provenance"),
+                            info,
+                            {"numpy": "text", "python": "text", "load_average_1min_before": "count",
+                             "load_average_1min_after": "count", "configurations": "count", "wall_s": "s"})
+    path = write_results(out, out_rows, prov)
+    print(f"wrote {path}")
+    if md:
+        Path(md).write_text(summary_md(path, cfg))
+        print(f"wrote {md}")
+    return 0
+
+
+def summary_md(csv_path: Path, cfg: SpeedConfig) -> str:
+    """A short Markdown summary of a stored run: per family the count, the slowest and the median."""
+    rows = read_wide(csv_path)
+    run = next(r for r in rows if r.get("run") == "provenance")
+    timed = [r for r in rows if "k16_equivalent_per_cpu_s" in r]
+    fams: dict[str, list[dict]] = {}
+    for r in timed:
+        fams.setdefault(r["method"], []).append(r)
+
+    def name(r: dict) -> str:
+        v = "" if r["variant"] == "measured" else f", variant={r['variant']}"
+        return f"{r['arch']} {r['instruction']} {r['input']}->{r['output']}{v}"
+
+    before, after = float(run["load_average_1min_before"]), float(run["load_average_1min_after"])
+    head = (f"{csv_path.name}: {run['gpu']}, NumPy {run['numpy']}, Python {run['python']}, commit "
+            f"{run['commit']}, {run['date']}; load average {before:.1f} before, {after:.1f} after; "
+            f"{len(timed)} configurations in {float(run['wall_s']):.0f} s. N(0, 1) operands, median of "
+            f"{cfg.repeats} calls of about {cfg.call_s} CPU s; K = the instruction's K or 16; "
+            f"K=16-equivalent = rate x K / 16. Target: {cfg.target:.0e}.")
+    title = "# Model speed, every preset: K=16-equivalent dot products per CPU second, one core"
+    lines = [title, "", head, "",
+             "| family | configurations | slowest (K=16-eq. / CPU s) | slowest configuration | median |",
+             "|---|---|---|---|---|"]
+
+    def slowest(kv: tuple[str, list[dict]]) -> float:
+        return min(float(r["k16_equivalent_per_cpu_s"]) for r in kv[1])
+
+    for fam, rs in sorted(fams.items(), key=slowest):
+        vals = [float(r["k16_equivalent_per_cpu_s"]) for r in rs]
+        worst = rs[int(np.argmin(vals))]
+        lines.append(f"| {fam} | {len(rs)} | {min(vals):.3g} | {name(worst)} (K={worst['K']}) | "
+                     f"{float(np.median(vals)):.3g} |")
+    below = [r for r in timed if float(r["k16_equivalent_per_cpu_s"]) < cfg.target]
+    lines += ["", f"Under the target: {len(below)} of {len(timed)}."]
+    lines += [f"- {name(r)}: {float(r['k16_equivalent_per_cpu_s']):.3g}" for r in below]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rows", type=int, default=1 << 20, help="dot products per timed call (default 2^20)")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--quick", action="store_true", help="2^17 rows, 3 repeats, no oracle")
     ap.add_argument("--out", default="out/numerics_speed.csv", help="result file")
-    ap.add_argument("--cpu-time", action="store_true",
-                    help="time block_fma_bits in CPU seconds of the process (time.process_time), for a machine "
-                         "loaded by other work (the oracle stays in wall time)")
-    ap.add_argument("--only", default=None, help="time only the configurations whose name contains this text")
+    ap.add_argument("--md", default=None, help="also write the Markdown summary here")
+    ap.add_argument("--only", default=None, help="time only the presets whose key contains this text")
+    ap.add_argument("--quick", action="store_true", help="short calls, one repeat (a smoke test)")
     ap.add_argument("--twin", action="store_true", help="time the emulated-GEMM twin on the validation plan")
-    ap.add_argument("--outputs", type=float, default=4e6, help="--twin: outputs per (method, kernel) of the plan")
+    ap.add_argument("--outputs", type=float, default=4e6,
+                    help="--twin: outputs per (method, kernel) of the plan")
     ap.add_argument("--gemms", type=int, default=6, help="--twin: GEMMs timed per (method, kernel)")
     ap.add_argument("--twin-rows", type=int, default=24, help="--twin: rows of each GEMM timed")
-    ap.add_argument("--schemes", action="store_true",
-                    help="time the FMA-chain, AMD MFMA and Turing presets (CPU time; beside the h100 baseline)")
     args = ap.parse_args(argv)
     if args.twin:
         return _twin(args)
-    if args.schemes:
-        return _schemes(args)
-    rows, repeats = (1 << 17, 3) if args.quick else (args.rows, args.repeats)
-    clock = time.process_time if args.cpu_time else time.perf_counter
-    configs = [c for c in CONFIGS if args.only is None or args.only in " ".join(map(str, c[:4]))]
-    rng = np.random.default_rng(0)
-    prov = Provenance.current(device="cpu")
-    prov = dataclasses.replace(prov, gpu=f"{prov.gpu} (1 core)")  # the threads are pinned to one
-    out_rows = []
-    for arch, instr, fin, fout, k in configs:
-        p = get_preset(arch, instr, fin, fout)
-        a, b, c = make_operands(p, rows, k, "normal", rng)
-        scales = make_scales(p, rows, k, "normal", rng) if p.scale_format else (None, None)
-        t = _time(lambda: block_fma_bits(a, b, c, p, *scales), repeats, clock)
-        rate = rows / t
-        p20, p50, p80 = np.percentile(rate, [20, 50, 80])
-        recipe = f"{arch} {instr} {fin}->{fout}"
-        print(f"{recipe:48s} K={k:<4d} {p50:10.3g} dot products/s  (p20 {p20:.3g}, p80 {p80:.3g}; "
-              f"K=16-equivalent {p50 * k / 16:.3g})")
-        out_rows += _rates("tcemu.numerics.block_fma_bits", recipe, k, rate)
-    if not args.quick and args.only is None:
-        p = get_preset("h100", "mma.sync", "fp16", "fp32")
-        a, b, c = make_operands(p, 2000, 16, "normal", rng)
-        t = _time(lambda: oracle_bits(a, b, c, p), 2)
-        rate = 2000 / t
-        print(f"{'oracle h100 mma.sync fp16->fp32':32s} K=16   {np.median(rate):10.3g} dot products/s")
-        out_rows += _rates("tcemu.numerics.oracle.oracle_bits", "h100 mma.sync fp16->fp32", 16, rate)
-    print(f"wrote {write_results(args.out, out_rows, prov)}")
-    return 0
+    return run_all(QUICK if args.quick else SpeedConfig(), args.only, args.out, args.md)
 
 
 def _twin(args) -> int:
@@ -202,52 +280,6 @@ def _twin(args) -> int:
     print(f"wrote {write_results(args.out, out_rows, prov)}")
     return 0
 
-
-SCHEME_CONFIGS = [  # (arch, instruction, input, output, K); the h100 block-FMA row is the baseline of the same run
-    ("h100", "mma.sync", "fp16", "fp32", 16),
-    ("turing", "mma", "fp16", "fp32", 16),
-    ("h100", "mma.m16n8k16", "fp64", "fp64", 16),
-    ("a100", "mma", "fp64", "fp64", 16),
-    ("mi100", "mfma", "fp32", "fp32", 16),
-    ("mi250", "mfma", "fp64", "fp64", 16),
-    ("mi100", "mfma", "fp16", "fp32", 16),
-    ("mi250", "mfma", "fp16", "fp32", 16),
-    ("mi250", "v_mfma_f32_32x32x4bf16", "bf16", "fp32", 16),
-    ("mi300", "mfma", "xf32", "fp32", 16),
-    ("mi300", "mfma", "fp16", "fp32", 16),
-    ("mi300", "mfma", "bf16", "fp32", 16),
-    ("mi300", "mfma", "fp8", "fp32", 32),
-    ("mi300", "mfma", "fp8.bf8", "fp32", 32),
-]
-
-
-def _schemes(args) -> int:
-    """--schemes: dot products per CPU second (``time.process_time``: on a loaded machine wall time would count
-    the other jobs) of the presets in :data:`SCHEME_CONFIGS`, and the K = 16-equivalent rate (rate x K / 16)."""
-    from tcemu.numerics.inputs_schemes import scheme_operands
-
-    rows, repeats = (1 << 16, 3) if args.quick else (min(args.rows, 1 << 18), args.repeats)
-    rng = np.random.default_rng(0)
-    units = {"dot_products_per_cpu_s": "1/s", "k16_equivalent_per_cpu_s": "1/s"}
-    out_rows = []
-    for arch, instr, fin, fout, k in SCHEME_CONFIGS:
-        p = get_preset(arch, instr, fin, fout)
-        a, b, c = (scheme_operands if p.scheme is not None else make_operands)(p, rows, k, "normal", rng)
-        block_fma_bits(a[:256], b[:256], c[:256], p)  # warm-up: tables
-        times = []
-        for _ in range(repeats):
-            t0 = time.process_time()
-            block_fma_bits(a, b, c, p)
-            times.append(time.process_time() - t0)
-        rate = rows / float(np.median(times))
-        recipe = f"{p.label}"
-        print(f"{recipe:40s} K={k:<3d} {rate:10.3g} dot products per CPU s, K=16-equivalent {rate * k / 16:10.3g}")
-        out_rows += measurement("numerics_speed", "tcemu.numerics.block_fma_bits", "", case(recipe=recipe, K=k),
-                                {"dot_products_per_cpu_s": rate, "k16_equivalent_per_cpu_s": rate * k / 16}, units)
-    prov = Provenance.current(device="cpu")
-    prov = dataclasses.replace(prov, gpu=f"{prov.gpu} (1 core)")
-    print(f"wrote {write_results(args.out, out_rows, prov)}")
-    return 0
 
 
 if __name__ == "__main__":

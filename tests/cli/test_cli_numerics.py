@@ -120,3 +120,29 @@ def test_coverage_lists_every_preset_with_its_validation(capsys):
     assert "MMA-Sim" in rows["sm120", "mma.sync.mxf8f6f4", "e4m3:ue8m0x32", "fp32"]
     measured = sum("measured here" in line for line in rows.values())
     assert lines[-1].startswith(f"{len(rows)} presets (measured here: {measured},") and measured >= 16
+
+
+def test_coverage_columns_align_and_sources_are_tags(capsys):
+    """Every line's columns start where the header's do (long AMD names and block-scaled inputs included), and
+    the source column holds tags only (no cut-off prose)."""
+    from tcemu.numerics.coverage import SOURCE_TAGS
+
+    assert main(["numerics", "coverage"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = lines[0]
+    starts = [head.index(name) for name in ("instruction", "input", "out ", "validation", "source")]
+    tags = set(SOURCE_TAGS) | {"refit", "extrapolated", "nvcc SASS (wmma lowering)"}
+    body = [line for line in lines[2:] if line and not line.startswith(" ") and "presets (" not in line]
+    assert len(body) > 300
+    for line in body:
+        assert all(line[s - 1] == " " and line[s] != " " for s in starts), line
+        assert set(line[starts[-1]:].split(", ")) <= tags, line
+    assert any(line.startswith("mi300  v_mfma_f32_16x16x32_bf8_fp8 ") for line in body)
+
+
+def test_explain_takes_c_in_fp16_for_fp32_fp16(capsys):
+    """output fp32.fp16 (c fp16, d fp32): --c is read as fp16 and converted exactly (Turing keeps -2^-24 at F=24)."""
+    assert main(["numerics", "explain", "--arch", "turing", "--instruction", "mma.m8n8k4", "--output-format",
+                 "fp32.fp16", "--a", "1,0,0,0", "--b", "1,0,0,0", "--c=-2^-24"]) == 0
+    out = capsys.readouterr().out
+    assert "c in = 0xB3800000" in out and "result: 0x3F7FFFFF" in out

@@ -98,7 +98,7 @@ def _explanation(args: argparse.Namespace) -> str:
         raise BadArgument("--a is empty: give the comma-separated values of a (as many as --b)")
     if len(a) != len(b):
         raise ValueError(f"--a has {len(a)} values, --b has {len(b)}")
-    c = parse_values(args.c, p.c_format)
+    c = parse_values(args.c, p.c_in_format)
     if len(c) != 1:
         raise ValueError("--c takes one value")
     if args.pad and len(a) % p.k_instr:

@@ -16,7 +16,7 @@ import numpy as np
 
 from .formats import from_bits, get_format, to_bits
 from .model import block_fma_bits
-from .params import MMAParams
+from .params import MMAParams, widen_c
 from .presets import get_preset
 from .presets_blackwell import canon_input, parse_input
 
@@ -93,7 +93,8 @@ def mma(
         input_format: ``fp16``, ``bf16``, ``tf32``, ``e4m3``, ``e5m2``, ``e2m1``, ``e2m3``, ``e3m2``; a pair
             ``"e4m3.e5m2"`` (a, b); with a block scale ``"e2m1:ue4m3x16"``. Inferred from the dtypes if None.
             tf32 operands are float32 arrays; like the hardware, the model ignores their low 13 bits.
-        output_format: ``fp32`` or ``fp16``; ``fp64`` for fp64 inputs (the default then).
+        output_format: ``fp32`` or ``fp16``; ``fp64`` for fp64 inputs (the default then); ``fp32.fp16`` (d.c):
+            fp32 d with c taken as fp16 (V100/Turing ``mma.m8n8k4 .f32.f16.f16.f16``; c a float16 array).
         params: an explicit model (what-if); overrides the preset. Its formats must agree with the inputs.
         scale_a, scale_b: block-scaled kinds (``instruction="tcgen05.mxf8f6f4"``, ...): uint8 scale bits,
             (..., M, K / block) for a and (..., K / block, N) for b (:mod:`tcemu.numerics.formats_mx`).
@@ -121,7 +122,7 @@ def mma(
         fa, fb = parse_input(fin)[:2]
         if (params.input_format, params.b_format) != (fa, fb):
             raise ValueError(f"params take {params.input_format} x {params.b_format} but the inputs are {fin}")
-        want_c = {"fp16": "fp16", "fp64": "fp64"}.get(get_format(output_format).name, "fp32")
+        want_c = {"fp16": "fp16", "fp64": "fp64"}.get(get_format(output_format.split(".")[0]).name, "fp32")
         if params.c_format != want_c:
             raise ValueError(f"params give {params.c_format} output but output_format={output_format!r}")
     _check_operand_dtypes(a, b, params.input_format, params.b_format)
@@ -135,10 +136,10 @@ def mma(
         raise ValueError(f"K={k} is not a multiple of the instruction's K={params.k_instr} ({params.label})")
     a_bits = to_bits(a, params.input_format)
     b_bits = to_bits(b, params.b_format)
-    c_bits = to_bits(c, params.c_format)
+    c_bits = to_bits(c, params.c_in_format)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
-    if k == 0:
-        return from_bits(np.broadcast_to(c_bits, batch + (m, n)).copy(), params.c_format)
+    if k == 0:  # no instruction: D = C (converted exactly to d's format where c is given in fp16)
+        return from_bits(np.broadcast_to(widen_c(c_bits, params)[0], batch + (m, n)).copy(), params.c_format)
     a_rows = np.broadcast_to(a_bits[..., :, None, :], batch + (m, n, k)).reshape(-1, k)
     b_cols = np.broadcast_to(np.swapaxes(b_bits, -1, -2)[..., None, :, :], batch + (m, n, k)).reshape(-1, k)
     c_flat = np.broadcast_to(c_bits, batch + (m, n)).reshape(-1)

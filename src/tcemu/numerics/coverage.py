@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CoverageRow", "coverage_table", "format_coverage"]
+__all__ = ["SOURCE_TAGS", "CoverageRow", "coverage_table", "format_coverage", "source_tags"]
 
 _STATUS_ORDER = ("measured here", "public data", "literature")
 
@@ -45,17 +45,35 @@ def _public_keys() -> set[tuple[str, str, str, str]]:
     return {(c.arch, "mma.sync", c.input_format, c.output_format) for c in load_cases()}
 
 
-def _source_tags(sources: str) -> str:
-    """Short tags of a preset's own sources (its first citation; the shared F and rounding notes left out)."""
-    own = sources.split(";")[0]
-    tags = [t for t in ("MMA-Sim", "toolbox", "Fasi", "HPEC", "PTX", "cutlass#1986", "DeepGEMM") if t in own]
+#: source tags, in the order shown (presets.py and presets_blackwell.py name them)
+SOURCE_TAGS = ("MMA-Sim", "toolbox", "Fasi", "HPEC", "PTX", "cutlass#1986", "DeepGEMM")
+
+
+def _shared_notes() -> tuple[str, ...]:
+    """The notes every preset of a table carries (F, rounding, disputed floors): none is a preset's own."""
+    from .presets import _F_SRC, _LOWP_FLOOR_SRC, _MEASURED_SRC, _RND_SRC
+    from .presets_blackwell import _LIT, _RND
+
+    return _F_SRC, _RND_SRC, _MEASURED_SRC, _LOWP_FLOOR_SRC, _RND, _LIT
+
+
+def source_tags(sources: str) -> str:
+    """Short tags of a preset's own sources (the shared F, rounding and floor notes left out): the sources
+    named (:data:`SOURCE_TAGS`), ``refit`` where the public data were re-fit, ``extrapolated`` where no source
+    models the case itself, and the compiler's output where WMMA's lowering was read from it."""
+    own = sources
+    for note in _shared_notes():
+        own = own.replace(note, "")
+    tags = [t for t in SOURCE_TAGS if t in own]
     if "refit" in own or "re-fit" in own:
         tags.append("refit")
-    if "extrapolated" in sources:
+    if "extrapolated" in own:
         tags.append("extrapolated")
-    if "wmma lowering" in sources:
+    if "wmma lowering: nvcc" in own:
         tags.append("nvcc SASS (wmma lowering)")
-    return ", ".join(tags) or own.strip()[:40]
+    if not tags:
+        raise ValueError(f"tcemu: no source tag in {sources[:80]!r}: name a source of SOURCE_TAGS")
+    return ", ".join(tags)
 
 
 def coverage_table() -> list[CoverageRow]:
@@ -74,18 +92,23 @@ def coverage_table() -> list[CoverageRow]:
             status = "public data"
         else:
             status = "literature"
-        rows.append(CoverageRow(key[0], key[1], key[2], key[3], _source_tags(p.sources), status))
+        rows.append(CoverageRow(key[0], key[1], key[2], key[3], source_tags(p.sources), status))
     return rows
 
 
 def format_coverage(rows: list[CoverageRow] | None = None) -> str:
-    """The table as aligned text, one line per preset, with a count per status."""
+    """The table as aligned text, one line per preset (columns as wide as their longest entry), with a count
+    per status."""
     rows = coverage_table() if rows is None else rows
-    head = f"{'arch':6s} {'instruction':18s} {'input':20s} {'out':5s} {'validation':14s} source"
-    lines = [head, "-" * len(head)]
-    for r in rows:
-        lines.append(f"{r.arch:6s} {r.instruction:18s} {r.input_format:20s} {r.output_format:5s} {r.status:14s} "
-                     f"{r.source}")
+    names = ("arch", "instruction", "input", "out", "validation")
+    cols = [[r.arch, r.instruction, r.input_format, r.output_format, r.status] for r in rows]
+    widths = [max([len(n)] + [len(c[i]) for c in cols]) for i, n in enumerate(names)]
+
+    def line(cells: list[str], last: str) -> str:
+        return " ".join(f"{c:{w}s}" for c, w in zip(cells, widths)) + " " + last
+
+    head = line(list(names), "source")
+    lines = [head, "-" * len(head)] + [line(c, r.source) for c, r in zip(cols, rows)]
     counts = ", ".join(f"{s}: {sum(r.status == s for r in rows)}" for s in _STATUS_ORDER)
     lines.append(f"\n{len(rows)} presets ({counts}); h200 = h100. measured here: the H100/H200 probe and "
                  "validation (docs/hardware/); public data: Khattak & Mikaitis's published measurements, re-fit "

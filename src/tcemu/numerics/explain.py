@@ -21,7 +21,7 @@ import numpy as np
 from .formats import get_format, to_bits
 from .model import block_fma_bits
 from .oracle import OracleTrace, oracle_dot, value_of
-from .params import MMAParams
+from .params import MMAParams, widen_c
 
 __all__ = ["explain", "parse_values", "explain_values"]
 
@@ -136,6 +136,8 @@ def explain(a_bits, b_bits, c_bits: int, params: MMAParams) -> str:
                          "tcemu.numerics.block_fma_bits(a, b, c, params, scale_a, scale_b)")
     a_bits = [int(x) for x in a_bits]
     b_bits = [int(x) for x in b_bits]
+    c32, p = widen_c(np.array([c_bits]), p)  # c given in fp16 with fp32 d: shown converted (exact)
+    c_bits = int(c32[0])
     trace: list[OracleTrace] = []
     res = oracle_dot(a_bits, b_bits, int(c_bits), p, trace)
     dt, dt_b = get_format(p.input_format).container_dtype, get_format(p.b_format).container_dtype
@@ -199,7 +201,7 @@ def explain_values(a: str, b: str, c: str, params: MMAParams) -> str:
     b_bits = parse_values(b, params.b_format)
     if len(a_bits) != len(b_bits):
         raise ValueError(f"a has {len(a_bits)} values, b has {len(b_bits)}")
-    c_bits = parse_values(c, params.c_format)
+    c_bits = parse_values(c, params.c_in_format)
     if len(c_bits) != 1:
         raise ValueError("c takes one value")
     return explain(a_bits, b_bits, c_bits[0], params)

@@ -65,7 +65,7 @@ def make_operands(params: MMAParams, s: int, k: int, kind: str, rng: np.random.G
     if params.input_format_b is not None or params.scale_format is not None:
         return make_mixed_operands(params, s, k, kind, rng, spread)  # a and b of two formats, or block-scaled
     fin = get_format(params.input_format)
-    fc = get_format(params.c_format)
+    fc = get_format(params.c_in_format)
     shape = (s, k)
     if kind == "normal":
         x = rng.standard_normal((2,) + shape)
@@ -140,7 +140,7 @@ def _pow2_bits(f: FloatFormat, exps: np.ndarray, negative: np.ndarray) -> np.nda
 def _ties(params: MMAParams, s: int, k: int, rng: np.random.Generator):
     fin = get_format(params.input_format if params.interleave is None else "fp16")
     fin_real = get_format(params.input_format)
-    fc = get_format(params.c_format)
+    fc = get_format(params.c_in_format)
     fo = get_format(params.output_format)
     lo_in = fin_real.emin - fin_real.frac_bits  # smallest power of two of the input format
     hi_in = fin_real.emax
@@ -206,7 +206,7 @@ def make_mixed_operands(params: MMAParams, s: int, k: int, kind: str, rng: np.ra
 
 
 def _cancel_c(params: MMAParams, a, b, sa_val, sb_val, block) -> np.ndarray:
-    fc = get_format(params.c_format)
+    fc = get_format(params.c_in_format)
     va = _elem_values(a, params.input_format) * np.repeat(sa_val, block, axis=1)
     vb = _elem_values(b, params.b_format) * np.repeat(sb_val, block, axis=1)
     with np.errstate(over="ignore", invalid="ignore"):

@@ -32,7 +32,7 @@ from functools import lru_cache
 import numpy as np
 
 from .formats import FINITE, INF, NAN, ZERO, decode, decode_table, encode, fp8_to_fp16_bits, get_format
-from .params import MMAParams
+from .params import MMAParams, widen_c
 from .rounding import Rounding, bit_length
 
 __all__ = ["block_fma_bits", "add_round_bits", "bfma_block_bits", "chain_kmajor_bits", "table_index"]
@@ -445,7 +445,8 @@ def block_fma_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p
     Args:
         a_bits: (S, K) container bits of ``params.input_format`` (uint8/uint16/uint32).
         b_bits: (S, K) container bits of ``params.b_format`` (a's format unless ``input_format_b``).
-        c_bits: (S,) bits of c in ``params.c_format`` (uint32 fp32, or uint16 fp16 for fp16 output).
+        c_bits: (S,) bits of c in ``params.c_in_format`` (uint32 fp32, or uint16 fp16 for fp16 output or
+            ``c_input_format="fp16"``).
         params: the model (:func:`tcemu.numerics.presets.get_preset` or a what-if :class:`MMAParams`).
         scale_a, scale_b: with block scaling (``params.scale_format``), (S, K / scale_block) scale bits
             (uint8) of a's and b's blocks (:mod:`tcemu.numerics.formats_mx`).
@@ -453,6 +454,7 @@ def block_fma_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p
     Returns:
         (S,) result bits in ``params.c_format``'s container (uint32 or uint16).
     """
+    c_bits, params = widen_c(c_bits, params)  # c given in fp16 with fp32 d: converted exactly first
     if params.scale_format is not None or scale_a is not None or scale_b is not None:
         return BLOCK_SCALED["block_fma_scaled_bits"](a_bits, b_bits, c_bits, params, scale_a, scale_b)
     a_bits = np.asarray(a_bits)

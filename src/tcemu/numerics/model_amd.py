@@ -68,10 +68,26 @@ def _trunc_sum32(m: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.add.reduce(t, axis=0, dtype=np.int64), e_max.astype(np.int64)
 
 
+def _fp32_fields(c_bits: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """fp32 bits -> (int64 signed significand, exponent of its units' place + 23 (zero and subnormals: -126),
+    Inf/NaN mask): the fields :func:`~tcemu.numerics.formats.decode` gives, for the fast paths."""
+    u = np.asarray(c_bits).astype(np.int64)
+    ef = (u >> 23) & 0xFF
+    sig = (u & 0x7FFFFF) | ((ef != 0).astype(np.int64) << 23)
+    return np.where(u >> 31, -sig, sig), np.maximum(ef, 1) - 127, ef == 0xFF
+
+
 def _values32(bits: np.ndarray, fmt: str) -> np.ndarray:
     """Exact float32 values of fp16/bf16 bits."""
     f = get_format(fmt)
     return np.asarray(bits).astype(f.container_dtype).view(f.numpy_dtype).astype(np.float32)
+
+
+def _values64(bits: np.ndarray, fmt: str) -> np.ndarray:
+    """Exact float64 values of fp16/bf16 bits."""
+    if fmt == "bf16":  # bf16 is the top half of fp32
+        return (np.asarray(bits).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return np.asarray(bits).astype(np.uint16).view(np.float16).astype(np.float64)
 
 
 @dataclass(frozen=True)
@@ -96,7 +112,12 @@ class PairwiseTree:
                 f"added to the fp32 accumulator (RNE){flush}; NaN results {self.nan_bits:#x}")
 
     def _flush(self, x: np.ndarray) -> np.ndarray:
-        return np.where(np.abs(x) < np.float32(2.0**-126), x * np.float32(0), x) if self.flush_subnormals else x
+        """Subnormals to a zero of their sign (CDNA2), in place where any (rare: one comparison otherwise)."""
+        if self.flush_subnormals:
+            tiny = np.abs(x) < np.float32(2.0**-126)
+            if tiny.any():
+                x[tiny] *= np.float32(0)
+        return x
 
     def _tree(self, prods: list[np.ndarray]) -> np.ndarray:
         if len(prods) == 1:
@@ -105,9 +126,17 @@ class PairwiseTree:
         return self._flush(self._tree(prods[:m]) + self._tree(prods[m:]))
 
     def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
+        c_all = np.asarray(c_bits).astype(np.uint32)
+        out = np.empty_like(c_all)
+        for r0 in range(0, len(c_all), _CHUNK):  # (K, chunk) operands stay in cache
+            rs = slice(r0, r0 + _CHUNK)
+            out[rs] = self._rows(np.asarray(a_bits[rs]), np.asarray(b_bits[rs]), c_all[rs], p)
+        return out
+
+    def _rows(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
         a = np.ascontiguousarray(_values32(a_bits, p.input_format).T)  # (K, S)
         b = np.ascontiguousarray(_values32(b_bits, p.input_format).T)
-        d = np.asarray(c_bits).astype(np.uint32).view(np.float32).copy()
+        d = c_bits.view(np.float32).copy()
         tiny_in = np.float32(2.0 ** get_format(p.input_format).emin)
         with np.errstate(invalid="ignore", over="ignore", under="ignore"):
             if self.flush_subnormals:  # inputs and c: subnormals become +0
@@ -115,8 +144,9 @@ class PairwiseTree:
                 b = np.where(np.abs(b) < tiny_in, np.float32(0), b)
                 d = np.where(np.abs(d) < np.float32(2.0**-126), np.float32(0), d)
             prod = a * b  # fp32 rounding of the exact product (exact for fp16; bf16 may overflow or underflow)
-            exact_zero = (prod == 0) & ((a == 0) | (b == 0))
-            prod = np.where(exact_zero, np.float32(0), prod)  # fma(a, b, +0): an exact zero product gives +0
+            zero = (prod == 0) & ((a == 0) | (b == 0))
+            if zero.any():
+                prod[zero] = 0  # fma(a, b, +0): an exact zero product gives +0
             prod = self._flush(prod)
             for k0 in range(0, a.shape[0], p.n_fma):
                 d = self._flush(d + self._tree(list(prod[k0 : k0 + p.n_fma])))
@@ -187,15 +217,17 @@ class FusedRoundDown:
             total = (s0 >> np.minimum(e_s - e0, 62)) + (s1 >> np.minimum(e_s - e1, 62))  # rounded down (floor)
         else:
             total, e_s = _trunc_sum32(m, e)
-        c_neg, c_sig, c_e, c_cls = decode(c_bits, "fp32")
-        e_max = np.maximum(e_s, c_e)  # zero and subnormal c at -126 (decode's emin)
+        c_sig, c_e, c_special = _fp32_fields(c_bits)
+        e_max = np.maximum(e_s, c_e)  # zero and subnormal c at -126
         s_al = (total << (self.sum_frac_bits - frac_bits)) >> np.minimum(e_max - e_s, 62)  # floor
-        c_al = (np.where(c_neg, -c_sig, c_sig) << (self.c_frac_bits - 23)) >> np.minimum(e_max - c_e, 62)  # floor
+        c_al = (c_sig << (self.c_frac_bits - 23)) >> np.minimum(e_max - c_e, 62)  # floor
         if self.c_drop_gap is not None:
             c_al = np.where(c_e < e_max - self.c_drop_gap, 0, c_al)
-        out_sum = s_al + (c_al << (self.sum_frac_bits - self.c_frac_bits))
-        out = encode(out_sum < 0, np.abs(out_sum), e_max - self.sum_frac_bits, "fp32", Rounding.RNE)
-        slow = (e_s >= 125) | (c_cls >= INF)  # Inf/NaN inputs (sentinel exponents), products near 2^128, Inf/NaN c
+        out_sum = s_al + (c_al << (self.sum_frac_bits - self.c_frac_bits))  # |out_sum| < 2**40: exact in float64
+        with np.errstate(over="ignore"):  # (the slow rows' sentinel exponents; replaced below)
+            out = np.ldexp(out_sum.astype(np.float64), e_max - self.sum_frac_bits).astype(np.float32)
+        out = out.view(np.uint32)  # one rounding to fp32, nearest even; out_sum = 0 gives +0
+        slow = (e_s >= 125) | c_special  # Inf/NaN inputs (sentinel exponents), products near 2^128, Inf/NaN c
         if np.any(slow):
             rows = np.nonzero(slow)[0]
             out[rows] = self._group(ia[:, rows], ib[:, rows], c_bits[rows], fa, fb, frac_bits)
@@ -263,7 +295,8 @@ class ExactGroupRound:
     accumulator summed exactly and rounded once to fp32, to nearest even; subnormals kept, products unlimited.
 
     An exact zero sum is +0 and a nonzero sum that rounds to zero keeps its sign (assumed: the toolbox's MATLAB
-    does not pin them down).
+    does not pin them down). Runs in float64 where every partial sum is exact (:meth:`_group_fast`), else on
+    integers (:meth:`_group`).
     """
 
     nan_bits: int = AMD_NAN32
@@ -284,12 +317,33 @@ class ExactGroupRound:
         out = np.empty_like(c_all)
         for r0 in range(0, len(c_all), _CHUNK):
             rs = slice(r0, r0 + _CHUNK)
-            ia = np.ascontiguousarray(np.asarray(a_bits[rs]).astype(np.int64).T)
-            ib = np.ascontiguousarray(np.asarray(b_bits[rs]).astype(np.int64).T)
+            a_kt = np.ascontiguousarray(np.asarray(a_bits[rs]).T)  # (K, chunk)
+            b_kt = np.ascontiguousarray(np.asarray(b_bits[rs]).T)
+            with np.errstate(invalid="ignore", over="ignore"):
+                prod = _values64(a_kt, f.name) * _values64(b_kt, f.name)  # exact: <= 22-bit significands
             d = c_all[rs]
-            for k0 in range(0, ia.shape[0], p.n_fma):
-                d = self._group(ia[k0 : k0 + p.n_fma], ib[k0 : k0 + p.n_fma], d, f)
+            for k0 in range(0, prod.shape[0], p.n_fma):
+                d = self._group_fast(prod[k0 : k0 + p.n_fma], a_kt[k0 : k0 + p.n_fma], b_kt[k0 : k0 + p.n_fma],
+                                     d, f)
             out[rs] = d
+        return out
+
+    def _group_fast(self, prod: np.ndarray, a_kt, b_kt, c_bits: np.ndarray, f) -> np.ndarray:
+        """One group in float64: c and the exact products summed in order, each addition checked exact (its
+        TwoSum error is zero), so the float64 sum is the exact sum and one cast rounds it once to fp32 (RNE);
+        rows with an inexact step, Inf or NaN (a NaN error) go to :meth:`_group`."""
+        inexact = np.zeros(c_bits.shape, bool)
+        with np.errstate(invalid="ignore", over="ignore"):
+            s = c_bits.view(np.float32).astype(np.float64)
+            for t in prod:
+                x = s
+                s = x + t
+                z = s - x
+                inexact |= ((x - (s - z)) + (t - z)) != 0
+            out = np.where(s == 0, 0.0, s).astype(np.float32).view(np.uint32)  # an exact zero sum is +0
+        if inexact.any():
+            rows = np.nonzero(inexact)[0]
+            out[rows] = self._group(a_kt[:, rows].astype(np.int64), b_kt[:, rows].astype(np.int64), c_bits[rows], f)
         return out
 
     def _group(self, ia, ib, c_bits, f) -> np.ndarray:

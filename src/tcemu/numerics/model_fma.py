@@ -32,6 +32,7 @@ __all__ = ["FMAChain", "fma32", "fma64", "fma64_exact_scalar"]
 _SPLIT = 134217729.0  # 2**27 + 1: Veltkamp's splitter for binary64
 _LO, _HI = 2.0**-400, 2.0**400  # safe window of nonzero a and b for the float64 path
 _CHI = 2.0**800  # largest c for the float64 path
+_LO2, _HI2 = (np.array([_LO, _HI]).view(np.uint64) << np.uint64(1))  # their bits without the sign
 _CHUNK = 1 << 13  # rows per chunk
 
 
@@ -77,15 +78,20 @@ def _fma64_safe(a, b, c, ah, al, bh, bl, zeros: bool = True) -> np.ndarray:
     return out
 
 
-def _safe_rows(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+def _safe_rows(a: np.ndarray, b: np.ndarray, c: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:
     """Rows (columns of the (K, S) arrays) whose every FMA may take the float64 path: nonzero |a|, |b| in
     [2^-400, 2^400] (so every product and its error term are exact normal numbers) and |c| <= 2^800 (no
-    overflow for K < 2^100); a tiny accumulator is fine (TwoSum is exact under gradual underflow)."""
-    ok = np.ones(c.shape, bool)
+    overflow for K < 2^100); a tiny accumulator is fine (TwoSum is exact under gradual underflow).
+
+    On the bits, shifted left by one (the sign dropped: ordered as |x|; NaN and Inf above 2^400's), by two
+    reductions over k per operand; ``buf``: a (K, S) uint64 scratch array to reuse."""
+    ok = np.abs(c) <= _CHI
     for x in (a, b):
-        ax = np.abs(x)
-        ok &= (((ax >= _LO) & (ax <= _HI)) | (ax == 0)).all(axis=0)
-    return ok & (np.abs(c) <= _CHI)
+        m = np.left_shift(x.view(np.uint64), np.uint64(1), out=buf)
+        ok &= m.max(axis=0) <= _HI2
+        m -= np.uint64(1)  # a zero wraps to the largest value
+        ok &= m.min(axis=0) >= _LO2 - np.uint64(1)
+    return ok
 
 
 def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
@@ -100,22 +106,19 @@ def fma64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
     return out
 
 
-def _chain64(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """The fp64 chain on (K, S) operands: float64 path for safe rows, exact fallback for the others."""
+def _chain64(a: np.ndarray, b: np.ndarray, c: np.ndarray, buf: np.ndarray | None = None) -> np.ndarray:
+    """The fp64 chain on (K, S) operands: float64 path for safe rows, exact fallback for the others. The float64
+    path splits each k's operands in turn: temporaries of one row of S stay small (whole (K, S) temporaries cost
+    fresh pages of memory, more than the arithmetic)."""
     out = c.copy()
-    safe = _safe_rows(a, b, c)
-    if safe.all():
-        cols = slice(None)
-    else:
-        cols = np.nonzero(safe)[0]
+    safe = _safe_rows(a, b, c, buf)
+    cols = slice(None) if safe.all() else np.nonzero(safe)[0]
     with np.errstate(invalid="ignore", over="ignore"):
         sa, sb = a[:, cols], b[:, cols]
-        ah, al = _split(sa)
-        bh, bl = _split(sb)
         d = c[cols]
         zeros = bool((sa == 0).any() or (sb == 0).any())
         for k in range(a.shape[0]):
-            d = _fma64_safe(sa[k], sb[k], d, ah[k], al[k], bh[k], bl[k], zeros)
+            d = _fma64_safe(sa[k], sb[k], d, *_split(sa[k]), *_split(sb[k]), zeros)
         out[cols] = d
     for j in np.nonzero(~safe)[0]:
         d = float(c[j])
@@ -184,12 +187,19 @@ class FMAChain:
         fdt, udt = (np.float32, np.uint32) if p.input_format == "fp32" else (np.float64, np.uint64)
         c_all = np.asarray(c_bits).astype(udt).view(fdt)
         d = np.empty_like(c_all)
-        for r0 in range(0, len(c_all), _CHUNK):  # (K, chunk) operands stay in cache
+        n = min(_CHUNK, len(c_all))
+        # (K, chunk) operands, reused from chunk to chunk: fresh memory pages per chunk would cost more than the
+        # arithmetic
+        a_buf, b_buf, scratch = (np.empty((np.shape(a_bits)[1], n), udt) for _ in range(3))
+        for r0 in range(0, len(c_all), _CHUNK):
             rs = slice(r0, r0 + _CHUNK)
-            a = np.ascontiguousarray(np.asarray(a_bits[rs]).astype(udt).T).view(fdt)
-            b = np.ascontiguousarray(np.asarray(b_bits[rs]).astype(udt).T).view(fdt)
+            m = len(c_all[rs])
+            a, b = a_buf[:, :m], b_buf[:, :m]
+            np.copyto(a, np.asarray(a_bits[rs]).T, casting="unsafe")
+            np.copyto(b, np.asarray(b_bits[rs]).T, casting="unsafe")
+            a, b = a.view(fdt), b.view(fdt)
             if fdt is np.float64:
-                d[rs] = _chain64(a, b, c_all[rs])
+                d[rs] = _chain64(a, b, c_all[rs], scratch[:, :m])
             else:
                 acc = c_all[rs]
                 for k in range(a.shape[0]):

@@ -21,7 +21,7 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
-from .params import MMAParams
+from .params import MMAParams, widen_c
 from .rounding import Rounding
 
 __all__ = ["oracle_dot", "oracle_bits", "value_of", "round_fraction", "Term", "OracleTrace"]
@@ -257,13 +257,16 @@ def oracle_dot(
 
     Args:
         a_bits, b_bits: sequences of K container bit patterns of ``params.input_format``.
-        c_bits: bit pattern of c in ``params.c_format``.
+        c_bits: bit pattern of c in ``params.c_in_format``.
         params: the model.
         trace: if a list, one :class:`OracleTrace` per block is appended (for the explain view).
 
     Returns:
         Result bits (int) in ``params.c_format``'s container.
     """
+    if params.c_input_format is not None:  # c in fp16 with fp32 d: converted exactly first
+        c32, params = widen_c(np.array([c_bits]), params)
+        c_bits = int(c32[0])
     if params.scheme is not None:  # FMA chains, AMD MFMA: oracle_schemes (no per-block trace)
         from .oracle_schemes import scheme_oracle_dot
 

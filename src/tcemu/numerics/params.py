@@ -24,16 +24,21 @@ consecutive k of a and of b shares one scale) enter one of two ways (docs/numeri
 (ue8m0 scales are powers of two; MMA-Sim's ``kind::mxf8f6f4``); ``scale_chunk > 0``: the products of each
 chunk of ``scale_chunk`` k are summed exactly, the chunk sum times the two scale significands is one addend
 aligned at the sum of the scales' exponents (MMA-Sim's ``kind::mxf4nvf4``, F = 35).
+
+``c_input_format`` (V100/Turing ``mma.m8n8k4 .f32.f16.f16.f16``: c in fp16, d in fp32): c is converted exactly
+to d's format before the model (MMA-Sim: ``C.to(d_type)``); :func:`widen_c` does it at the entry points.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from .formats import get_format
 from .rounding import Rounding
 
-__all__ = ["MMAParams"]
+__all__ = ["MMAParams", "widen_c"]
 
 _INPUTS = ("fp16", "bf16", "tf32", "e4m3", "e5m2", "e2m1", "e2m3", "e3m2")
 _SCALES = ("ue8m0", "ue4m3")
@@ -66,6 +71,7 @@ class MMAParams:
     scale_block: int = 0  # k per scale (32 MX, 16 NVFP4); each of a and b has K / scale_block scales per row
     scale_chunk: int = 0  # 0: scale exponents join each product's exponent; > 0: exact chunk sums scaled (nvf4)
     zero_factor_exp: int | None = None  # None: zero products/chunks take no part in E_max; else at this exponent
+    c_input_format: str | None = None  # c's format where not d's: "fp16" with fp32 d, converted exactly first
     label: str = ""  # e.g. "h100 mma.sync m16n8k16 fp16->fp32"
     sources: str = field(default="", compare=False)  # citations for the values
 
@@ -86,6 +92,12 @@ class MMAParams:
         if not 0 <= self.frac_bits <= f_max:
             raise ValueError(f"frac_bits must be in [0, {f_max}], got {self.frac_bits}")
         self._check_scaling()
+        if self.c_input_format == self.c_format:
+            object.__setattr__(self, "c_input_format", None)
+        if self.c_input_format is not None and ((self.c_input_format, self.output_format) != ("fp16", "fp32")
+                                                or self.scheme is not None or self.interleave is not None):
+            raise ValueError(f"c_input_format: only fp16 c with fp32 d (mma .f32.f16.f16.f16) is modelled, "
+                             f"got {self.c_input_format!r} with {self.output_format}")
         if not isinstance(self.output_rounding, Rounding):
             object.__setattr__(self, "output_rounding", Rounding(self.output_rounding))
         if self.c_add_rounding is not None and not isinstance(self.c_add_rounding, Rounding):
@@ -133,6 +145,11 @@ class MMAParams:
         return self.output_format if self.output_format in ("fp16", "fp64") else "fp32"
 
     @property
+    def c_in_format(self) -> str:
+        """Format of c as the caller gives it: ``c_input_format``, else :attr:`c_format`."""
+        return self.c_input_format or self.c_format
+
+    @property
     def product_format(self) -> str:
         """Format the products are formed in: fp16 for emulated FP8, else the input format."""
         return "fp16" if self.interleave is not None else self.input_format
@@ -162,6 +179,17 @@ class MMAParams:
             s += f", {self.scale_format} scale per {self.scale_block} k ({how})"
         if self.zero_factor_exp is not None:
             s += f", zero factors at exponent {self.zero_factor_exp}"
+        if self.c_input_format is not None:
+            s += f", c given as {self.c_input_format} (converted exactly to {self.c_format} first)"
         if self.interleave is not None:
             s += f", fp16-path groups {self.interleave} then c added with {self.c_add_rounding.value.upper()}"
         return s
+
+
+def widen_c(c_bits, params: MMAParams):
+    """``(c_bits, params)`` with c in d's format: a c given in ``params.c_input_format`` (fp16 bits with fp32
+    output) converted exactly to fp32 bits, and ``params`` without the field; unchanged otherwise."""
+    if params.c_input_format is None:
+        return c_bits, params
+    c32 = np.asarray(c_bits).astype(np.uint16).view(np.float16).astype(np.float32).view(np.uint32)
+    return c32, replace(params, c_input_format=None)

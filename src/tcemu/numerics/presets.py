@@ -40,7 +40,8 @@ from .params import MMAParams
 from .presets_blackwell import BLOCK_SCALED_INSTRUCTIONS, LOWP_PRESETS, canon_input
 from .rounding import Rounding
 
-__all__ = ["get_preset", "list_presets", "ARCHS", "INSTRUCTIONS", "PRESETS", "WMMA_LOWERING", "WMMA_SHAPES"]
+__all__ = ["get_preset", "list_presets", "canon_output", "ARCHS", "INSTRUCTIONS", "PRESETS", "WMMA_LOWERING",
+           "WMMA_SHAPES"]
 
 ARCHS = ("v100", "a100", "ada", "h100", "h200", "b200", "sm120")
 _ARCH_ALIASES = {"sm_70": "v100", "sm_80": "a100", "a2": "a100", "a30": "a100", "sm_89": "ada", "l40s": "ada",
@@ -80,6 +81,10 @@ _TOOLBOX_CZERO = {
 }
 
 _F_SRC = "F: Fasi D1; toolbox neab; MMA-Sim arch_accum_fractional_bits; refit 100 %"
+#: the .f32.f16.f16.f16 presets (c fp16, d fp32) of V100 and Turing mma.m8n8k4
+C16_SRC = ("c fp16 -> d fp32 (mma.m8n8k4 .f32.f16.f16.f16): c converted exactly to fp32, then the "
+           "fp32-output model: MMA-Sim nv_ptx.mma (C.to(d_type)) and its Volta/Turing qualifier lists; no "
+           "hardware data (the public measurements take c in d's format)")
 _RND_SRC = "fp32/e8m13 out RZ, fp16 out RNE: Fasi C1-C3; HPEC F5/F6; toolbox frmode; MMA-Sim"
 
 
@@ -95,6 +100,11 @@ def _table() -> dict[tuple[str, str, str, str], MMAParams]:
     for out in ("fp32", "fp16"):
         t["v100", "mma.sync", "fp16", out] = _p("fp16", out, 4, 4, 23, f"v100 mma.m8n8k4 fp16->{out}",
                                                "N=4: toolbox V100TC fma=4, MMA-Sim Volta")
+    # c fp16 -> d fp32 (.f32.f16.f16.f16): c converted exactly to fp32, then the fp32-output block FMA
+    t["v100", "mma.sync", "fp16", "fp32.fp16"] = _p("fp16", "fp32", 4, 4, 23,
+                                                   "v100 mma.m8n8k4 fp16->fp32 (c fp16)",
+                                                   "N=4: toolbox V100TC fma=4, MMA-Sim Volta; " + C16_SRC,
+                                                   c_input_format="fp16")
     # ---- A100 sm_80 and Ada sm_89: m16n8k16 = 8+8 (split-k), tf32 m16n8k8 = 4+4; F=24
     for arch in ("a100", "ada"):
         src = "N=8 (tf32 4): toolbox A100TC/AdaTC fma, MMA-Sim is_split_k, HPEC A30 FMA size 8"
@@ -158,6 +168,17 @@ _MMA_SYNC_K = {"fp16": (8, 16), "bf16": (8, 16), "tf32": (4, 8),
 _SHAPE = re.compile(r"^(?P<base>[a-z0-9_.]+?)(?:\.?(?P<shape>m\d+n\w*k(?P<k>\d+)))?$")
 
 
+def canon_output(output_format: str) -> str:
+    """The key form of an output format: ``"fp32"``, ``"fp16"``, ``"e8m13"``, ``"fp64"``; ``"fp32.fp16"``
+    (d.c, as PTX's .dtype ... .ctype) for fp32 d with c in fp16."""
+    from .formats import get_format
+
+    parts = [get_format(x).name for x in str(output_format).lower().split(".")]
+    if len(parts) not in (1, 2):
+        raise ValueError(f"tcemu: output format {output_format!r}: give d's format, or d.c, e.g. fp32.fp16")
+    return parts[0] if parts[0] == parts[-1] else ".".join(parts)
+
+
 def _canon(arch: str, instruction: str) -> tuple[str, str, int | None]:
     """(arch, instruction, K of an explicit shape or None); e.g. "mma.sync.m16n8k8" -> ("mma.sync", 8)."""
     a = _ARCH_ALIASES.get(str(arch).lower(), str(arch).lower())
@@ -192,7 +213,8 @@ def get_preset(
             instruction then holds K products in blocks of ``min(N, K)``, and a longer K chains them.
         input_format: ``fp16``, ``bf16``, ``tf32``, ``e4m3``, ``e5m2`` (ml_dtypes names accepted).
         output_format: ``fp32`` (default) or ``fp16`` (fp32 output of FP8 on Ada and Hopper ``wgmma`` is e8m13);
-            ``fp64`` for fp64 inputs (the default then).
+            ``fp64`` for fp64 inputs (the default then); ``fp32.fp16`` (d.c): fp32 d with c in fp16 (V100 and
+            Turing ``mma.m8n8k4``).
         variant: ``measured`` (what the H200 answered), ``mmasim`` or ``toolbox``: whose choice to take
             for the c = 0 floor, the c exponent floor and a zero factor's part in E_max (``mmasim``: a zero
             input at exponent -126) that the literature disputes (docs/numerics.md, "Disputed points and the
@@ -209,12 +231,10 @@ def get_preset(
     extra = extra_preset(arch, instruction, input_format, output_format, variant)
     if extra is not None:
         return extra
-    from .formats import get_format
-
     a, i, k_shape = _canon(arch, instruction)
     key_arch = "h100" if a == "h200" else a
     fin = canon_input(input_format)
-    fout = get_format(output_format).name
+    fout = canon_output(output_format)
     if i == "wmma":
         return _wmma_preset(a, key_arch, fin, fout, k_shape, variant)
     key = (key_arch, i, fin, fout)

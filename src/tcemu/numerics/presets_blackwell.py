@@ -78,6 +78,14 @@ def _p(fa, fb, out, k, n, f, label, src, **kw) -> MMAParams:
                      label=label, sources=f"{src}; {_RND}; {_LIT}", **kw)
 
 
+#: kind::f16 with fp16 x bf16 operands
+F16_MIXED_SRC = ("tcgen05 kind::f16 fp16 x bf16, f32 D: N=16, F=25 as kind::f16: MMA-Sim tcgen05mma "
+                 "(its kind::f16 check takes f16 or bf16 for a and for b with f32 D); PTX: the instruction "
+                 "descriptor encodes atype and btype apart (F16 = 0, BF16 = 1 each) and lists .f16, .bf16 "
+                 "for .f32 D; extrapolated: CUTLASS documents matched pairs only, and no source shows a "
+                 "mixed pair run on hardware")
+
+
 def _pair_src(fa, fb, base: str) -> str:
     if fa in _MMASIM_F8F6F4 and fb in _MMASIM_F8F6F4 and "e2m1" not in (fa, fb):
         return base
@@ -97,6 +105,11 @@ def _table() -> dict[tuple[str, str, str, str], MMAParams]:
         for out in ("fp32", "fp16"):
             t["b200", "tcgen05", key_in, out] = _p(fa, fb, out, 32, 32, 25,
                                                    f"b200 tcgen05 kind::f8f6f4 {fa}x{fb}->{out}", src)
+    # ---- B200 tcgen05.mma kind::f16, a and b of two formats (fp16 x bf16, f32 D): one 16-term block, F=25
+    for fa, fb in (("fp16", "bf16"), ("bf16", "fp16")):
+        t["b200", "tcgen05", f"{fa}.{fb}", "fp32"] = _p(fa, fb, "fp32", 16, 16, 25,
+                                                        f"b200 tcgen05 kind::f16 {fa}x{fb}->fp32",
+                                                        F16_MIXED_SRC)
     # ---- B200 kind::mxf8f6f4 (ue8m0 per 32 k): scale exponents join each product's exponent; F=25; fp32 D
     for fa, fb in pairs:
         key_in = (fa if fa == fb else f"{fa}.{fb}") + ":ue8m0x32"

@@ -4,14 +4,15 @@ Literature-based (no hardware data here); :func:`tcemu.numerics.presets.get_pres
 first and falls back to its own table when it answers None.
 
 - **Turing** (``turing``, ``sm_75``, ``t4``): ``mma.m16n8k8`` fp16 -> fp32/fp16 (one block of 8) and the
-  ``mma.m8n8k4`` it keeps from Volta (one block of 4); F = 24 (MMA-Sim ``arch_accum_fractional_bits["Turing"]``,
-  no split-k on Turing; Fasi et al. tested a T4 through WMMA only). The disputed floors take MMA-Sim's choices
-  (c = 0 at -126 for fp32 out, none for fp16 out; c aligned at least at -126 / -14) for every variant: the
-  toolbox has no Turing model, and tcemu's measured floors are Hopper's.
-- **FP64 DMMA** (``input_format="fp64"``): ``mma.m8n8k4.f64`` on a100, ada, h100, b200 and ``mma.m16n8k{4,8,16}.f64``
-  on h100 (sm_90): a chain of fp64 FMAs in increasing k from c, each rounded to nearest even (PTX ISA, ``mma``
-  with ``.f64``: "fused multiply-add"; MMA-Sim ``nv_ptx.mma`` for ``float64``). The chain does not depend on
-  how K is split into instructions.
+  ``mma.m8n8k4`` it keeps from Volta (one block of 4; also c fp16 -> d fp32, output ``"fp32.fp16"``); F = 24
+  (MMA-Sim ``arch_accum_fractional_bits["Turing"]``, no split-k on Turing; Fasi et al. tested a T4 through
+  WMMA only). The disputed floors take MMA-Sim's choices (c = 0 at -126 for fp32 out, none for fp16 out; c
+  aligned at least at -126 / -14) for every variant: the toolbox has no Turing model, and tcemu's measured
+  floors are Hopper's.
+- **FP64 DMMA** (``input_format="fp64"``): ``mma.m8n8k4.f64`` on a100, ada, h100, b200, sm120 and
+  ``mma.m16n8k{4,8,16}.f64`` on h100 (sm_90): a chain of fp64 FMAs in increasing k from c, each rounded to
+  nearest even (PTX ISA, ``mma`` with ``.f64``: "fused multiply-add"; MMA-Sim ``nv_ptx.mma`` for ``float64``).
+  The chain does not depend on how K is split into instructions.
 """
 
 from __future__ import annotations
@@ -25,11 +26,15 @@ __all__ = ["extra_preset", "extra_keys", "TURING_ALIASES"]
 TURING_ALIASES = ("turing", "sm_75", "t4", "sm75")
 _NV = {"a100": "a100", "sm_80": "a100", "a30": "a100", "a2": "a100", "ada": "ada", "sm_89": "ada", "l40s": "ada",
        "h100": "h100", "h200": "h200", "sm_90": "h100", "sm_90a": "h100", "b200": "b200", "sm_100": "b200",
-       "sm_100a": "b200"}
-_DMMA_K = {"a100": (4,), "ada": (4,), "h100": (4, 8, 16), "h200": (4, 8, 16), "b200": (4,)}  # m16n8k*: sm_90
+       "sm_100a": "b200", **{a: "sm120" for a in ("sm120", "sm_120", "sm_120a", "rtx_blackwell", "rtx5090",
+                                                   "rtx_pro_6000")}}
+# shapes' K per architecture (m8n8k4; m16n8k4/8/16 on sm_90 only, as MMA-Sim's lists)
+_DMMA_K = {"a100": (4,), "ada": (4,), "h100": (4, 8, 16), "h200": (4, 8, 16), "b200": (4,), "sm120": (4,)}
 _DMMA_SRC = ("chain of fp64 FMAs (RNE) in k order: PTX ISA mma .f64; MMA-Sim @ c785138 nv_ptx.mma (libm fma per k); "
              "NaN results: a NaN operand's payload quieted (b's, else the running sum's, else a's), 0xFFF8000000000000 "
              "for invalid operations (measured on the H100, docs/hardware/h100-dmma.json)")
+_SM120_DMMA_SRC = ("sm_120: m8n8k4.f64 is in MMA-Sim's 'RTX Blackwell' list (it takes Ampere's qualifiers), "
+                   "as on B200; no hardware data")
 _TURING_SRC = ("MMA-Sim @ c785138 nv_ptx.mma Turing: F=24 (arch_accum_fractional_bits), one block per instruction "
                "(no split-k), c=0 at -126, zero factors left out (tcemu's H100 measurement, not Turing's); "
                "literature-based, no Turing hardware data")
@@ -43,14 +48,21 @@ def _turing(instruction: str, fin: str, fout: str, variant: str) -> MMAParams:
         k = 4
     else:
         raise ValueError(f"tcemu: turing has mma.m16n8k8 and mma.m8n8k4 (fp16), not {instruction!r}")
-    if fin != "fp16" or fout not in ("fp32", "fp16"):
-        raise ValueError(f"tcemu: turing mma takes fp16 -> fp32 or fp16, not {fin} -> {fout}")
+    if fin != "fp16" or fout not in ("fp32", "fp16") + (("fp32.fp16",) if k == 4 else ()):
+        raise ValueError(f"tcemu: turing mma takes fp16 -> fp32 or fp16 (m8n8k4 also fp32.fp16: c fp16), not "
+                         f"{fin} -> {fout}")
     if variant not in ("measured", "mmasim", "toolbox"):  # all MMA-Sim's choices: no toolbox Turing model
         raise ValueError(f"tcemu: variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
+    from .presets import C16_SRC
+
+    c16 = fout == "fp32.fp16"  # .f32.f16.f16.f16: c fp16, converted exactly to fp32 first (MMA-Sim)
+    fout = "fp32" if c16 else fout
     fp16_out = fout == "fp16"
     return MMAParams("fp16", fout, k, k, 24, Rounding.RNE if fp16_out else Rounding.RZ,
                      czero_floor=None if fp16_out else -126, c_exp_floor=-14 if fp16_out else -126,
-                     label=f"turing mma.m{16 if k == 8 else 8}n8k{k} fp16->{fout}", sources=_TURING_SRC,
+                     c_input_format="fp16" if c16 else None,
+                     label=f"turing mma.m{16 if k == 8 else 8}n8k{k} fp16->{fout}" + (" (c fp16)" * c16),
+                     sources=_TURING_SRC + ("; " + C16_SRC if c16 else ""),
                      # MMA-Sim's zero input at exponent -126 (a zero factor's product in E_max) for its variant; the
                      # default leaves zero products out, as the H100 does (docs/hardware/h100-zero-factor.json)
                      zero_factor_exp=-126 if variant == "mmasim" else None)
@@ -73,22 +85,24 @@ def _dmma(arch: str, instruction: str, fout: str, variant: str = "measured") -> 
     scheme = FMAChain(nan_bits=0xFFF8000000000000, nan_rule="propagate",
                       nan_order="abd" if variant == "mmasim" else "bda")
     return MMAParams("fp64", "fp64", valid[shape], 1, 0, Rounding.RNE, scheme=scheme,
-                     label=f"{arch} mma.{shape} fp64->fp64", sources=_DMMA_SRC)
+                     label=f"{arch} mma.{shape} fp64->fp64",
+                     sources=(_SM120_DMMA_SRC + "; " if arch == "sm120" else "") + _DMMA_SRC)
 
 
 def extra_preset(arch: str, instruction: str, input_format: str, output_format: str,
                  variant: str) -> MMAParams | None:
     """The preset if this module covers the combination (Turing, FP64, AMD), else None."""
     from .formats import get_format
+    from .presets import canon_output
     from .presets_amd import amd_preset, canon_amd_arch
 
     a = str(arch).lower()
     if canon_amd_arch(a) is not None:
         return amd_preset(a, instruction, input_format, output_format, variant)
     if a in TURING_ALIASES:
-        return _turing(instruction, get_format(input_format).name, get_format(output_format).name, variant)
+        return _turing(instruction, get_format(input_format).name, canon_output(output_format), variant)
     if str(input_format).lower() in ("fp64", "f64", "float64") and a in _NV:
-        return _dmma(_NV[a], instruction, get_format(output_format).name, variant)
+        return _dmma(_NV[a], instruction, canon_output(output_format), variant)
     return None
 
 
@@ -97,6 +111,7 @@ def extra_keys() -> list[tuple[str, str, str, str]]:
     from .presets_amd import amd_keys
 
     keys = [("turing", f"mma.{s}", "fp16", o) for s in ("m16n8k8", "m8n8k4") for o in ("fp32", "fp16")]
+    keys += [("turing", "mma.m8n8k4", "fp16", "fp32.fp16")]
     for arch, ks in _DMMA_K.items():
         keys += [(arch, "mma.m8n8k4", "fp64", "fp64")]
         keys += [(arch, f"mma.m16n8k{k}", "fp64", "fp64") for k in ks if arch in ("h100", "h200")]
