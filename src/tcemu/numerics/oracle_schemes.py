@@ -201,7 +201,7 @@ def scheme_oracle_dot(a_bits, b_bits, c_bits: int, params) -> int:
             from .model_fma import propagated_nan_bits
 
             nan = propagated_nan_bits([int(x) for x in a_bits], [int(x) for x in b_bits], int(c_bits), s.nan_bits,
-                                      s.nan_order)
+                                      s.nan_order, out)
     elif s.kind == "pairwise":
         d = _pairwise(av, bv, c, params)
         nan = s.nan_bits

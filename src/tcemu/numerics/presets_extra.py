@@ -69,9 +69,9 @@ def _dmma(arch: str, instruction: str, fout: str, variant: str = "measured") -> 
     if variant not in ("measured", "mmasim", "toolbox"):
         raise ValueError(f"tcemu: variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
     # the H100's NaNs (h100-dmma.json): where NaNs meet in one FMA, b's, the sum's, then a's; MMA-Sim's host fma
-    # (its variant) takes a's, then b's, then the sum's
+    # (x86's FMA instruction through glibc; its variant) takes b's, then a's, then the sum's
     scheme = FMAChain(nan_bits=0xFFF8000000000000, nan_rule="propagate",
-                      nan_order="abd" if variant == "mmasim" else "bda")
+                      nan_order="bad" if variant == "mmasim" else "bda")
     return MMAParams("fp64", "fp64", valid[shape], 1, 0, Rounding.RNE, scheme=scheme,
                      label=f"{arch} mma.{shape} fp64->fp64", sources=_DMMA_SRC)
 
