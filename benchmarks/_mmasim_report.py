@@ -30,7 +30,7 @@ CAUSES = {
 }
 #: disagreements with MMA-Sim and its failures, explained (cases whose names hold all the substrings)
 FINDINGS = {
-    ("k32.", "e2m1"): "MMA-Sim's K=32 kinds pass e2m1 as raw uint8 containers: `extract_significand_exponent` "
+    ("n8k32.", "e2m1"): "MMA-Sim's K=32 kinds pass e2m1 as raw uint8 containers: `extract_significand_exponent` "
                       "rejects uint8 (AssertionError, counted as MMA-Sim errors), except where its FP64 pre-check "
                       "finds Inf/NaN and returns early, having read each container as an integer (0xc as 12, not "
                       "-2 x ...): the sign and NaN-vs-Inf classes there. The OCP MX / PTX e2m1 encoding (0xc = -2) "
@@ -66,7 +66,8 @@ FINDINGS = {
 #: (case substrings, variant or None for both, class regex) -> the explanation (a key of CAUSES or FINDINGS) and
 #: the side the hardware data or documents support; the first rule that matches explains a class
 EXPLAINED = [
-    (("k32.", "e2m1"), None, r".*", ("k32.", "e2m1"), "tcemu (OCP MX / PTX e2m1 encoding); an MMA-Sim defect"),
+    (("n8k32.", "e2m1"), None, r"^[a-z]+: (other: )?(sign differs|tcemu (inf|nan) vs MMA-Sim (inf|nan))$",
+     ("n8k32.", "e2m1"), "tcemu (OCP MX / PTX e2m1 encoding); an MMA-Sim defect"),
     ((), "measured", r"^[a-z]+: zero-factor rule(: | \+ c floors: )", "zero-factor rule",
      "tcemu's default (H100 measurements); variant='mmasim' keeps MMA-Sim's"),
     ((), "measured", r"^[a-z]+: c floors: ", "c floors", "tcemu's default (H200 measurements)"),
@@ -92,8 +93,8 @@ def failure_finding(case: str) -> str | None:
     """The Findings entry that explains MMA-Sim raising on a case's inputs, or None."""
     if "k64." in case:
         return "k64."
-    if "k32." in case and "e2m1" in case:
-        return "k32. and e2m1"
+    if "n8k32." in case and "e2m1" in case:
+        return "n8k32. and e2m1"
     if case.startswith(("CDNA1/", "CDNA2/")) and ("f16" in case or "bf16" in case):
         return "CDNA1 and f16"
     return None
@@ -168,16 +169,3 @@ def explanation_sections(cases: list[str]) -> list[str]:
     lines.append("\n## What decides each class of the default variant's disagreements\n")
     lines += [f"- {k}: {v}" for k, v in CAUSES.items()]
     return lines
-
-
-def rewrite_explanations(md_path: str) -> None:
-    """Replace the Findings and causes of a stored run's markdown with the current text (its tables and
-    reproducers, the data, stay as they are)."""
-    text = Path(md_path).read_text()
-    head, sep, rest = text.partition("\n## Findings\n")
-    if not sep:
-        raise ValueError(f"{md_path}: no Findings section")
-    tail = rest[rest.index("\n## Not modelled by tcemu\n"):]
-    cases = re.findall(r"^\| ([^|]+?) \| ", head, re.M)[2:]  # the table's rows (after the header lines)
-    Path(md_path).write_text(head.rstrip("\n") + "\n" + "\n".join(explanation_sections(cases)) + "\n" + tail)
-

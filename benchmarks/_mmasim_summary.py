@@ -10,7 +10,7 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from _mmasim_report import CAUSES, FINDINGS, explain, failure_finding
+from _mmasim_report import CAUSES, FINDINGS, explain, explanation_sections, failure_finding
 
 _REPRO = re.compile(r"^- (?P<case>.+?) variant=(?P<variant>\w+) \[(?P<cls>.*)\] x\d+: ")
 _SHAPE = (re.compile(r"\.m(\d+)n(\d+)k\d+"), re.compile(r"_(\d+)x(\d+)x\d+"))
@@ -181,3 +181,24 @@ def _header(csv_paths, runs, compared, totals) -> list[str]:
             f"{totals['explained'] + totals['unexplained']} disagreements (both variants), {totals['explained']} are "
             f"in explained classes; **unexplained: {totals['unexplained']}**; MMA-Sim failures without a finding: "
             f"{totals['unexplained_failures']}.\n"]
+
+
+def rewrite_explanations(md_path: str, csv_paths: list[str]) -> None:
+    """Replace the Findings and causes of a stored run's markdown with the current text, and say which of its
+    cases a later stored run of ``csv_paths`` supersedes (its tables and reproducers, the data, stay)."""
+    path = Path(md_path)
+    text = path.read_text()
+    head, sep, rest = text.partition("\n## Findings\n")
+    if not sep:
+        raise ValueError(f"{md_path}: no Findings section")
+    tail = rest[rest.index("\n## Not modelled by tcemu\n"):]
+    cases = [c for c in re.findall(r"^\| ([^|]+?) \| ", head, re.M) if c != "case"]  # the table's rows
+    runs = latest_runs(csv_paths)
+    moved = [c for c in cases if all(e["path"].stem != path.stem for e in runs.get(c, []))]
+    later = sorted({e["path"].stem for c in moved for e in runs.get(c, [])})
+    lines = explanation_sections(cases)
+    if moved:
+        lines[1:1] = [f"- {len(moved)} of this run's cases have a later stored run ({', '.join(later)}), which the "
+                      "summary (mmasim_diff_summary.md) shows instead; this file's rows for them are tcemu's answers "
+                      "at its commit: " + ", ".join(moved)]
+    path.write_text(head.rstrip("\n") + "\n" + "\n".join(lines) + "\n" + tail)

@@ -38,8 +38,8 @@ from pathlib import Path
 
 import numpy as np
 from _mmasim_inputs import ENC, FAMILIES, gen_tile, width
-from _mmasim_report import rewrite_explanations, write
-from _mmasim_summary import summarize
+from _mmasim_report import write
+from _mmasim_summary import rewrite_explanations, summarize
 
 #: MMA-Sim architecture -> tcemu arch name (a name get_preset does not know is reported as not modelled)
 ARCH_MAP = {"Volta": "v100", "Turing": "turing", "Ampere": "a100", "Ada Lovelace": "ada", "Hopper": "h100",
@@ -401,7 +401,10 @@ def _parser() -> argparse.ArgumentParser:
                     help="write the consolidated summary of these stored runs to --summary-out (runs nothing)")
     ap.add_argument("--summary-out", default="benchmarks/results/cpu/numerics/mmasim_diff_summary.md")
     ap.add_argument("--rewrite-findings", nargs="+", metavar="MD", default=None,
-                    help="replace the Findings and causes of these stored runs' markdown with the current text")
+                    help="replace the Findings and causes of these stored runs' markdown with the current text, "
+                         "naming the cases that a later run of --summary-of supersedes")
+    ap.add_argument("--summary-of", nargs="+", metavar="CSV", default=None,
+                    help="the stored runs (CSVs) --rewrite-findings compares with")
     return ap
 
 
@@ -432,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.rewrite_findings:
         for md in args.rewrite_findings:
-            rewrite_explanations(md)
+            rewrite_explanations(md, args.summary_of or [])
         return 0
     mmasim, args.mmasim_note, temporary = _mmasim_source(args)
     try:
