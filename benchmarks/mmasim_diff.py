@@ -1,21 +1,28 @@
 """Differential check of tcemu.numerics against MMA-Sim, every output bit, per (arch, instruction, qualifier).
 
-MMA-Sim (microsoft/MMA-Sim @ c785138, needs only torch) is run from a throwaway checkout given by ``--mmasim``;
-none of its code is part of tcemu. Every case MMA-Sim models (its qualifier lists ``mmasim/isa/nv_ptx/*.py`` and
-``mmasim/isa/amd.py``; ``wgmma`` / ``tcgen05`` from their shape checks) is mapped to tcemu's preset by
-:data:`ARCH_MAP` and :func:`tcemu_key`; a case :func:`tcemu.numerics.get_preset` refuses is reported
-"not modelled by tcemu". Each case runs ``--samples`` dot products (whole MMA tiles) drawn from random and
-adversarial families (:data:`FAMILIES`) through MMA-Sim and through tcemu with ``variant="mmasim"`` and the default
-``variant="measured"``, and compares the output bits. Disagreements are grouped by class with the first
-reproducer of each (a, b, c and scale bits).
+MMA-Sim (microsoft/MMA-Sim @ c785138, needs only torch) is none of tcemu's code. ``--mmasim-git REPO`` extracts it
+at that commit (``git archive``, the archive's embedded commit id checked) from a repository (bare, checked out,
+or a URL) into a temporary folder removed afterwards; ``--mmasim DIR`` takes a folder of its files, checked by
+git tree id against c785138's (refused otherwise, unless ``--allow-unverified``). Every case MMA-Sim models (its
+qualifier lists ``mmasim/isa/nv_ptx/*.py`` and ``mmasim/isa/amd.py``; ``wgmma`` / ``tcgen05`` from their shape
+checks) is mapped to tcemu's preset by :data:`ARCH_MAP` and :func:`tcemu_key`; a case
+:func:`tcemu.numerics.get_preset` refuses is reported "not modelled by tcemu". Each case draws ``--samples`` dot
+products (whole MMA tiles) from random and adversarial families (benchmarks/_mmasim_inputs.py), runs them through
+MMA-Sim and through tcemu with ``variant="mmasim"`` and the default ``variant="measured"``, and compares the output
+bits of every tile MMA-Sim answers (tiles it raises on are counted, not compared; ``--min-compared N`` adds tiles
+until N outputs are compared). Disagreements are grouped by class with the first reproducer of each.
 
-    git --git-dir=<mirror of microsoft/MMA-Sim> archive c785138 | tar -x -C /tmp/mmasim
-    PYTHONPATH=src python benchmarks/mmasim_diff.py --mmasim /tmp/mmasim --samples 1000000 --workers 64
+    PYTHONPATH=src python benchmarks/mmasim_diff.py --mmasim-git <MMA-Sim repository> --samples 1000000 --workers 64
+    PYTHONPATH=src python benchmarks/mmasim_diff.py --summary benchmarks/results/cpu/numerics/mmasim_diff*.csv
 
 MMA-Sim is a scalar Python loop (about 1.4e4 dot products per second per core): 1e6 samples for each of the
-~145 cases tcemu models is about 3 core-hours. Output: ``--out``.csv (``tcemu._results`` rows: per case and variant, samples, agreements, disagreements and
-their classes, MMA-Sim errors) and ``--out``.md (the table, every class of disagreement with its first
-reproducer, and what decides it); the stored run is benchmarks/results/cpu/numerics/mmasim_diff.{csv,md}.
+~145 cases tcemu models is about 3 core-hours. Output: ``--out``.csv (``tcemu._results`` rows: per case and
+variant, dot products generated and compared, agreements, disagreements and their classes, MMA-Sim errors) and
+``--out``.md (the table, every class of disagreement with its first reproducer, and what decides it:
+benchmarks/_mmasim_report.py). ``--summary CSV...`` writes the consolidated summary of stored runs (per case its
+latest run, each class with its reproducer and the side the records support, the unexplained disagreements
+counted): benchmarks/results/cpu/numerics/mmasim_diff_summary.md. The stored runs are
+benchmarks/results/cpu/numerics/mmasim_diff*.{csv,md}.
 """
 
 from __future__ import annotations
@@ -23,12 +30,16 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import shutil
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from _mmasim_inputs import ENC, FAMILIES, gen_tile, width
+from _mmasim_report import write
+from _mmasim_summary import rewrite_explanations, summarize
 
 #: MMA-Sim architecture -> tcemu arch name (a name get_preset does not know is reported as not modelled)
 ARCH_MAP = {"Volta": "v100", "Turing": "turing", "Ampere": "a100", "Ada Lovelace": "ada", "Hopper": "h100",
@@ -37,15 +48,6 @@ ARCH_MAP = {"Volta": "v100", "Turing": "turing", "Ampere": "a100", "Ada Lovelace
 TYPE_MAP = {"f64": "fp64", "f32": "fp32", "tf32": "tf32", "xf32": "xf32", "f16": "fp16", "bf16": "bf16",
             "e4m3": "e4m3", "e5m2": "e5m2", "e2m1": "e2m1", "e2m3": "e2m3", "e3m2": "e3m2", "fp8": "fp8",
             "bf8": "bf8", "ue8m0": "ue8m0", "ue4m3": "ue4m3"}  # fp8, bf8: AMD float8_e4m3fnuz, e5m2fnuz
-#: (exponent bits, fraction bits, finite_only, e4m3-style NaN only at all ones) of the generated element formats
-ENC = {"fp64": (11, 52, False, False), "fp32": (8, 23, False, False), "tf32": (8, 23, False, False),
-       "xf32": (8, 23, False, False), "fp16": (5, 10, False, False), "bf16": (8, 7, False, False),
-       "e4m3": (4, 3, False, True), "e5m2": (5, 2, False, False), "e2m1": (2, 1, True, False),
-       "e2m3": (2, 3, True, False), "e3m2": (3, 2, True, False), "fp8": (4, 3, True, False),
-       "bf8": (5, 2, True, False)}
-FAMILIES = ("random", "finite", "cancel", "zeros", "subnormal", "special", "scales")
-
-
 @dataclass(frozen=True)
 class Case:
     """One MMA-Sim instruction: its class ("mma", "mma_block_scale", "wgmma", "tcgen05mma", ..., "mfma")."""
@@ -162,126 +164,6 @@ def resolve(case: Case, variant: str):
     return p, None
 
 
-# ---------------------------------------------------------------- inputs
-
-
-def _width(fmt: str) -> int:
-    e, f, *_ = ENC[fmt]
-    return 1 + e + f
-
-
-def _rand_bits(rng, width: int, shape):
-    """Uniform bit patterns of ``width`` bits (fp64's as int64 with the sign in bit 63)."""
-    if width == 64:
-        return rng.integers(0, 1 << 63, shape) ^ (rng.integers(0, 2, shape) << 63)
-    return rng.integers(0, 1 << width, shape)
-
-
-def _finite_mask(bits, fmt):
-    e, f, finite_only, nan_all_ones = ENC[fmt]
-    if fmt in ("fp8", "bf8"):
-        return bits != 0x80
-    if finite_only:
-        return np.ones(bits.shape, bool)
-    mag = bits & ((1 << (e + f)) - 1)
-    if nan_all_ones:
-        return mag != (1 << (e + f)) - 1
-    return (mag >> f) != (1 << e) - 1
-
-
-def _rand_finite(rng, fmt, shape, exp_lo=None, exp_hi=None):
-    """Random finite bits of ``fmt``, exponent fields in [exp_lo, exp_hi] if given."""
-    e, f, *_ = ENC[fmt]
-    top = (1 << e) - 1
-    lo = 0 if exp_lo is None else exp_lo
-    hi = (top - 1 if not ENC[fmt][2] else top) if exp_hi is None else exp_hi
-    ef = rng.integers(lo, hi + 1, shape, dtype=np.int64)
-    frac = rng.integers(0, 1 << f, shape, dtype=np.int64)
-    sign = rng.integers(0, 2, shape, dtype=np.int64)
-    bits = (sign << (e + f)) | (ef << f) | frac
-    bad = ~_finite_mask(bits, fmt)
-    bits[bad] &= ~np.int64(1)  # e4m3's 0x7F / 0xFF: the largest finite instead
-    return bits
-
-
-def _special(fmt, rng, shape):
-    e, f, finite_only, nan_all_ones = ENC[fmt]
-    if finite_only:
-        return np.where(rng.random(shape) < 0.5, 0, 1 << (e + f)) if fmt in ("fp8", "bf8") else \
-            _rand_finite(rng, fmt, shape, (1 << e) - 1, (1 << e) - 1)
-    if nan_all_ones:
-        return (rng.integers(0, 2, shape) << (e + f)) | ((1 << (e + f)) - 1)
-    inf = ((1 << e) - 1) << f
-    return (rng.integers(0, 2, shape) << (e + f)) | inf | np.where(rng.random(shape) < 0.5, 0, 1 << (f - 1))
-
-
-def gen_tile(case: Case, fa, fb, fc, family: str, rng):
-    """(A (m, k), B (k, n), C (m, n), scale_A, scale_B) bits (int64) for one tile of ``family``."""
-    m, n, k = case.m, case.n, case.k
-    ea, eb = ENC[fa][0], ENC[fb][0]
-    if family == "random":
-        a = _rand_bits(rng, _width(fa), (m, k))
-        b = _rand_bits(rng, _width(fb), (k, n))
-    elif family == "subnormal":
-        a = _rand_finite(rng, fa, (m, k), 0, 1)
-        b = _rand_finite(rng, fb, (k, n), 0, 1)
-    else:
-        a = _rand_finite(rng, fa, (m, k))
-        b = _rand_finite(rng, fb, (k, n))
-    if family == "cancel":  # pairs of products that cancel, some perturbed in the last bit
-        a[:, 1::2] = a[:, 0::2]
-        sign_bit = np.array(1 << (_width(fb) - 1), dtype=np.uint64).astype(b.dtype)  # fp64: bit 63 of an int64
-        b[1::2, :] = b[0::2, :] ^ sign_bit ^ (rng.random(b[0::2].shape) < 0.25).astype(b.dtype)
-    if family == "zeros":  # zero x huge beside ordinary products
-        za = rng.random((m, k)) < 0.3
-        zb = rng.random((k, n)) < 0.3
-        a = np.where(za, rng.integers(0, 2, (m, k)) << (_width(fa) - 1), a)
-        b = np.where(zb, rng.integers(0, 2, (k, n)) << (_width(fb) - 1), b)
-        top_a = (1 << ea) - (1 if ENC[fa][2] else 2)
-        top_b = (1 << eb) - (1 if ENC[fb][2] else 2)
-        a = np.where(~za & (rng.random((m, k)) < 0.5), _rand_finite(rng, fa, (m, k), top_a, top_a), a)
-        b = np.where(~zb & (rng.random((k, n)) < 0.5), _rand_finite(rng, fb, (k, n), top_b, top_b), b)
-        if fa in ("fp8", "bf8"):
-            a = np.where(a == 0x80, 0, a)
-            b = np.where(b == 0x80, 0, b)
-    if family == "special":
-        a = np.where(rng.random((m, k)) < 0.03, _special(fa, rng, (m, k)), a)
-        b = np.where(rng.random((k, n)) < 0.03, _special(fb, rng, (k, n)), b)
-    c = _gen_c(fc, family, rng, (m, n))
-    sa = sb = None
-    if case.scale:
-        nb = k // case.block
-        sa, sb = _gen_scales(case.scale, family, rng, (m, nb)), _gen_scales(case.scale, family, rng, (nb, n))
-    return a, b, c, sa, sb
-
-
-def _gen_c(fc, family, rng, shape):
-    e, f, *_ = ENC[fc]
-    bias = (1 << (e - 1)) - 1
-    if family == "random":
-        return _rand_bits(rng, _width(fc), shape)
-    if family in ("subnormal", "zeros"):  # tiny or zero c: the alignment floors and zero factors show
-        tiny = _rand_finite(rng, fc, shape, 0, 2)
-        return np.where(rng.random(shape) < 0.3, rng.integers(0, 2, shape) << (_width(fc) - 1), tiny)
-    lo, hi = max(1, bias - 40), min((1 << e) - 2, bias + 20)
-    c = _rand_finite(rng, fc, shape, lo, hi)
-    if family == "special":
-        c = np.where(rng.random(shape) < 0.05, _special(fc, rng, shape), c)
-    return c
-
-
-def _gen_scales(sf, family, rng, shape):
-    if sf == "ue8m0":
-        if family in ("scales", "zeros", "special"):
-            pick = np.array([0, 1, 2, 100, 126, 127, 128, 200, 252, 253, 254] + ([255] if family == "special" else []))
-            return pick[rng.integers(0, len(pick), shape)]
-        return rng.integers(110, 145, shape)
-    if family in ("scales", "zeros", "special"):  # ue4m3: unsigned e4m3 (0x7F NaN)
-        pick = np.array([0, 1, 2, 7, 8, 0x38, 0x3F, 0x70, 0x7D, 0x7E] + ([0x7F] if family == "special" else []))
-        return pick[rng.integers(0, len(pick), shape)]
-    return rng.integers(0x30, 0x48, shape)
-
-
 # ---------------------------------------------------------------- running both
 
 
@@ -369,46 +251,6 @@ def _hex(v, w):
     return "0x" + format(int(v) & ((1 << w) - 1), f"0{(w + 3) // 4}x")  # (int64 containers: two's complement)
 
 
-#: which point the default variant departs from MMA-Sim on, and the hardware record that decides it
-CAUSES = {
-    "zero-factor rule": "tcemu's default leaves zero products out of E_max, MMA-Sim puts a zero at exponent -126. "
-                        "Measured on the H100: left out, for tf32 and bf16 (mma.sync, wgmma; docs/hardware/"
-                        "h100-zero-factor.json) and, beside a tiny c, for fp16, e4m3 and e5m2 with f32 accumulate "
-                        "(docs/hardware/h100-zero-factor-tiny-c.json); fp16 accumulate cannot tell. FP6/FP4, block "
-                        "scales and other architectures are unmeasured: there the default extends the H100's rule",
-    "c floors": "c = 0 floor and c alignment exponent: measured on the H200 (docs/hardware/h200-probe.json "
-                "T24-T26): the toolbox's L and fp16 emin, tcemu's default",
-    "zero-factor rule + c floors": "both of the above in one output",
-    "NaN order": "where NaN operands meet in one FMA of an fp64 chain: the H100 keeps b's NaN, then the running "
-                 "sum's, then a's (docs/hardware/h100-dmma.json, the check's nan_priority inputs: 32,768 of 32,768 "
-                 "outputs); MMA-Sim's host fma mostly a's, then b's, then the sum's (tcemu's variant='mmasim')",
-}
-#: disagreements with MMA-Sim and its failures, explained (cases whose names hold all the substrings)
-FINDINGS = {
-    ("k32.", "e2m1"): "MMA-Sim's K=32 kinds pass e2m1 as raw uint8 containers: `extract_significand_exponent` rejects "
-              "uint8 (AssertionError, counted as MMA-Sim errors), except where its FP64 pre-check finds Inf/NaN "
-              "and returns early, having read each container as an integer (0xc as 12, not -2 x ...): the sign and "
-              "NaN-vs-Inf classes there. The OCP MX / PTX e2m1 encoding (0xc = -2) supports tcemu",
-    ("k64.",): "MMA-Sim's mxf4nvf4 path (`nv_fused_dot_add_with_block_scale`) checks only NaN: an Inf c, or a sum "
-            "beyond fp32's range under large scales, reaches `math.trunc(inf)` and raises OverflowError (counted "
-            "as MMA-Sim errors, not compared). tcemu gives +-Inf there, as every kind does (overflow to Inf "
-            "under RZ measured on the H200, T21; unmeasured for block scales)",
-    ("f64",): "NaN bits differ. NVIDIA fp64: tcemu follows the H100's DMMA (docs/hardware/h100-dmma.json: a NaN "
-              "operand's payload quieted, 0xfff8000000000000 for invalid operations), as MMA-Sim's libm fma does; "
-              "where NaN operands meet in one FMA the H100 keeps b's, then the running sum's, then a's (the check's "
-              "nan_priority inputs), MMA-Sim's host fma mostly a's, then b's, then the sum's (tcemu's "
-              "variant='mmasim'). AMD fp64: tcemu returns one canonical NaN (0x7ff8000000000000), an assumption. "
-              "Finite and infinite outputs agree",
-    ("CDNA1", "f16"): "MMA-Sim's fp16 and bf16 paths of CDNA1 and CDNA2 call `pairwise_dot`, which asserts fp32 "
-                      "operands, on fp16/bf16 tensors: every input raises (counted as MMA-Sim errors; CDNA2's "
-                      "fp16 and bf16 alike). With the operands cast to fp32 first they agree with tcemu "
-                      "(benchmarks/results/cpu/numerics/mmasim_diff_schemes.json)",
-    ("CDNA",): "NaN bits differ: MMA-Sim's AMD paths compute in host (x86) float arithmetic, whose NaN results are "
-               "negative default NaNs or an input's payload; tcemu returns the canonical +qNaN 0x7fc00000, an "
-               "assumption (no AMD hardware or document here states the bits). Finite and infinite outputs agree",
-}
-
-
 def _causes(measured, mmasim, got, ref, tile, got_mmasim) -> dict:
     """For the default variant's disagreements: which disputed choice, taken as MMA-Sim's, removes each one."""
     from dataclasses import replace
@@ -421,8 +263,8 @@ def _causes(measured, mmasim, got, ref, tile, got_mmasim) -> dict:
     no = run_tcemu(replace(measured, scheme=mmasim.scheme), *tile) if measured.scheme != mmasim.scheme else None
     out = {}
     for i, j in zip(*np.nonzero(bad)):
-        if no is not None and no[i, j] == ref[i, j]:
-            out[i, j] = "NaN order"
+        if no is not None and no[i, j] == ref[i, j]:  # the NaN rules alone: an order among NaNs, or AMD's bits
+            out[i, j] = "NaN order" if getattr(measured.scheme, "nan_rule", "") == "propagate" else "NaN bits"
         elif zf[i, j] == ref[i, j]:
             out[i, j] = "zero-factor rule"
         elif fl[i, j] == ref[i, j]:
@@ -446,19 +288,20 @@ def worker(args) -> dict:
     inst = _mmasim_instance(case)
     rng = np.random.default_rng(seed)
     fams = [f for f in FAMILIES if f != "scales" or case.scale]
-    res = {"samples": 0, "mmasim_errors": 0, "mmasim_error": "", "seconds": 0.0,
+    res = {"generated": 0, "compared": 0, "mmasim_errors": 0, "mmasim_error": "", "seconds": 0.0,
            "agree": {v: 0 for v in params}, "classes": {v: {} for v in params}}
     t0 = time.perf_counter()
     for t in range(tiles):
         family = fams[t % len(fams)]
         a, b, c, sa, sb = gen_tile(case, fa, fb, fci, family, rng)
+        res["generated"] += case.m * case.n
         try:
             ref = run_mmasim(inst, case, fa, fb, fci, a, b, c, sa, sb, torch)
         except Exception as exc:  # MMA-Sim itself fails on this input: recorded, not compared
             res["mmasim_errors"] += 1
             res["mmasim_error"] = res["mmasim_error"] or f"{type(exc).__name__}: {str(exc)[:120]}"
             continue
-        res["samples"] += ref.size
+        res["compared"] += ref.size
         for v, p in params.items():
             got = run_tcemu(p, a, b, c, sa, sb)
             res["agree"][v] += int(np.sum(got == ref))
@@ -472,9 +315,10 @@ def worker(args) -> dict:
                 entry = res["classes"][v].setdefault(cls, {"count": 0})
                 entry["count"] += 1
                 if "repro" not in entry:
-                    w = _width(fc)
-                    entry["repro"] = {"a": [_hex(x, _width(fa)) for x in a[i]], "b": [_hex(x, _width(fb)) for x in b[:, j]],
-                                      "c": _hex(c[i, j], _width(fci)), "tcemu": _hex(got[i, j], w), "mmasim": _hex(ref[i, j], w)}
+                    w = width(fc)
+                    entry["repro"] = {"a": [_hex(x, width(fa)) for x in a[i]],
+                                      "b": [_hex(x, width(fb)) for x in b[:, j]], "c": _hex(c[i, j], width(fci)),
+                                      "tcemu": _hex(got[i, j], w), "mmasim": _hex(ref[i, j], w)}
                     if sa is not None:
                         entry["repro"]["scale_a"] = [_hex(x, 8) for x in sa[i]]
                         entry["repro"]["scale_b"] = [_hex(x, 8) for x in sb[:, j]]
@@ -483,9 +327,11 @@ def worker(args) -> dict:
 
 
 def _merge(parts: list[dict]) -> dict:
-    out = {"samples": 0, "mmasim_errors": 0, "mmasim_error": "", "seconds": 0.0, "agree": {}, "classes": {}}
+    out = {"generated": 0, "compared": 0, "mmasim_errors": 0, "mmasim_error": "", "seconds": 0.0, "agree": {},
+           "classes": {}}
     for r in parts:
-        out["samples"] += r["samples"]
+        out["generated"] += r["generated"]
+        out["compared"] += r["compared"]
         out["mmasim_errors"] += r["mmasim_errors"]
         out["mmasim_error"] = out["mmasim_error"] or r["mmasim_error"]
         out["seconds"] += r["seconds"]
@@ -499,9 +345,13 @@ def _merge(parts: list[dict]) -> dict:
     return out
 
 
-def _part_path(parts_dir: str, case: "Case", chunk: int, chunks: int, samples: int, seed: int) -> Path:
+def _part_path(parts_dir: str, case: Case, chunk: int, chunks: int, samples: int, seed: int, top_up: str = "") -> Path:
     safe = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in case.name)
-    return Path(parts_dir) / f"{safe}.s{samples}.seed{seed}.{chunk:03d}of{chunks}.json"
+    return Path(parts_dir) / f"{safe}.s{samples}.seed{seed}{top_up}.{chunk:03d}of{chunks}.json"
+
+
+def _shares(tiles: int, chunks: int) -> list[int]:
+    return [tiles // chunks + (w < tiles % chunks) for w in range(chunks)]
 
 
 def cached_worker(args) -> dict:
@@ -517,10 +367,19 @@ def cached_worker(args) -> dict:
     return res
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--mmasim", required=True, help="a checkout of microsoft/MMA-Sim (c785138)")
+    src = ap.add_argument_group("MMA-Sim's source (one of)")
+    src.add_argument("--mmasim", default=None, help="a folder with MMA-Sim's files at c785138 (checked by git tree id)")
+    src.add_argument("--mmasim-git", default=None,
+                     help="a git repository of MMA-Sim (bare, checked out, or a URL): c785138 is extracted into a "
+                          "temporary folder, removed afterwards")
+    src.add_argument("--allow-unverified", action="store_true",
+                     help="run on an --mmasim folder whose files are not c785138's (the results say so)")
     ap.add_argument("--samples", type=int, default=1_000_000, help="dot products per case (rounded up to tiles)")
+    ap.add_argument("--min-compared", type=int, default=0,
+                    help="add tiles (further seeded shares) to cases where MMA-Sim raises on some inputs until at "
+                         "least this many outputs are compared")
     ap.add_argument("--workers", type=int, default=mp.cpu_count())
     ap.add_argument("--chunks", type=int, default=64,
                     help="shares per case, each with its own seed: the results do not depend on --workers")
@@ -536,12 +395,65 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases-file", default=None, help="only the cases named in this file, one exact name per line")
     ap.add_argument("--out", default="benchmarks/results/cpu/numerics/mmasim_diff.csv",
                     help="the CSV; the markdown summary is written beside it (.md)")
-    args = ap.parse_args(argv)
+    ap.add_argument("--summary", nargs="+", metavar="CSV", default=None,
+                    help="write the consolidated summary of these stored runs to --summary-out (runs nothing)")
+    ap.add_argument("--summary-out", default="benchmarks/results/cpu/numerics/mmasim_diff_summary.md")
+    ap.add_argument("--rewrite-findings", nargs="+", metavar="MD", default=None,
+                    help="replace the Findings and causes of these stored runs' markdown with the current text, "
+                         "naming the cases that a later run of --summary-of supersedes")
+    ap.add_argument("--summary-of", nargs="+", metavar="CSV", default=None,
+                    help="the stored runs (CSVs) --rewrite-findings compares with")
+    return ap
+
+
+def _mmasim_source(args) -> tuple[str, str, str | None]:
+    """(folder to import MMA-Sim from, what the results say of it, a temporary folder to remove or None)."""
+    from _mmasim_source import MMASIM_COMMIT, MMASIM_TREE, fetch_mmasim, verify_checkout
+
+    if bool(args.mmasim) == bool(args.mmasim_git):
+        raise SystemExit("give one of --mmasim DIR and --mmasim-git REPO")
+    if args.mmasim_git:
+        path = fetch_mmasim(args.mmasim_git)
+        return str(path), f"MMA-Sim {MMASIM_COMMIT[:7]} extracted by git archive (embedded commit id checked)", \
+            str(path.parent)
+    problem = verify_checkout(args.mmasim)
+    if problem is None:
+        return args.mmasim, f"MMA-Sim's files verified as {MMASIM_COMMIT[:7]} (git tree {MMASIM_TREE[:7]})", None
+    if not args.allow_unverified:
+        raise SystemExit(f"refusing to run: {problem}. Use --mmasim-git, or --allow-unverified")
+    print(f"WARNING: {problem}", file=sys.stderr)
+    return args.mmasim, f"MMA-Sim NOT VERIFIED: {problem}", None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.summary:
+        counts = summarize(args.summary, args.summary_out)
+        print(f"{args.summary_out}: {counts.get('unexplained', 0)} unexplained disagreements")
+        return 0
+    if args.rewrite_findings:
+        for md in args.rewrite_findings:
+            rewrite_explanations(md, args.summary_of or [])
+        return 0
+    mmasim, args.mmasim_note, temporary = _mmasim_source(args)
+    try:
+        rows, wall = run(args, mmasim)
+    finally:
+        if temporary:
+            shutil.rmtree(temporary, ignore_errors=True)
+    if not args.parts_only:
+        write(rows, args, wall)
+    return 0
+
+
+def run(args, mmasim: str) -> tuple[list[dict], float]:
+    """Every selected case's shares (and top-up rounds, ``--min-compared``) through a pool of workers; the rows
+    (parts merged) and the wall time."""
     if args.parts_dir:
         Path(args.parts_dir).mkdir(parents=True, exist_ok=True)
-    rows, jobs = [], []
+    rows, jobs, todo = [], [], []
     listed = set(Path(args.cases_file).read_text().split("\n")) - {""} if args.cases_file else None
-    for ci, case in enumerate(enumerate_cases(args.mmasim)):  # ci over every case: seeds do not depend on --only
+    for ci, case in enumerate(enumerate_cases(mmasim)):  # ci over every case: seeds do not depend on --only
         if args.only not in case.name or (listed is not None and case.name not in listed):
             continue
         p, why = resolve(case, "mmasim")
@@ -549,93 +461,48 @@ def main(argv: list[str] | None = None) -> int:
             if not args.complete_only:
                 rows.append({"case": case.name, "tcemu": "", "status": why})
             continue
-        tiles = -(-args.samples // (case.m * case.n))
-        shares = [tiles // args.chunks + (w < tiles % args.chunks) for w in range(args.chunks)]
-        if args.complete_only and not all(
-                _part_path(args.parts_dir, case, w, args.chunks, args.samples, args.seed).exists()
-                for w, t in enumerate(shares) if t):
+        shares = _shares(-(-args.samples // (case.m * case.n)), args.chunks)
+        paths = [_part_path(args.parts_dir, case, w, args.chunks, args.samples, args.seed) if args.parts_dir
+                 else None for w in range(args.chunks)]
+        if args.complete_only and not all(paths[w].exists() for w, t in enumerate(shares) if t):
             continue
-        for w, t in enumerate(shares):
-            if t:
-                path = (_part_path(args.parts_dir, case, w, args.chunks, args.samples, args.seed)
-                        if args.parts_dir else None)
-                jobs.append((len(rows), (path, (case, args.mmasim, t, [args.seed, ci, w]))))
-        rows.append({"case": case.name, "tcemu": " ".join(tcemu_key(case)), "status": "compared", "parts": []})
-    order = list(reversed(jobs)) if args.reverse else jobs
+        jobs += [(len(rows), (paths[w], (case, mmasim, t, [args.seed, ci, w]))) for w, t in enumerate(shares) if t]
+        todo.append((len(rows), ci, case))
+        rows.append({"case": case.name, "tcemu": " ".join(tcemu_key(case)), "status": "compared", "parts": [],
+                     "seed": args.seed})
     t0 = time.perf_counter()
     with mp.get_context("spawn").Pool(args.workers) as pool:
-        for (ri, _), res in zip(order, pool.imap(cached_worker, [j for _, j in order])):
-            rows[ri]["parts"].append(res)
-    if args.parts_only:
-        return 0
+        for top_up in range(5):
+            order = list(reversed(jobs)) if args.reverse else jobs
+            for (ri, _), res in zip(order, pool.imap(cached_worker, [j for _, j in order])):
+                rows[ri]["parts"].append(res)
+            jobs = _top_up_jobs(args, rows, todo, mmasim, top_up + 1) if args.min_compared else []
+            if not jobs:
+                break
     for r in rows:
         if "parts" in r:
             r.update(_merge(r.pop("parts")))
-    write(rows, args, time.perf_counter() - t0)
-    return 0
+    return rows, time.perf_counter() - t0
 
 
-UNITS = {"samples": "dot products", "agree": "dot products", "disagree": "dot products",
-         "mmasim_errors": "tiles", "classes": "text", "status": "text"}
-
-
-def result_rows(rows: list[dict]) -> list:
-    """tcemu._results rows: per case and variant, samples, agreements, disagreements by class, MMA-Sim errors."""
-    from tcemu._results import case as case_text, measurement
-
-    out = []
-    for r in rows:
-        if r["status"] != "compared":
-            out += measurement("mmasim_diff", "tcemu", "", case_text(mmasim=r["case"]), {"status": r["status"]}, UNITS)
+def _top_up_jobs(args, rows: list[dict], todo: list, mmasim: str, top_up: int) -> list:
+    """Shares of further tiles for cases with fewer than ``--min-compared`` outputs compared (MMA-Sim raised on
+    some tiles): enough tiles at the rate seen so far, and a little more; none where MMA-Sim raised on all."""
+    jobs = []
+    for ri, ci, case in todo:
+        done = _merge(rows[ri]["parts"])
+        if done["compared"] >= args.min_compared or not done["compared"]:
             continue
-        for v in ("mmasim", "measured"):
-            classes = " | ".join(f"{k}: {e['count']}" for k, e in sorted(r["classes"][v].items()))
-            values = {"samples": r["samples"], "agree": r["agree"][v], "disagree": r["samples"] - r["agree"][v],
-                      "mmasim_errors": r["mmasim_errors"], "classes": classes}
-            out += measurement("mmasim_diff", "tcemu", f"variant={v}", case_text(mmasim=r["case"], preset=r["tcemu"]),
-                               values, UNITS)
-    return out
-
-
-def write(rows: list[dict], args, wall: float) -> None:
-    from tcemu._results import Provenance, write_results
-
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_results(out.with_suffix(".csv"), result_rows(rows), Provenance.current())
-    compared = [r for r in rows if r["status"] == "compared"]
-    ran = [r for r in compared if r["samples"]]
-    total = sum(r["samples"] for r in compared)
-    clean = {v: sum(r["agree"][v] == r["samples"] for r in ran) for v in ("mmasim", "measured")}
-    lines = [f"# tcemu vs MMA-Sim @ c785138: every output bit\n",
-             f"Command: `{' '.join(sys.argv)}` ({wall:.0f} s wall for this call, {args.workers} workers; "
-             f"{sum(r.get('seconds', 0.0) for r in compared) / 3600:.1f} core-hours over every share"
-             f"{', shares kept in --parts-dir' if args.parts_dir else ''}).\n",
-             f"{len(rows)} MMA-Sim cases; {len(compared)} modelled by tcemu and compared; "
-             f"{len(rows) - len(compared)} not modelled by tcemu (listed below). MMA-Sim ran on {len(ran)} of the "
-             f"{len(compared)} ({len(compared) - len(ran)} raise on every input: Findings); {total} dot products "
-             f"compared. Every output bit agrees in {clean['mmasim']} of the {len(ran)} cases with "
-             f"`variant=\"mmasim\"` and in {clean['measured']} with the default.\n",
-             "| case | tcemu preset | samples | agree (mmasim) | agree (measured) | MMA-Sim errors |",
-             "|---|---|---:|---:|---:|---:|"]
-    for r in compared:
-        lines.append(f"| {r['case']} | {r['tcemu']} | {r['samples']} | {r['agree']['mmasim']} | "
-                     f"{r['agree']['measured']} | {r['mmasim_errors']} |")
-    lines.append("\n## Disagreements (first reproducer per class)\n")
-    for r in compared:
-        for v in ("mmasim", "measured"):
-            for cls, e in sorted(r["classes"][v].items()):
-                lines.append(f"- {r['case']} variant={v} [{cls}] x{e['count']}: `{json.dumps(e['repro'])}`")
-        if r["mmasim_error"]:
-            lines.append(f"- {r['case']}: MMA-Sim raised on {r['mmasim_errors']} tiles: {r['mmasim_error']}")
-    lines.append("\n## Findings\n")
-    lines += [f"- cases named with {' and '.join(f'`{x}`' for x in k)}: {v}" for k, v in FINDINGS.items()
-              if any(all(x in r["case"] for x in k) for r in compared)]
-    lines.append("\n## What decides each class of the default variant's disagreements\n")
-    lines += [f"- {k}: {v}" for k, v in CAUSES.items()]
-    lines.append("\n## Not modelled by tcemu\n")
-    lines += [f"- {r['case']}: {r['status']}" for r in rows if r["status"] != "compared"]
-    out.with_suffix(".md").write_text("\n".join(lines) + "\n")
+        rate = done["compared"] / done["generated"]
+        tiles = int((args.min_compared - done["compared"]) / rate / (case.m * case.n) * 1.05) + 2
+        shares = _shares(tiles, args.chunks)
+        tag = f".top{top_up}t{tiles}"
+        for w, t in enumerate(shares):
+            if t:
+                path = (_part_path(args.parts_dir, case, w, args.chunks, args.samples, args.seed, tag)
+                        if args.parts_dir else None)
+                jobs.append((ri, (path, (case, mmasim, t, [args.seed, ci, 1000 * top_up + w]))))
+    return jobs
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tcemu.numerics import block_fma_bits, get_preset, list_presets, mma
+from tcemu.numerics.formats import get_format
 from tcemu.numerics.inputs_schemes import scheme_operands
 from tcemu.numerics.oracle import oracle_bits
 
@@ -220,3 +221,93 @@ def test_mma_mixed_fp8_bf8():
     assert np.array_equal(d.view(np.uint32).ravel(), block_fma_bits(rows_a, rows_b, np.zeros(6, np.uint32), p))
     same_bits_as_fp8 = block_fma_bits(rows_a, rows_b, np.zeros(6, np.uint32), get_preset("mi300", "mfma", "fp8"))
     assert not np.array_equal(d.view(np.uint32).ravel(), same_bits_as_fp8)  # b's bits read as bf8, not fp8
+
+
+# ---------------------------------------------------------------- NaN bits of variant="mmasim" (MMA-Sim's host)
+
+
+def _nan_case(arch, instruction, fmt, a_bits, b_bits, c_bits, variant="mmasim"):
+    """One dot product on raw container bits (zeros after the given k) through the preset and the oracle."""
+    p = get_preset(arch, instruction, fmt, variant=variant)
+    k = p.k_instr
+    ab = np.array([list(a_bits) + [0] * (k - len(a_bits))], get_format(p.input_format).container_dtype)
+    bb = np.array([list(b_bits) + [0] * (k - len(b_bits))], get_format(p.b_format).container_dtype)
+    cb = np.array([c_bits], np.uint64 if p.output_format == "fp64" else np.uint32)
+    got = int(block_fma_bits(ab, bb, cb, p)[0])
+    assert got == int(oracle_bits(ab, bb, cb, p)[0])
+    return got
+
+
+F32_ONE, F16_ONE = 0x3F800000, 0x3C00
+
+
+def test_mmasim_nans_fma_chains():
+    """fp32/fp64 MFMA under MMA-Sim: glibc fma (x86 FMA): b's NaN, then a's, then the sum's, quieted; Inf x 0 the
+    negative default NaN 0xFFC00000 (fp64 0xFFF8000000000000). The default returns one canonical NaN."""
+    fp32 = ("mi300", "v_mfma_f32_16x16x4_f32", "fp32")
+    assert _nan_case(*fp32, [0x7F800001], [0xFFC0BEEF], 0) == 0xFFC0BEEF  # b's before a's
+    assert _nan_case(*fp32, [0x7F800005], [F32_ONE], 0x7FC00123) == 0x7FC00005  # a's (quieted) before the sum's
+    assert _nan_case(*fp32, [F32_ONE], [F32_ONE], 0xFF800077) == 0xFFC00077  # c's, quieted
+    assert _nan_case(*fp32, [0x7F800000], [0], 0) == 0xFFC00000  # Inf x 0
+    assert _nan_case(*fp32, [0x7F800000, 0x7F800009], [0, F32_ONE], 0) == 0x7FC00009  # a's before the carried NaN
+    assert _nan_case(*fp32, [0x7F800001], [0xFFC0BEEF], 0, variant="measured") == 0x7FC00000
+    fp64 = ("mi250", "v_mfma_f64_16x16x4f64", "fp64")
+    assert _nan_case(*fp64, [0x7FF0000000000001], [0xFFF80000DEADBEEF], 0) == 0xFFF80000DEADBEEF
+    assert _nan_case(*fp64, [0x7FF0000000000000], [0], 0) == 0xFFF8000000000000
+    assert _nan_case(*fp64, [0x7FF0000000000001], [0], 0, variant="measured") == 0x7FF8000000000000
+
+
+def test_mmasim_nans_cdna3_fused_groups():
+    """CDNA3 under MMA-Sim: the NaN of its float64 group sum. fp16 NaNs widen with sign and payload, quieted
+    (0x7E01 -> 0x7FC02000, 0xFD00 -> 0xFFE00000). Products: b's NaN first in groups of 8, a's in groups of 4. Sum:
+    product k in partial k % 4, a partial's earlier NaN first, later partials before earlier ones, c before all."""
+    g8, g4 = ("mi300", "v_mfma_f32_16x16x16_f16", "fp16"), ("mi300", "v_mfma_f32_16x16x4_4b_f16", "fp16")
+    assert _nan_case(*g8, [0x7E01], [0xFD00], 0) == 0xFFE00000
+    assert _nan_case(*g4, [0x7E01], [0xFD00], 0) == 0x7FC02000
+    ones = [F16_ONE] * 8
+    assert _nan_case(*g8, [0, 0x7E01, 0, 0, 0x7E02], ones, 0) == 0x7FC02000  # partial 1 after partial 0
+    assert _nan_case(*g8, [0x7E02, 0, 0, 0, 0x7E01], ones, 0) == 0x7FC04000  # both in partial 0: k = 0 first
+    assert _nan_case(*g4, [0, 0x7E01, 0x7E02], ones[:4], 0) == 0x7FC04000  # partial 2 after partial 1
+    assert _nan_case(*g8, [0x7E01], [F16_ONE], 0x7F800123) == 0x7FC00123  # c's before the sum's
+    assert _nan_case(*g8, [0x7C00, 0x7C00], [F16_ONE, 0xBC00], 0) == 0xFFC00000  # +Inf - Inf
+    big_bf16 = ("mi300", "v_mfma_f32_16x16x16_bf16", "bf16")  # +-2^200 products: MMA-Sim's float("nan")
+    assert _nan_case(*big_bf16, [0x7180, 0x7180], [0x7180, 0xF180], 0) == 0x7FC00000
+    fp8 = ("mi300", "v_mfma_f32_16x16x32_fp8_fp8", "fp8")
+    assert _nan_case(*fp8, [0x80], [0x40], 0) == 0x7FC00001  # torch's float of the fnuz NaN
+    assert _nan_case(*fp8, [0x80], [0x40], 0xFFC0ABCD) == 0xFFC0ABCD
+    xf32 = ("mi300", "v_mfma_f32_16x16x8_xf32", "xf32")
+    assert _nan_case(*xf32, [0x7F802000], [0xFF804000], 0) == 0x7FC02000  # a group of 4: a's first
+    assert _nan_case(*xf32, [0x7F800001], [F32_ONE], 0) == 0x7F800000  # tf32 drops the low 13 bits: +Inf
+    assert _nan_case(*g8, [0x7E01], [0xFD00], 0, variant="measured") == 0x7FC00000
+
+
+def test_mmasim_nans_cdna12_pairwise():
+    """CDNA1/CDNA2 under MMA-Sim with its fp32 assertion off: products fmaf(a, b, 0) (b's NaN first), the tree's
+    left half before its right, the group sum before the accumulator; CDNA2 flushes a subnormal factor, so
+    Inf x 2^-24 is Inf x 0 there."""
+    cdna1 = ("mi100", "v_mfma_f32_16x16x16f16", "fp16")
+    assert _nan_case(*cdna1, [0x7E01, F16_ONE, F16_ONE, F16_ONE], [F16_ONE, F16_ONE, 0xFE02, F16_ONE], 0) == 0x7FC02000
+    assert _nan_case(*cdna1, [0x7E01], [0xFE02], 0) == 0xFFC04000
+    assert _nan_case(*cdna1, [0x7E01], [F16_ONE], 0x7FC00777) == 0x7FC02000
+    assert _nan_case("mi250", "v_mfma_f32_16x16x16f16", "fp16", [0x7C00], [0x0001], 0) == 0xFFC00000
+    assert _nan_case(*cdna1, [0x7C00], [0x0001], 0) == 0x7F800000
+    assert _nan_case(*cdna1, [0x7E01], [0xFE02], 0, variant="measured") == 0x7FC00000
+
+
+@pytest.mark.parametrize("kind", ["special", "bits"])
+@pytest.mark.parametrize("arch,instruction,fmt", [
+    ("mi300", "v_mfma_f32_16x16x4_f32", "fp32"), ("mi300", "v_mfma_f64_16x16x4_f64", "fp64"),
+    ("mi300", "v_mfma_f32_16x16x16_f16", "fp16"), ("mi300", "v_mfma_f32_16x16x4_4b_bf16", "bf16"),
+    ("mi300", "v_mfma_f32_32x32x4_xf32", "xf32"), ("mi300", "v_mfma_f32_16x16x32_bf8_fp8", "bf8.fp8"),
+    ("mi100", "v_mfma_f32_16x16x16f16", "fp16"), ("mi250", "v_mfma_f32_16x16x8bf16", "bf16")])
+def test_mmasim_nans_vectorised_equal_elementwise(arch, instruction, fmt, kind):
+    """The vectorised host-NaN rules equal their element-by-element references (the oracle's), NaN bits included."""
+    p = get_preset(arch, instruction, fmt, variant="mmasim")
+    rng = np.random.default_rng(zlib.crc32(f"{instruction}{kind}nan".encode()))
+    a, b, c = scheme_operands(p, 300, 2 * p.k_instr, kind, rng)
+    got, ref = block_fma_bits(a, b, c, p), oracle_bits(a, b, c, p)
+    assert np.array_equal(got, ref)
+    width = 64 if p.output_format == "fp64" else 32
+    nan = (got & np.uint64((1 << (width - 1)) - 1)) > np.uint64(0x7FF0000000000000 if width == 64 else 0x7F800000)
+    kinds = len(set(got[nan].tolist()))  # NaNs of more than one kind were compared (fp8: its one NaN, 0x7FC00001)
+    assert nan.any() and (kinds > 1 or get_format(p.input_format).fnuz)

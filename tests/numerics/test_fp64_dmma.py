@@ -16,8 +16,8 @@ from tcemu.numerics.oracle import oracle_bits
 DEFAULT_NAN64 = 0xFFF8000000000000  # an invalid operation's NaN on the H100 (docs/hardware/h100-dmma.json)
 
 
-def _dmma(a, b, c, arch="a100", instruction="mma"):
-    p = get_preset(arch, instruction, "fp64", "fp64")
+def _dmma(a, b, c, arch="a100", instruction="mma", variant="measured"):
+    p = get_preset(arch, instruction, "fp64", "fp64", variant=variant)
     k = p.k_instr
     ab = np.array([list(a) + [0.0] * (k - len(a))], np.float64).view(np.uint64)
     bb = np.array([list(b) + [0.0] * (k - len(b))], np.float64).view(np.uint64)
@@ -163,13 +163,16 @@ def test_nan_operands_propagate_quieted_with_their_payload():
 
 
 def test_mmasim_variant_keeps_mmasims_nan_order():
-    """``variant="mmasim"``: MMA-Sim's host fma order among NaNs (a, b, then the sum), the hardware's otherwise."""
+    """``variant="mmasim"``: MMA-Sim's host fma (glibc ``fma``, x86's FMA instruction) takes b's NaN, then a's, then
+    the running sum's, each quieted (what ``libm.fma`` returned on the x86-64 host of the stored runs)."""
     snan, qnan_neg = 0x7FF0000000000001, 0xFFF80000DEADBEEF
     p = get_preset("h100", "mma", "fp64", "fp64", variant="mmasim")
     a = np.array([[_f(snan)] + [0.0] * 3], np.float64).view(np.uint64)
     b = np.array([[_f(qnan_neg)] + [0.0] * 3], np.float64).view(np.uint64)
     c = np.array([0.0], np.float64).view(np.uint64)
-    assert int(block_fma_bits(a, b, c, p)[0]) == int(oracle_bits(a, b, c, p)[0]) == 0x7FF8000000000001
-    assert _dmma([_f(snan)], [_f(qnan_neg)], 0.0, arch="h100") == qnan_neg
+    assert int(block_fma_bits(a, b, c, p)[0]) == int(oracle_bits(a, b, c, p)[0]) == qnan_neg  # b's before a's
+    assert _dmma([_f(snan)], [1.0], _f(qnan_neg), arch="h100", variant="mmasim") == 0x7FF8000000000001  # a's, sum's
+    assert _dmma([1.0], [_f(snan)], _f(qnan_neg), arch="h100", variant="mmasim") == 0x7FF8000000000001  # b's, sum's
+    assert _dmma([np.inf], [0.0], 1.0, arch="h100", variant="mmasim") == DEFAULT_NAN64
     with pytest.raises(ValueError, match="nan_order"):
         FMAChain(nan_bits=DEFAULT_NAN64, nan_rule="propagate", nan_order="abc").check(p)

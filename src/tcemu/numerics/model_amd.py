@@ -28,14 +28,26 @@ from functools import lru_cache
 import numpy as np
 
 from .formats import FINITE, INF, NAN, ZERO, decode, decode_table, encode, get_format
+from .model_amd_nan import binary_nan_bits, fused_group_nan_bits, operand_nan32
 from .rounding import Rounding, bit_length
 
 __all__ = ["PairwiseTree", "FusedRoundDown", "ExactGroupRound", "AMD_NAN32"]
 
-AMD_NAN32 = 0x7FC00000  # NaN results: the IEEE default quiet NaN (assumed; the sources do not document it)
+AMD_NAN32 = 0x7FC00000  # NaN results: the IEEE default quiet NaN (assumed; no AMD document states MFMA NaN bits)
+NAN_RULES = ("constant", "mmasim_host")  # nan_bits always, or MMA-Sim's host NaNs (tcemu.numerics.model_amd_nan)
 _CHUNK = 1 << 13  # rows per chunk
 _ZERO_SENTINEL = -(1 << 20)  # exponent of a zero factor left out (zero_exp None): never the maximum
 _SPECIAL_SENTINEL = 1 << 24  # exponent of Inf/NaN: the group maximum flags the row
+
+
+def _check_nan_rule(rule: str) -> None:
+    if rule not in NAN_RULES:
+        raise ValueError(f"tcemu: nan_rule must be one of {NAN_RULES}, got {rule!r}")
+
+
+def _nan_text(scheme) -> str:
+    return (f"{scheme.nan_bits:#x}" if scheme.nan_rule == "constant"
+            else "MMA-Sim's host NaNs (tcemu.numerics.model_amd_nan)")
 
 
 @lru_cache(maxsize=None)
@@ -97,8 +109,10 @@ class PairwiseTree:
     flush_subnormals: bool = False
     nan_bits: int = AMD_NAN32
     kind: str = "pairwise"
+    nan_rule: str = "constant"
 
     def check(self, p) -> None:
+        _check_nan_rule(self.nan_rule)
         if p.input_format not in ("fp16", "bf16") or p.output_format != "fp32":
             raise ValueError(f"tcemu: the pairwise MFMA scheme takes fp16/bf16 -> fp32, got {p.input_format} -> "
                              f"{p.output_format}")
@@ -109,7 +123,7 @@ class PairwiseTree:
     def describe(self, p) -> str:
         flush = ", subnormal inputs, c, partial sums and results flushed to zero" if self.flush_subnormals else ""
         return (f"K={p.k_instr}, groups of {p.n_fma} products summed pairwise in fp32 (RNE), each group sum "
-                f"added to the fp32 accumulator (RNE){flush}; NaN results {self.nan_bits:#x}")
+                f"added to the fp32 accumulator (RNE){flush}; NaN results {_nan_text(self)}")
 
     def _flush(self, x: np.ndarray) -> np.ndarray:
         """Subnormals to a zero of their sign (CDNA2), in place where any (rare: one comparison otherwise)."""
@@ -119,11 +133,15 @@ class PairwiseTree:
                 x[tiny] *= np.float32(0)
         return x
 
-    def _tree(self, prods: list[np.ndarray]) -> np.ndarray:
+    def _tree(self, prods: list[np.ndarray], nans: list | None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Pairwise sum of the values and (``nans`` given) the NaN bits it carries, the left half's first."""
         if len(prods) == 1:
-            return prods[0]
+            return prods[0], None if nans is None else nans[0]
         m = len(prods) // 2
-        return self._flush(self._tree(prods[:m]) + self._tree(prods[m:]))
+        (x, xb), (y, yb) = (self._tree(prods[:m], None if nans is None else nans[:m]),
+                            self._tree(prods[m:], None if nans is None else nans[m:]))
+        z = self._flush(x + y)
+        return z, (None if nans is None else binary_nan_bits(x, xb, y, yb, y_first=False))
 
     def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
         c_all = np.asarray(c_bits).astype(np.uint32)
@@ -137,6 +155,8 @@ class PairwiseTree:
         a = np.ascontiguousarray(_values32(a_bits, p.input_format).T)  # (K, S)
         b = np.ascontiguousarray(_values32(b_bits, p.input_format).T)
         d = c_bits.view(np.float32).copy()
+        track = self.nan_rule == "mmasim_host"
+        d_nan = c_bits | np.uint32(0x00400000)  # the accumulator's NaN, quieted
         tiny_in = np.float32(2.0 ** get_format(p.input_format).emin)
         with np.errstate(invalid="ignore", over="ignore", under="ignore"):
             if self.flush_subnormals:  # inputs and c: subnormals become +0
@@ -148,10 +168,20 @@ class PairwiseTree:
             if zero.any():
                 prod[zero] = 0  # fma(a, b, +0): an exact zero product gives +0
             prod = self._flush(prod)
+            if track:  # fmaf(a, b, 0): b's NaN before a's
+                a_nan, b_nan = (operand_nan32(np.asarray(x).astype(np.int64).T, p.input_format)
+                                for x in (a_bits, b_bits))
+                p_nan = binary_nan_bits(a, a_nan, b, b_nan, y_first=True)
             for k0 in range(0, a.shape[0], p.n_fma):
-                d = self._flush(d + self._tree(list(prod[k0 : k0 + p.n_fma])))
+                group_nans = list(p_nan[k0 : k0 + p.n_fma]) if track else None
+                g, g_nan = self._tree(list(prod[k0 : k0 + p.n_fma]), group_nans)
+                d_new = self._flush(d + g)
+                if track:  # torch's sum + group_sum: the group sum's NaN first
+                    d_nan = binary_nan_bits(d, d_nan, g, g_nan, y_first=True)
+                d = d_new
         out = d.view(np.uint32).copy()
-        out[np.isnan(d)] = self.nan_bits
+        nan = np.isnan(d)
+        out[nan] = d_nan[nan] if track else self.nan_bits
         return out
 
 
@@ -166,8 +196,10 @@ class FusedRoundDown:
     zero_exp: int | None = -126
     nan_bits: int = AMD_NAN32
     kind: str = "fused_rd"
+    nan_rule: str = "constant"
 
     def check(self, p) -> None:
+        _check_nan_rule(self.nan_rule)
         ins = ("tf32", "fp16", "bf16", "e4m3fnuz", "e5m2fnuz")
         if p.input_format not in ins or p.b_format not in ins or p.output_format != "fp32":
             raise ValueError(f"tcemu: the fused round-down MFMA scheme takes {ins} -> fp32, got {p.input_format} "
@@ -185,7 +217,7 @@ class FusedRoundDown:
         if self.fp8_pairs:
             s += f"; even and odd k summed apart, joined rounding down; c dropped {self.c_drop_gap} below"
         zero = "left out" if self.zero_exp is None else f"at exponent {self.zero_exp}"
-        return s + f"; zero factors {zero}; NaN results {self.nan_bits:#x}"
+        return s + f"; zero factors {zero}; NaN results {_nan_text(self)}"
 
     def bits(self, a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, p) -> np.ndarray:
         fa, fb = get_format(p.input_format), get_format(p.b_format)
@@ -279,7 +311,9 @@ class FusedRoundDown:
         out = np.where(~special & neg_big, np.uint32(0xFF800000), out)
         out = np.where(pos & ~negi, np.uint32(0x7F800000), out)
         out = np.where(negi & ~pos, np.uint32(0xFF800000), out)
-        return np.where(nan, np.uint32(self.nan_bits), out).astype(np.uint32)
+        nan_out = (fused_group_nan_bits(ia, ib, c_bits, fa.name, fb.name) if self.nan_rule == "mmasim_host"
+                   else np.uint32(self.nan_bits))
+        return np.where(nan, nan_out, out).astype(np.uint32)
 
     @staticmethod
     def _trunc_sum(m, e, neg, base: int, frac_bits: int):

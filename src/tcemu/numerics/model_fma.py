@@ -27,7 +27,7 @@ from fractions import Fraction
 
 import numpy as np
 
-__all__ = ["FMAChain", "fma32", "fma64", "fma64_exact_scalar"]
+__all__ = ["FMAChain", "chain_nan_bits", "fma32", "fma64", "fma64_exact_scalar", "propagated_nan_bits"]
 
 _SPLIT = 134217729.0  # 2**27 + 1: Veltkamp's splitter for binary64
 _LO, _HI = 2.0**-400, 2.0**400  # safe window of nonzero a and b for the float64 path
@@ -128,6 +128,40 @@ def _chain64(a: np.ndarray, b: np.ndarray, c: np.ndarray, buf: np.ndarray | None
     return out
 
 
+def _running_sums(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """The chain's (K + 1, S) running values on (K, S) operands, c first: what :func:`chain_nan_bits` reads, made
+    for the rows whose result is NaN only (elementwise FMAs per k: the same IEEE values as the chain's)."""
+    fma = fma64 if a.dtype == np.float64 else fma32
+    hist = np.empty((a.shape[0] + 1,) + c.shape, a.dtype)
+    hist[0] = c
+    for k in range(a.shape[0]):
+        hist[k + 1] = fma(a[k], b[k], hist[k])
+    return hist
+
+
+def chain_nan_bits(a_bits: np.ndarray, b_bits: np.ndarray, c_bits: np.ndarray, hist: np.ndarray, default: int,
+                   order: str = "bda") -> np.ndarray:
+    """NaN bits of FMA chains by propagation, vectorised over rows: (K, S) operand bits, (S,) c bits and the (K + 1,
+    S) running values (from which NaN and Inf steps are read) -> (S,) bits, meaningful where the result is NaN.
+
+    An FMA with a NaN operand returns the first NaN among a_k, b_k and the running sum in ``order``, quieted; one
+    that turns non-NaN operands into NaN (Inf x 0, Inf - Inf) returns ``default`` (the rule of
+    :func:`propagated_nan_bits`, checked against it)."""
+    udt = a_bits.dtype.type
+    width = 8 * a_bits.dtype.itemsize
+    quiet = udt(1 << (22 if width == 32 else 51))
+    mag, inf = udt((1 << (width - 1)) - 1), udt(0x7F800000 if width == 32 else _EXP64)
+    bits = c_bits | quiet
+    for k in range(a_bits.shape[0]):
+        ops = {"a": a_bits[k], "b": b_bits[k], "d": bits}
+        nans = {"a": (a_bits[k] & mag) > inf, "b": (b_bits[k] & mag) > inf, "d": np.isnan(hist[k])}
+        pick = np.full(bits.shape, udt(default))
+        for o in reversed(order):
+            pick = np.where(nans[o], ops[o] | quiet, pick)
+        bits = np.where(nans["a"] | nans["b"] | nans["d"] | np.isnan(hist[k + 1]), pick, bits)
+    return bits
+
+
 def fma64_exact_scalar(a: float, b: float, c: float) -> float:
     """One fp64 FMA through exact rationals (the fallback of :func:`fma64`; Inf/NaN by IEEE rules)."""
     if not (math.isfinite(a) and math.isfinite(b)):
@@ -150,9 +184,10 @@ class FMAChain:
     """Accumulation scheme: a chain of IEEE FMAs in increasing k from c, each rounded to nearest even.
 
     ``nan_rule``: ``"constant"``: every NaN result is ``nan_bits`` (None: the IEEE default quiet NaN, 0x7FC00000
-    or 0x7FF8000000000000); ``"propagate"`` (fp64 only): an FMA with a NaN operand returns that NaN quieted, its
-    payload kept, the first NaN in ``nan_order`` (``"bda"``: b_k, then the running sum d, then a_k, the H100's
-    order), and an invalid one (Inf x 0, Inf - Inf) returns ``nan_bits`` (:func:`propagated_nan_bits`).
+    or 0x7FF8000000000000); ``"propagate"``: an FMA with a NaN operand returns that NaN quieted, its payload kept,
+    the first NaN in ``nan_order`` (``"bda"``: b_k, then the running sum d, then a_k, the H100's order; ``"bad"``:
+    MMA-Sim's host ``fma``), and an invalid one (Inf x 0, Inf - Inf) returns ``nan_bits``
+    (:func:`chain_nan_bits`).
     """
 
     nan_bits: int | None = None
@@ -168,9 +203,8 @@ class FMAChain:
             raise ValueError(f"tcemu: nan_bits {self.nan_bits:#x} wider than {p.output_format}")
         if p.n_fma != 1 or p.k_instr < 1:
             raise ValueError(f"tcemu: an FMA chain has n_fma = 1 and k_instr >= 1, got {p.n_fma}, {p.k_instr}")
-        if self.nan_rule not in ("constant", "propagate") or (self.nan_rule == "propagate" and (
-                p.output_format != "fp64" or self.nan_bits is None)):
-            raise ValueError(f"tcemu: nan_rule is 'constant', or 'propagate' for fp64 with nan_bits set, got "
+        if self.nan_rule not in ("constant", "propagate") or (self.nan_rule == "propagate" and self.nan_bits is None):
+            raise ValueError(f"tcemu: nan_rule is 'constant', or 'propagate' with nan_bits set, got "
                              f"{self.nan_rule!r}")
         if sorted(self.nan_order) != ["a", "b", "d"]:
             raise ValueError(f"tcemu: nan_order orders 'a', 'b' and 'd' (the running sum), got {self.nan_order!r}")
@@ -208,10 +242,13 @@ class FMAChain:
         out = d.view(udt).copy()
         nan = np.isnan(d)
         if np.any(nan):
-            if self.nan_rule == "propagate":  # (NaN results are rare: one scalar chain each)
-                for j in np.nonzero(nan)[0]:
-                    out[j] = propagated_nan_bits([int(x) for x in a_bits[j]], [int(x) for x in b_bits[j]],
-                                                 int(c_bits[j]), self.nan_bits, self.nan_order)
+            if self.nan_rule == "propagate":  # the NaN rows' running sums again (rare), then their NaN's bits
+                rows = np.nonzero(nan)[0]
+                ua = np.ascontiguousarray(np.asarray(a_bits)[rows].astype(udt).T)
+                ub = np.ascontiguousarray(np.asarray(b_bits)[rows].astype(udt).T)
+                uc = np.asarray(c_bits)[rows].astype(udt)
+                hist = _running_sums(ua.view(fdt), ub.view(fdt), uc.view(fdt))
+                out[rows] = chain_nan_bits(ua, ub, uc, hist, self.nan_bits, self.nan_order)
             else:
                 out[nan] = udt(self.nan_of(p.output_format))
         return out
@@ -224,31 +261,39 @@ class FMAChain:
 
 
 _EXP64, _FRAC64, _QUIET64 = 0x7FF0000000000000, 0x000FFFFFFFFFFFFF, 0x0008000000000000
+_FIELDS = {"fp64": (_EXP64, _FRAC64, _QUIET64, "<d", "<Q"), "fp32": (0x7F800000, 0x007FFFFF, 0x00400000, "<f", "<I")}
 
 
 def propagated_nan_bits(a_bits: list[int], b_bits: list[int], c_bits: int, default: int,
-                        order: str = "bda") -> int | None:
-    """The fp64 FMA chain ``d = fma(a_k, b_k, d)`` from c on bits, NaN by propagation: an FMA with a NaN operand
-    returns the first NaN among a_k, b_k and d in ``order`` (default b_k, d, a_k), quieted (payload and sign kept);
-    an invalid one (Inf x 0, or an infinite product plus the opposite Inf) returns ``default``. The result's bits if
-    it is NaN, else None.
+                        order: str = "bda", fmt: str = "fp64") -> int | None:
+    """The FMA chain ``d = fma(a_k, b_k, d)`` from c on bits (``fmt`` fp64 or fp32), NaN by propagation, one
+    element at a time (the reference of :func:`chain_nan_bits`): an FMA with a NaN operand returns the first NaN
+    among a_k, b_k and d in ``order`` (default b_k, d, a_k), quieted (payload and sign kept); an invalid one (Inf x
+    0, or an infinite product plus the opposite Inf) returns ``default``. The result's bits if it is NaN, else None.
 
     What the H100's DMMA returned (docs/hardware/h100-dmma.json): input payloads quieted, 0xFFF8000000000000 for
     invalid operations, and where several NaNs meet in one FMA the B operand's, else the running sum's, else the A
-    operand's (the check's ``nan_priority`` inputs: NaNs with payloads of their own in a, b and c).
+    operand's (the check's ``nan_priority`` inputs: NaNs with payloads of their own in a, b and c). MMA-Sim's
+    host ``fma``/``fmaf`` (x86 FMA): b's, then a's, then the running sum's; x86's default NaN for invalid ones.
     """
+    exp, frac, quiet, fcode, icode = _FIELDS[fmt]
 
     def nan(x: int) -> bool:
-        return (x & _EXP64) == _EXP64 and (x & _FRAC64) != 0
+        return (x & exp) == exp and (x & frac) != 0
 
     def val(x: int) -> float:
-        return struct.unpack("<d", struct.pack("<Q", x))[0]
+        return struct.unpack(fcode, struct.pack(icode, x))[0]
+
+    def fma(x: float, y: float, z: float) -> float:
+        if fmt == "fp64":
+            return fma64_exact_scalar(x, y, z)
+        return float(fma32(*(np.array([v], np.float32) for v in (x, y, z)))[0])
 
     d = c_bits
     for x, y in zip(a_bits, b_bits):
         if nan(x) or nan(y) or nan(d):
             ops = {"a": x, "b": y, "d": d}
-            d = next(ops[o] for o in order if nan(ops[o])) | _QUIET64
+            d = next(ops[o] for o in order if nan(ops[o])) | quiet
             continue
         xv, yv, dv = val(x), val(y), val(d)
         if (math.isinf(xv) and yv == 0) or (xv == 0 and math.isinf(yv)):
@@ -258,5 +303,5 @@ def propagated_nan_bits(a_bits: list[int], b_bits: list[int], c_bits: int, defau
         if infinite_product and math.isinf(dv) and math.copysign(1, xv * yv) != math.copysign(1, dv):
             d = default
             continue
-        d = struct.unpack("<Q", struct.pack("<d", fma64_exact_scalar(xv, yv, dv)))[0]
+        d = struct.unpack(icode, struct.pack(fcode, fma(xv, yv, dv)))[0]
     return d if nan(d) else None

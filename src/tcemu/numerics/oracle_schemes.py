@@ -17,9 +17,12 @@ from fractions import Fraction
 import ml_dtypes
 import numpy as np
 
+from .formats import get_format
+
 __all__ = ["scheme_oracle_dot", "round_ieee", "value"]
 
 # (emin, precision, emax) of the result formats; (emin) of the input formats, restated here
+_HOST_NAN32 = 0xFFC00000  # x86's default NaN: MMA-Sim's invalid operations on its host
 _OUT = {"fp32": (-126, 24, 127), "fp64": (-1022, 53, 1023)}
 _EMIN = {"fp64": -1022, "fp32": -126, "tf32": -126, "bf16": -126, "fp16": -14, "e4m3fnuz": -7, "e5m2fnuz": -15}
 _DTYPES = {"fp64": (np.uint64, np.float64), "fp32": (np.uint32, np.float32), "fp16": (np.uint16, np.float16),
@@ -101,29 +104,51 @@ def _fma_chain(av, bv, c, p) -> float:
     return d
 
 
-def _pairwise(av, bv, c, p) -> float:
+def _pairwise(av, bv, c, p, nan_of=None, c_nan: int = 0) -> tuple[float, int]:
+    """The pairwise scheme's value and, where it is NaN and ``nan_of`` (k -> (a's NaN, b's NaN)) is given, its NaN
+    by MMA-Sim's host order: b's before a's in a product, the left half's in the tree, the group sum's before the
+    accumulator's; an invalid step x86's 0xFFC00000."""
     s = p.scheme
     tiny = 2.0 ** _EMIN[p.input_format]
 
     def flush(x: float) -> float:
         return math.copysign(0.0, x) if s.flush_subnormals and abs(x) < 2.0**-126 else x
 
+    def pick(x: float, xb: int, y: float, yb: int, y_first: bool) -> int:
+        if math.isnan(y) and (y_first or not math.isnan(x)):
+            return yb
+        return xb if math.isnan(x) else _HOST_NAN32
+
     if s.flush_subnormals:
         av = [0.0 if abs(x) < tiny else x for x in av]
         bv = [0.0 if abs(x) < tiny else x for x in bv]
         c = 0.0 if abs(c) < 2.0**-126 else c
 
-    def tree(items: list[float]) -> float:
+    def tree(items: list[tuple[float, int]]) -> tuple[float, int]:
         if len(items) == 1:
             return items[0]
         m = len(items) // 2
-        return flush(_add(tree(items[:m]), tree(items[m:]), "fp32"))
+        (x, xb), (y, yb) = tree(items[:m]), tree(items[m:])
+        return flush(_add(x, y, "fp32")), pick(x, xb, y, yb, y_first=False)
 
-    d = c
+    d, d_nan = c, c_nan
     for k0 in range(0, len(av), p.n_fma):
-        leaves = [flush(_fma(a, b, 0.0, "fp32")) for a, b in zip(av[k0 : k0 + p.n_fma], bv[k0 : k0 + p.n_fma])]
-        d = flush(_add(d, tree(leaves), "fp32"))
-    return d
+        leaves = []
+        for k in range(k0, min(k0 + p.n_fma, len(av))):
+            na, nb = nan_of(k) if nan_of else (0, 0)
+            a, b = av[k], bv[k]
+            nan = nb if math.isnan(b) else na if math.isnan(a) else _HOST_NAN32
+            leaves.append((flush(_fma(a, b, 0.0, "fp32")), nan))
+        g, g_nan = tree(leaves)
+        d, d_nan = flush(_add(d, g, "fp32")), pick(d, d_nan, g, g_nan, y_first=True)
+    return d, d_nan
+
+
+def _nan32(bits: int, fmt: str) -> int:
+    """An fp16/bf16/fp32 NaN as fp32 bits, quieted (sign and payload kept: the host's conversions)."""
+    frac = {"fp16": 10, "bf16": 7, "fp32": 23}[fmt]
+    width = {"fp16": 16, "bf16": 16, "fp32": 32}[fmt]
+    return ((bits >> (width - 1)) & 1) << 31 | 0x7FC00000 | (bits & ((1 << frac) - 1)) << (23 - frac)
 
 
 def _exp(v: float, fmt: str, zero_exp) -> int | None:
@@ -201,20 +226,32 @@ def scheme_oracle_dot(a_bits, b_bits, c_bits: int, params) -> int:
             from .model_fma import propagated_nan_bits
 
             nan = propagated_nan_bits([int(x) for x in a_bits], [int(x) for x in b_bits], int(c_bits), s.nan_bits,
-                                      s.nan_order)
+                                      s.nan_order, out)
     elif s.kind == "pairwise":
-        d = _pairwise(av, bv, c, params)
-        nan = s.nan_bits
+        host = s.nan_rule == "mmasim_host"
+        nan_of = (lambda k: (_nan32(int(a_bits[k]), params.input_format), _nan32(int(b_bits[k]), params.b_format))
+                  ) if host else None
+        d, nan = _pairwise(av, bv, c, params, nan_of, _nan32(int(c_bits), "fp32"))
+        nan = nan if host else s.nan_bits
     elif s.kind == "exact_group":
         d = c
         for k0 in range(0, len(av), params.n_fma):
             d = _exact_group(av[k0 : k0 + params.n_fma], bv[k0 : k0 + params.n_fma], d)
         nan = s.nan_bits
     elif s.kind == "fused_rd":
-        d = c
+        from .model_amd_nan import fused_group_nan_scalar
+
+        d, nan = c, int(c_bits)
         for k0 in range(0, len(av), params.n_fma):
+            d_in_bits = nan if math.isnan(d) else _bits(d, "fp32")
             d = _fused_group(av[k0 : k0 + params.n_fma], bv[k0 : k0 + params.n_fma], d, params)
-        nan = s.nan_bits
+            if s.nan_rule == "mmasim_host" and math.isnan(d):
+                nan = fused_group_nan_scalar([int(x) >> get_format(params.input_format).container_shift
+                                              for x in a_bits[k0 : k0 + params.n_fma]],
+                                             [int(x) >> get_format(params.b_format).container_shift
+                                              for x in b_bits[k0 : k0 + params.n_fma]],
+                                             d_in_bits, params.input_format, params.b_format)
+        nan = nan if s.nan_rule == "mmasim_host" else s.nan_bits
     else:
         raise ValueError(f"tcemu: no oracle for scheme {s.kind!r}")
     return nan if math.isnan(d) else _bits(d, out)

@@ -38,6 +38,7 @@ from dataclasses import replace
 
 from .params import MMAParams
 from .presets_blackwell import BLOCK_SCALED_INSTRUCTIONS, LOWP_PRESETS, canon_input
+from .presets_extra import C16_SRC, canon_output
 from .rounding import Rounding
 
 __all__ = ["get_preset", "list_presets", "canon_output", "ARCHS", "INSTRUCTIONS", "PRESETS", "WMMA_LOWERING",
@@ -81,10 +82,6 @@ _TOOLBOX_CZERO = {
 }
 
 _F_SRC = "F: Fasi D1; toolbox neab; MMA-Sim arch_accum_fractional_bits; refit 100 %"
-#: the .f32.f16.f16.f16 presets (c fp16, d fp32) of V100 and Turing mma.m8n8k4
-C16_SRC = ("c fp16 -> d fp32 (mma.m8n8k4 .f32.f16.f16.f16): c converted exactly to fp32, then the "
-           "fp32-output model: MMA-Sim nv_ptx.mma (C.to(d_type)) and its Volta/Turing qualifier lists; no "
-           "hardware data (the public measurements take c in d's format)")
 _RND_SRC = "fp32/e8m13 out RZ, fp16 out RNE: Fasi C1-C3; HPEC F5/F6; toolbox frmode; MMA-Sim"
 
 
@@ -166,17 +163,6 @@ PRESETS: dict[tuple[str, str, str, str], MMAParams] = _table()
 _MMA_SYNC_K = {"fp16": (8, 16), "bf16": (8, 16), "tf32": (4, 8),
                **{f: (16, 32) for f in ("e4m3", "e5m2", "e4m3.e5m2", "e5m2.e4m3")}}
 _SHAPE = re.compile(r"^(?P<base>[a-z0-9_.]+?)(?:\.?(?P<shape>m\d+n\w*k(?P<k>\d+)))?$")
-
-
-def canon_output(output_format: str) -> str:
-    """The key form of an output format: ``"fp32"``, ``"fp16"``, ``"e8m13"``, ``"fp64"``; ``"fp32.fp16"``
-    (d.c, as PTX's .dtype ... .ctype) for fp32 d with c in fp16."""
-    from .formats import get_format
-
-    parts = [get_format(x).name for x in str(output_format).lower().split(".")]
-    if len(parts) not in (1, 2):
-        raise ValueError(f"tcemu: output format {output_format!r}: give d's format, or d.c, e.g. fp32.fp16")
-    return parts[0] if parts[0] == parts[-1] else ".".join(parts)
 
 
 def _canon(arch: str, instruction: str) -> tuple[str, str, int | None]:

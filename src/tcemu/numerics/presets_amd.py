@@ -27,6 +27,7 @@ import re
 from dataclasses import replace
 
 from .model_amd import ExactGroupRound, FusedRoundDown, PairwiseTree
+from .model_amd_nan import HOST_NAN32, HOST_NAN64
 from .model_fma import FMAChain
 from .params import MMAParams
 from .rounding import Rounding
@@ -104,6 +105,17 @@ def _params(arch: str, qual: str) -> MMAParams:
                      sources=src, input_format_b=tb if tb != ta else None)
 
 
+def _mmasim_nans(prm: MMAParams) -> MMAParams:
+    """The preset with MMA-Sim's NaN results on its host (tcemu.numerics.model_amd_nan) in place of one constant."""
+    s = prm.scheme
+    if s.kind == "fma_chain":
+        host_nan = HOST_NAN32 if prm.output_format == "fp32" else HOST_NAN64
+        scheme = replace(s, nan_bits=host_nan, nan_rule="propagate", nan_order="bad")
+    else:
+        scheme = replace(s, nan_rule="mmasim_host")
+    return replace(prm, scheme=scheme, sources=prm.sources + "; NaN bits: MMA-Sim's host arithmetic (model_amd_nan)")
+
+
 def _build() -> dict[tuple[str, str], MMAParams]:
     return {(arch, q): _params(arch, q) for arch, quals in _LISTS.items() for q in quals}
 
@@ -124,7 +136,8 @@ def _canon_format(fmt: str) -> str:
 def amd_preset(arch: str, instruction: str = "mfma", input_format: str = "fp16", output_format: str = "fp32",
                variant: str = "measured") -> MMAParams:
     """The preset of an AMD MFMA instruction (see the module docstring): MMA-Sim's model for ``measured`` (no
-    hardware data exist here) and ``mmasim``; ``toolbox``: the toolbox's where it differs (CDNA1 fp16/bf16: exact
+    hardware data exist here; NaN results one canonical NaN, an assumption) and ``mmasim`` (NaN results as MMA-Sim's
+    host arithmetic gives them, :mod:`tcemu.numerics.model_amd_nan`); ``toolbox``: the toolbox's where it differs (CDNA1 fp16/bf16: exact
     group sums, :class:`ExactGroupRound`), the same where it agrees (FMA chains, CDNA2), refused where its model
     is missing (CDNA3: ``_TOOLBOX_GAPS``)."""
     cdna = canon_amd_arch(arch)
@@ -145,6 +158,8 @@ def amd_preset(arch: str, instruction: str = "mfma", input_format: str = "fp16",
         raise ValueError(f"tcemu: unknown instruction {instruction!r} on {arch} ({cdna}); valid: "
                          f"{', '.join('v_mfma_' + q for q in quals)}, or 'mfma'")
     prm = AMD_PRESETS[cdna, ins]
+    if variant == "mmasim":
+        prm = _mmasim_nans(prm)
     if variant == "toolbox" and cdna == "cdna1" and prm.scheme.kind == "pairwise":
         prm = replace(prm, scheme=ExactGroupRound(), sources=_TOOLBOX_CDNA1_SRC)
     elif toolbox_gap and prm.scheme.kind != "fma_chain":

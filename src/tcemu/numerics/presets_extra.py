@@ -21,7 +21,24 @@ from .model_fma import FMAChain
 from .params import MMAParams
 from .rounding import Rounding
 
-__all__ = ["extra_preset", "extra_keys", "TURING_ALIASES"]
+#: the .f32.f16.f16.f16 presets (c fp16, d fp32) of V100 and Turing mma.m8n8k4
+C16_SRC = ("c fp16 -> d fp32 (mma.m8n8k4 .f32.f16.f16.f16): c converted exactly to fp32, then the "
+           "fp32-output model: MMA-Sim nv_ptx.mma (C.to(d_type)) and its Volta/Turing qualifier lists; no "
+           "hardware data (the public measurements take c in d's format)")
+
+
+def canon_output(output_format: str) -> str:
+    """The key form of an output format: ``"fp32"``, ``"fp16"``, ``"e8m13"``, ``"fp64"``; ``"fp32.fp16"``
+    (d.c, as PTX's .dtype ... .ctype) for fp32 d with c in fp16."""
+    from .formats import get_format
+
+    parts = [get_format(x).name for x in str(output_format).lower().split(".")]
+    if len(parts) not in (1, 2):
+        raise ValueError(f"tcemu: output format {output_format!r}: give d's format, or d.c, e.g. fp32.fp16")
+    return parts[0] if parts[0] == parts[-1] else ".".join(parts)
+
+
+__all__ = ["extra_preset", "extra_keys", "TURING_ALIASES", "C16_SRC", "canon_output"]
 
 TURING_ALIASES = ("turing", "sm_75", "t4", "sm75")
 _NV = {"a100": "a100", "sm_80": "a100", "a30": "a100", "a2": "a100", "ada": "ada", "sm_89": "ada", "l40s": "ada",
@@ -53,8 +70,6 @@ def _turing(instruction: str, fin: str, fout: str, variant: str) -> MMAParams:
                          f"{fin} -> {fout}")
     if variant not in ("measured", "mmasim", "toolbox"):  # all MMA-Sim's choices: no toolbox Turing model
         raise ValueError(f"tcemu: variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
-    from .presets import C16_SRC
-
     c16 = fout == "fp32.fp16"  # .f32.f16.f16.f16: c fp16, converted exactly to fp32 first (MMA-Sim)
     fout = "fp32" if c16 else fout
     fp16_out = fout == "fp16"
@@ -81,9 +96,9 @@ def _dmma(arch: str, instruction: str, fout: str, variant: str = "measured") -> 
     if variant not in ("measured", "mmasim", "toolbox"):
         raise ValueError(f"tcemu: variant must be 'measured', 'mmasim' or 'toolbox', got {variant!r}")
     # the H100's NaNs (h100-dmma.json): where NaNs meet in one FMA, b's, the sum's, then a's; MMA-Sim's host fma
-    # (its variant) takes a's, then b's, then the sum's
+    # (x86's FMA instruction through glibc; its variant) takes b's, then a's, then the sum's
     scheme = FMAChain(nan_bits=0xFFF8000000000000, nan_rule="propagate",
-                      nan_order="abd" if variant == "mmasim" else "bda")
+                      nan_order="bad" if variant == "mmasim" else "bda")
     return MMAParams("fp64", "fp64", valid[shape], 1, 0, Rounding.RNE, scheme=scheme,
                      label=f"{arch} mma.{shape} fp64->fp64",
                      sources=(_SM120_DMMA_SRC + "; " if arch == "sm120" else "") + _DMMA_SRC)
@@ -93,7 +108,6 @@ def extra_preset(arch: str, instruction: str, input_format: str, output_format: 
                  variant: str) -> MMAParams | None:
     """The preset if this module covers the combination (Turing, FP64, AMD), else None."""
     from .formats import get_format
-    from .presets import canon_output
     from .presets_amd import amd_preset, canon_amd_arch
 
     a = str(arch).lower()
