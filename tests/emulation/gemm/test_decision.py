@@ -297,3 +297,41 @@ def test_the_decision_never_picks_the_slower_side_gpu(method):
         if chosen > other * (1 + RETIME_NOISE):
             worse.append((role, M, N, K, "emulated" if emulate else "sgemm", ms))
     assert not worse, f"the decision picked the slower side: {worse}"
+
+
+def _gemm_kernels_run(step) -> set[str]:
+    """Names of the CUDA kernels one call of ``step`` launches (after two warm-up calls)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    step(), step()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    return {e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["eager", "compiled", "compiled-dynamic"])
+def test_a_layer_above_its_row_thresholds_runs_the_emulated_kernels_gpu(mode):
+    """The decision the table makes holds in every mode: a linear layer with more rows than its forward's and its
+    input gradient's thresholds runs tcemu's kernels (not cuBLAS SGEMM) eagerly and under torch.compile."""
+    name = _measured_table_or_skip()
+    spec, dev = get_method("tf32x3"), torch.device("cuda", torch.cuda.current_device())
+    fwd = tb._row_threshold(dev.index, spec.name, "fwd", 1024, 256)
+    bwd = tb._row_threshold(dev.index, spec.name, "bwd_input", 256, 1024)
+    if max(fwd, bwd) >= NEVER:
+        pytest.skip(f"the table for {name!r} never emulates (N, K) = (1024, 256)")
+    net = torch.nn.Sequential(torch.nn.Linear(256, 1024)).to(dev)
+    tcemu.emulate_(net, spec.name)
+    x = torch.randn(2 * max(fwd, bwd), 256, device=dev, requires_grad=True)
+    torch._dynamo.reset()
+    f = (lambda x: net(x).square().sum()) if mode == "eager" else \
+        torch.compile(lambda x: net(x).square().sum(), dynamic=mode == "compiled-dynamic")
+
+    def step():
+        return torch.autograd.grad(f(x), x)[0]
+
+    names = _gemm_kernels_run(step)
+    emulated = [n for n in names if n.startswith("_emu_mm")]
+    assert emulated, f"{mode}: {x.shape[0]} rows, thresholds {fwd} and {bwd}, no tcemu GEMM ran: {sorted(names)}"
