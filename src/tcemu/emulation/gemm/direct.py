@@ -13,7 +13,7 @@ and the current device. Triton's own path runs instead
 where the configuration turns direct launches off (``direct_launch``), a launch hook is set (profilers), Triton's
 interpreter runs, or this Triton's compiled kernels lack what a direct launch uses (then once, logged).
 The launch logic is tested on the CPU against a stand-in kernel, and on the GPU every kernel path gives the bits of
-Triton's own launch (``tests/emulation/gemm/test_direct_launch.py``).
+Triton's own launch (``tests/emulation/gemm/test_direct_launch.py``; docs/kernels.md says which ran where).
 
 TMA descriptors are given as :class:`TmaDesc`: a direct launch hands it to the launcher as it is (the launcher
 encodes the TMA map from its base, shape and strides); Triton's path gets Gluon's ``TensorDescriptor`` made from it.
