@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # One GPU call (BUDGET seconds, default 585): the direct-launch GPU test (tests/emulation/gemm/test_direct_launch.py:
-# the same bits as Triton's launch path on every kernel path), the host and GPU time of the library path with and
+# the same bits as Triton's launch path on every kernel path), the GPU test that the small-shape decision holds
+# under torch.compile (tests/emulation/gemm/test_decision.py), the host and GPU time of the library path with and
 # without direct launches (benchmarks/gemm_small_m.py, PET S's 192-atom edge shapes), then PET S's 192-atom MD
 # step under CUDA graphs and compiled, FP32, TF32 and TF32x3 with attention, 3 interleaved rounds
 # (benchmarks/md_step.py). Needs the PET stack as .site.tgz (benchmarks/pet_stack_archive.sh; an ignored file:
 # carry it). On a GPU without a shipped small-shape table, the host-path timing gives way to measuring that GPU's
 # table (benchmarks/gemm_decision.py), which the step then uses. Writes under $OUT: gpu.txt (versions and a
-# summary), direct_gpu.log, small_m.log, gemm_small_m_direct.csv (H100), decision/ and decision.log (other GPUs),
+# summary), direct_gpu.log, decision_modes_gpu.log, small_m.log, gemm_small_m_direct.csv (H100), decision/ and decision.log (other GPUs),
 # md192.log, pet-s_192_<rule>.csv.
 #   usage: OUT=... bash benchmarks/host_path_and_pet192.sh [BUDGET]
 set -u
@@ -27,6 +28,11 @@ timeout 130 python -m pytest -q -p no:cacheprovider -m gpu $N -rfE tests/emulati
   > "$OUT/direct_gpu.log" 2>&1
 echo "direct tests rc=$? $(( $(date +%s) - s )) s: $(tail -1 "$OUT/direct_gpu.log")" >> "$OUT/gpu.txt"
 grep -E "FAILED|Error" "$OUT/direct_gpu.log" | head -10 >> "$OUT/gpu.txt"
+# the small-shape decision holds eagerly and under torch.compile (a layer above its thresholds runs tcemu's kernels)
+timeout 120 python -m pytest -q -p no:cacheprovider -m gpu -rfE -k runs_the_emulated_kernels \
+  tests/emulation/gemm/test_decision.py > "$OUT/decision_modes_gpu.log" 2>&1
+echo "decision modes rc=$?: $(tail -1 "$OUT/decision_modes_gpu.log")" >> "$OUT/gpu.txt"
+grep -E "^FAILED|^E  " "$OUT/decision_modes_gpu.log" | head -6 | cut -c1-400 >> "$OUT/gpu.txt"
 s=$(date +%s)
 case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in *H100*) SMALL_M=100;; *) SMALL_M=0;; esac
 [ "$SMALL_M" -gt 0 ] && timeout $SMALL_M python benchmarks/gemm_small_m.py --rows 7680 --shapes 256x1024,256x256 --methods tf32x3,bf16x6 \
