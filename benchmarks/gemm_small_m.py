@@ -219,17 +219,15 @@ def main(argv: list[str] | None = None) -> None:
                         lib = lambda a=a, pw=pw, s=spec: be.linear(a, w, pw, s, None)  # noqa: E731
                     else:
                         lib = lambda a=a, pw=pw, s=spec: be.linear_input_grad(a, w, pw, s)  # noqa: E731
-                    def lib_triton(lib=lib):
-                        with tcemu.config(direct_launch=False):
-                            return lib()
+                    def launched(direct: bool, lib=lib):
+                        def call():
+                            with tcemu.config(direct_launch=direct):
+                                return lib()
+                        return call
 
-                    def lib_direct(lib=lib):
-                        with tcemu.config(direct_launch=True):
-                            return lib()
+                    impls[f"tcemu {meth} linear"] = ("tcemu-linear", meth, str(default), launched(False))
 
-                    impls[f"tcemu {meth} linear"] = ("tcemu-linear", meth, str(default), lib_triton)
-
-                    impls[f"tcemu {meth} linear direct"] = ("tcemu-linear-direct", meth, str(default), lib_direct)
+                    impls[f"tcemu {meth} linear direct"] = ("tcemu-linear-direct", meth, str(default), launched(True))
                     if args.profile and M == min(map(int, args.rows.split(","))) and kn == args.shapes.split(",")[0]:
                         profiles.append(profile_call(lib, f"{meth} {direction} M={M} K={K} N={N} linear"))
                         profiles.append(profile_call(sgemm, f"sgemm {direction} M={M} K={K} N={N}"))

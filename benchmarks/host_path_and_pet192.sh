@@ -34,12 +34,12 @@ timeout 120 python -m pytest -q -p no:cacheprovider -m gpu -rfE -k runs_the_emul
 echo "decision modes rc=$?: $(tail -1 "$OUT/decision_modes_gpu.log")" >> "$OUT/gpu.txt"
 grep -E "^FAILED|^E  " "$OUT/decision_modes_gpu.log" | head -6 | cut -c1-400 >> "$OUT/gpu.txt"
 s=$(date +%s)
-case "$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" in *H100*) SMALL_M=100;; *) SMALL_M=0;; esac
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$GPU" in *H100*) SMALL_M=100;; *) SMALL_M=0;; esac
 [ "$SMALL_M" -gt 0 ] && timeout $SMALL_M python benchmarks/gemm_small_m.py --rows 7680 --shapes 256x1024,256x256 --methods tf32x3,bf16x6 \
   --configs-rows 0 --rounds 3 --out "$OUT/gemm_small_m_direct.csv" > "$OUT/small_m.log" 2>&1
 echo "small_m rc=$? $(( $(date +%s) - s )) s" >> "$OUT/gpu.txt"
 grep -E "linear|sgemm graph" "$OUT/small_m.log" >> "$OUT/gpu.txt"
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 RULE=table
 case "$GPU" in
   *H100*) ;;

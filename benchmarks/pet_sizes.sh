@@ -20,7 +20,7 @@ export PYTHONPATH=/tmp/pet_site:$PWD/src
 left=$(( BUDGET - ($(date +%s) - T0) - 5 ))
 timeout "$left" python benchmarks/md_step.py --shapes "$SHAPES" --systems "$SYSTEMS" --configs "$CONFIGS" \
   --interleave-steps --rounds "$ROUNDS" --repeats "$REPEATS" --warmup 3 --traceback \
-  --budget-s $(( left - 60 )) --out "$OUT/$NAME.csv" > "$OUT/md.log" 2>&1
+  --out "$OUT/$NAME.csv" > "$OUT/md.log" 2>&1  # (the CSV is written after every round: a timeout keeps them)
 echo "md rc=$? $(( $(date +%s) - T0 )) s" >> "$OUT/gpu.txt"
 grep -E "^  |^==" "$OUT/md.log" | tail -40 >> "$OUT/gpu.txt"
 cat "$OUT/gpu.txt"
