@@ -59,7 +59,8 @@ def test_the_build_compiles_every_kernel_for_sm80_and_sm90a(native_library):
     for k in index["kernels"]:
         cubin = blob[offset:offset + k["cubin_bytes"]]
         offset += (k["cubin_bytes"] + 15) // 16 * 16
-        assert _cubin_arch(cubin) == k["arch"], k["key"]
+        flags = struct.unpack_from("<I", cubin, 48)[0]
+        assert _cubin_arch(cubin) == k["arch"], (k["key"], "ELF ABI", cubin[8], hex(flags))
         assert k["name"] == NAMES[k["kind"]]
         # the launch contract: each argument a PTX parameter of its width, then Triton's scratch pointers
         assert len(k["params"]) == len(k["args"]) + len(k["extra"]), k["key"]
@@ -67,9 +68,11 @@ def test_the_build_compiles_every_kernel_for_sm80_and_sm90a(native_library):
             assert p == ("ptr" if ty.startswith("*") else {"i32": "u32", "i64": "u64"}[ty]), (k["key"], ty, p)
         assert all(p == "ptr" for p in k["params"][len(k["args"]):])
         assert not (k["cooperative"] or k["pdl"]) and k["num_ctas"] == 1
-        assert 0 < k["shared"] <= (227 if k["arch"] == 90 else 163) * 1024, k["key"]
+        # (a kernel without a dot, such as the split, may need no shared memory: Triton 3.6 reports 0 for it)
+        assert (0 if k["kind"] == "split" else 1) <= k["shared"] <= (227 if k["arch"] == 90 else 163) * 1024, \
+            (k["key"], k["shared"])
         if k["arch"] == 80 and "align1" not in k["variant"]:  # the general kernels run on every sm_8x (99 KiB)
-            assert k["shared"] <= 99 * 1024, k["key"]
+            assert k["shared"] <= 99 * 1024, (k["key"], k["shared"])
         if k["kind"] == "gemm":
             t = _aot.GEMM_TILES[k["arch"], k["method"]]
             assert k["tiles"] == [t.bm, t.bn, t.bk] and k["num_warps"] == t.warps

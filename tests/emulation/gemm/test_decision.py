@@ -214,6 +214,38 @@ def test_compiled_fp32_linear_rows_need_both_roles_on_sgemm(fake_gpu, monkeypatc
         assert sgemm_row_limit("triton:tf32x3", "cuda", 0, 1024, 256) == min(fwd, bwd) - 1
 
 
+def test_under_torch_compile_a_weights_sizes_take_the_table_whatever_dynamo_says_of_their_type(fake_gpu,
+                                                                                               monkeypatch):
+    """Dynamo of torch 2.11 reports a static size's ``__class__`` as not ``int`` (measured on the H100 machine:
+    every compiled product of a layer then took the 6 GFLOP rule, and a 192-atom PET step ran no product
+    emulated). A linear layer's N and K are its weight's sizes, static under torch.compile: the table decides
+    for them, traced (eager backend, a fake CUDA device) and with ``_plain_int`` answering as torch 2.11 does."""
+    spec = get_method("tf32x3")
+    table = DecisionTable.load(fake_gpu)
+    fwd = table.threshold("tf32x3", "fwd", 1024, 256, 0.05)
+    M = fwd + 1  # emulated by the table; far below 6 GFLOP, so the FLOP rule would send it to SGEMM
+    assert 2.0 * M * 1024 * 256 < 6e9
+    seen = {}
+
+    def decide(x, w):
+        N, K = w.shape
+        seen["weight"] = tb._use_fallback(spec, x.shape[0], N, K, FAKE_CUDA, "fwd", count=False, weight_dims=True)
+        seen["activation"] = tb._use_fallback(spec, x.shape[0], N, K, FAKE_CUDA, "fwd", count=False)
+        return x.sum()
+
+    with tcemu.config(small_shape_table=fake_gpu):
+        for plain in (True, False):
+            if not plain:  # as Dynamo of torch 2.11 answers for every size
+                monkeypatch.setattr(tb, "_plain_int", lambda size: False)
+            torch._dynamo.reset()
+            seen.clear()
+            torch.compile(decide, backend="eager")(torch.randn(M, 256), torch.randn(1024, 256))
+            assert seen["weight"] is False, plain
+            # sizes Dynamo calls symbolic (an activation's) keep the FLOP rule: below 6 GFLOP, SGEMM
+            assert seen["activation"] is (not plain), plain
+    torch._dynamo.reset()
+
+
 def test_the_cached_decision_costs_under_a_microsecond_or_two(fake_gpu):
     """The launch path is host-bound for small systems: a cached decision must cost about a microsecond
     (measured on this machine's shared CPU: best of 30 batches, to see past other processes)."""

@@ -109,19 +109,26 @@ def _row_threshold(device_index: int, method: str, role: str, N: int, K: int) ->
 
 def _plain_int(size: int) -> bool:
     """Whether a size is a Python int, not a symbolic one (torch.compile's dynamic shapes). Dynamo reports a
-    symbolic size's type as int, so ``isinstance(size, torch.SymInt)`` is False there; its ``__class__`` is not."""
+    symbolic size's type as int, so ``isinstance(size, torch.SymInt)`` is False there; its ``__class__`` is not
+    (torch 2.13). Dynamo of torch 2.11 answers False for a static size too, so a caller that knows its sizes
+    are a weight's passes ``weight_dims`` to :func:`_use_fallback` rather than relying on this."""
     return size.__class__ is int
 
 
 def _use_fallback(spec: MethodSpec, M: int, N: int, K: int, device: torch.device, role: str = "bwd_input",
-                  count: bool = True) -> bool:
+                  count: bool = True, weight_dims: bool = False) -> bool:
     """Whether an M x K x N product (N outputs, contraction K) of ``role`` (``"fwd"``: ``a @ W^T``;
     ``"bwd_input"``: ``a @ B``) runs as cuBLAS SGEMM (the small-shape fallback); counted and logged when it
-    does in eager code, unless ``count`` is False (a query)."""
+    does in eager code, unless ``count`` is False (a query). ``weight_dims``: N and K are a weight's sizes,
+    static under torch.compile (Dynamo keeps parameters' shapes static), so the measured table decides there
+    whatever Dynamo says of their type."""
     if device.type != "cuda" or not setting("small_shape_fallback"):
         return False
     index = -1 if device.index is None else device.index
-    if not (_plain_int(N) and _plain_int(K)):
+    if weight_dims:
+        if M >= _row_threshold(index, spec.name, role, int(N), int(K)):
+            return False
+    elif not (_plain_int(N) and _plain_int(K)):
         # sizes symbolic under torch.compile's dynamic shapes (an activation's, not a weight's): the FLOP rule, a
         # guard on them, as the table's lookup needs constants (and would specialize the size, one graph each)
         if 2.0 * M * N * K >= setting("small_shape_min_flops"):
@@ -313,7 +320,8 @@ class TritonBackend:
         Z = 1
         for d in batch:
             Z *= d
-        if _use_fallback(spec, M * Z, N, K, a.device):
+        # (b a Parameter: its sizes are static under torch.compile, so the measured table decides there too)
+        if _use_fallback(spec, M * Z, N, K, a.device, weight_dims=isinstance(b, torch.nn.Parameter)):
             return _sgemm(a, b, None)
         if b.dim() == 2:  # one weight-like b: fold the batch into M where a allows it
             pieces = _split_pieces(b, spec)
@@ -363,7 +371,7 @@ class TritonBackend:
         lead = x.shape[:-1]
         x2 = x.reshape(-1, K)
         M = x2.shape[0]
-        if _use_fallback(spec, M, N, K, x.device, "fwd"):
+        if _use_fallback(spec, M, N, K, x.device, "fwd", weight_dims=True):
             return _unflatten(_sgemm(x2, weight.t(), bias), lead, N)
         return _unflatten(_emu(x2, self._pieces(weight, prepared, spec, "fwd"), bias, spec, weight), lead, N)
 
@@ -371,8 +379,8 @@ class TritonBackend:
         """Under torch.compile (where the fallback is decided at trace time and not counted): whether the product,
         forward and input gradient, takes the small-shape fallback with FP32 GEMMs in IEEE mode (plain aten, as in
         the FP32 model). Monotone in M: each is a row threshold."""
-        return (device.type == "cuda" and _use_fallback(spec, M, N, K, device, "fwd", count=False)
-                and _use_fallback(spec, M, K, N, device, "bwd_input", count=False) and _fp32_gemm_is_ieee())
+        return (device.type == "cuda" and _use_fallback(spec, M, N, K, device, "fwd", False, True)
+                and _use_fallback(spec, M, K, N, device, "bwd_input", False, True) and _fp32_gemm_is_ieee())
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
@@ -380,6 +388,6 @@ class TritonBackend:
         lead = grad_out.shape[:-1]
         g2 = grad_out.reshape(-1, N)
         M = g2.shape[0]
-        if _use_fallback(spec, M, K, N, grad_out.device, "bwd_input"):
+        if _use_fallback(spec, M, K, N, grad_out.device, "bwd_input", weight_dims=True):
             return _unflatten(_sgemm(g2, weight, None), lead, K)
         return _unflatten(_emu(g2, self._pieces(weight, prepared, spec, "bwd"), None, spec, weight.t()), lead, K)

@@ -86,17 +86,29 @@ Tensor einsum(const std::string& equation, const std::vector<Tensor>& operands, 
 // ops.py's check: float32, dense, on one CPU or CUDA device (what the emulation runs; anything else is aten's)
 bool emulable(std::initializer_list<const Tensor*> tensors);
 
+// Whether cuBLAS may run FP32 GEMMs in TF32: torch.backends.cuda.matmul.fp32_precision, read through the API that
+// sets it. (The legacy allowTF32CuBLAS() raises in torch 2.11 where a host set the precision through the new API:
+// measured on the H100 machine.)
+inline bool cublas_fp32_is_tf32() {
+  return at::globalContext().float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL) ==
+         at::Float32Precision::TF32;
+}
+
 // cuBLAS FP32 products in IEEE mode for the scope, as tcemu's Python sets torch.backends.cuda.matmul.fp32_precision
 // to "ieee" around them: at::NoTF32Guard alone is not enough, since cuBLASLt's GEMM with bias (addmm's epilogue)
 // reads the global setting only, and with TF32 allowed it rounds the operands to TF32.
 struct IeeeFp32Guard {
   at::NoTF32Guard no_tf32;
-  bool was_tf32 = at::globalContext().allowTF32CuBLAS();
+  bool was_tf32 = cublas_fp32_is_tf32();
   IeeeFp32Guard() {
-    if (was_tf32) at::globalContext().setAllowTF32CuBLAS(false);
+    if (was_tf32)
+      at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL,
+                                              at::Float32Precision::IEEE);
   }
   ~IeeeFp32Guard() {
-    if (was_tf32) at::globalContext().setAllowTF32CuBLAS(true);
+    if (was_tf32)
+      at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL,
+                                              at::Float32Precision::TF32);
   }
   IeeeFp32Guard(const IeeeFp32Guard&) = delete;
   IeeeFp32Guard& operator=(const IeeeFp32Guard&) = delete;
