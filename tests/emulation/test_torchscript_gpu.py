@@ -54,7 +54,7 @@ def test_scripted_optimized_runs_stay_fp32_accurate_on_cuda():
 @pytest.mark.filterwarnings("ignore::UserWarning")
 def test_exported_pet_on_cuda_equals_the_eager_emulated_pet(tmp_path):
     """metatomic's .pt file loaded on the GPU (MetatomicCalculator(path, device="cuda")): the same bits as the
-    eager emulated PET through the Triton kernels (GEMMs and fused attention)."""
+    eager emulated PET through the Triton kernels (GEMMs and fused attention), with deterministic scatters."""
     pytest.importorskip("metatrain")
     import copy
 
@@ -78,12 +78,19 @@ def test_exported_pet_on_cuda_equals_the_eager_emulated_pet(tmp_path):
     scripted = tcemu.ase.emulate_calculator(MetatomicCalculator(path, device="cuda"), "tf32x3", backend="triton")
     eager = tcemu.ase.emulate_calculator(MetatomicCalculator(copy.deepcopy(built).export(), device="cuda"),
                                          "tf32x3", backend="triton")
-    with _kernels_only():
-        want = ef(eager)
-        with tcemu.coverage() as cov:
-            first = ef(scripted)
-        with torch.jit.optimized_execution(False):
-            again = ef(scripted)
+    # torch's deterministic algorithms: PET's backward scatters the forces with index_add, whose CUDA atomics add in
+    # another order at each run (plain FP32 PET's forces too differ in their last bits between runs without them)
+    was, was_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        with _kernels_only():
+            want = ef(eager)
+            with tcemu.coverage() as cov:
+                first = ef(scripted)
+            with torch.jit.optimized_execution(False):
+                again = ef(scripted)
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=was_warn)
     assert cov.fraction > 0.999 and cov.flops("fallback") == 0, cov.table()
     for got in (first, again):
         assert got[0] == want[0] and np.array_equal(got[1], want[1])

@@ -4,8 +4,26 @@ providing the ``tcemu::`` ops; ``write_atoms`` writes the host's input file."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
+
+
+@contextlib.contextmanager
+def deterministic(device: str):
+    """torch's deterministic algorithms on CUDA for the scope (what ``tcemu_host --deterministic 1`` sets): PET's
+    backward scatters the forces with index_add, whose atomics add in another order at each CUDA run, so its forces
+    differ in the last bits between runs of the same FP32 model; bit comparisons need the deterministic kernels."""
+    if device != "cuda":
+        yield
+        return
+    was, was_warn = torch.are_deterministic_algorithms_enabled(), torch.is_deterministic_algorithms_warn_only_enabled()
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=was_warn)
 
 
 def write_atoms(atoms, path) -> None:

@@ -15,6 +15,8 @@ import torch
 
 torch.set_num_threads(1)  # as the test process (tests/conftest.py)
 mode, library, model, atoms_path, out, device = sys.argv[1:7]
+if device == "cuda":  # as the test's side (_host_inputs.deterministic: PET's index_add adds with atomics on CUDA)
+    torch.use_deterministic_algorithms(True, warn_only=True)
 if mode == "load_library":
     torch.ops.load_library(library)
 

@@ -52,7 +52,9 @@ def main() -> None:
     water = systems.water_cluster(args.molecules)
     _host_inputs.write_atoms(water, out / "water.txt")
     start = time.perf_counter()
-    done = subprocess.run([str(host), str(out / "pet_emulated.pt"), str(out / "water.txt"), "--device", args.device],
+    # bit comparisons on CUDA with torch's deterministic algorithms on both sides (_host_inputs.deterministic)
+    done = subprocess.run([str(host), str(out / "pet_emulated.pt"), str(out / "water.txt"), "--device", args.device,
+                           "--deterministic", str(int(args.device == "cuda"))],
                           capture_output=True, text=True, timeout=300)
     seconds = time.perf_counter() - start
     (out / f"host_{args.device}.txt").write_text(done.stdout + done.stderr)
@@ -61,14 +63,14 @@ def main() -> None:
     lines = done.stdout.splitlines()
     energy = float(next(line for line in lines if line.startswith("energy")).split()[1])
     forces = np.array([[float(v) for v in line.split()[1:]] for line in lines if line.startswith("force")])
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _host_inputs.deterministic(args.device):
         warnings.simplefilter("ignore")
         e_py, f_py = _host_inputs.energy_forces(load_atomistic_model(str(out / "pet_emulated.pt")), water, args.device)
         e32, f32 = _host_inputs.energy_forces(load_atomistic_model(str(out / "pet32.pt")), water, args.device)
         e64, f64 = _host_inputs.energy_forces(load_atomistic_model(str(out / "pet64.pt")), water, "cpu")
     record = {
         "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
-        "torch": torch.__version__, "method": args.method, "atoms": len(water), "rewritten_ops": counts,
+        "torch": torch.__version__, "method": args.method, "deterministic": args.device == "cuda", "atoms": len(water), "rewritten_ops": counts,
         "host_seconds_including_load": round(seconds, 3),
         "energy_host": energy, "energy_python": e_py, "energy_fp32": e32, "energy_fp64": e64,
         "energy_bit_equal": bool(np.float32(energy) == np.float32(e_py)),

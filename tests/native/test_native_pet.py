@@ -111,8 +111,9 @@ def test_native_only_python_host_has_the_python_bits(exported, native_library, m
 
 @pytest.mark.gpu
 def test_native_only_python_host_has_the_python_bits_on_cuda(exported, native_library, tmp_path):
+    """Both sides with torch's deterministic algorithms (``_host_inputs.deterministic``: PET's index_add)."""
     native = _worker_runs(exported, native_library, "load_library", "cuda", tmp_path)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _host_inputs.deterministic("cuda"):
         warnings.simplefilter("ignore")
         python = _calculator_runs(_load(exported["dir"] / "pet.pt"), "cuda")
     assert np.array_equal(native, python)
@@ -169,7 +170,9 @@ def test_cpp_host_finds_the_library_in_an_extensions_directory(exported, native_
 
 @pytest.mark.gpu
 def test_cpp_host_on_cuda_has_the_python_bits(exported, native_host):
+    """Both sides with torch's deterministic algorithms (``_host_inputs.deterministic``: PET's index_add)."""
     d, water = exported["dir"], exported["water"]
-    e, f = _host(native_host, d / "pet.pt", d / "water.txt", "--device", "cuda")
-    want_e, want_f = _host_inputs.energy_forces(_load(d / "pet.pt"), water, "cuda")
+    e, f = _host(native_host, d / "pet.pt", d / "water.txt", "--device", "cuda", "--deterministic", "1")
+    with _host_inputs.deterministic("cuda"):
+        want_e, want_f = _host_inputs.energy_forces(_load(d / "pet.pt"), water, "cuda")
     assert np.float32(e) == np.float32(want_e) and np.array_equal(f.astype(np.float32), want_f)

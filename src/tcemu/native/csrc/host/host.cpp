@@ -1,13 +1,16 @@
 // tcemu_host: a LibTorch program (no Python) that runs an emulated metatomic model and prints energy and forces.
 //
 //   tcemu_host MODEL.pt ATOMS.txt [--library libtcemu_native.so] [--extensions-dir DIR] [--device cpu|cuda]
+//              [--deterministic 1]
 //
 // MODEL.pt is written by tcemu.native.export_script: its graphs call the tcemu:: ops. They come from
 // libtcemu_native.so, loaded either explicitly (--library: dlopen, as torch.ops.load_library does) or by metatomic's
 // extension mechanism (load_atomistic_model loads the libraries listed in the model's "extensions" metadata: what
 // LAMMPS's metatomic pair style does). ATOMS.txt: the number of atoms, then one "type x y z" line per atom
 // (angstrom, no periodic boundaries). The neighbor lists the model requests are computed here by brute force,
-// pairs in (i, j) order; tcemu's tests build the same lists in Python to compare the bits.
+// pairs in (i, j) order; tcemu's tests build the same lists in Python to compare the bits. --deterministic 1: torch's
+// deterministic algorithms (on CUDA, PET's backward scatters forces with index_add, whose atomics add in a different
+// order at each run: bit comparisons need the deterministic kernels, on both sides).
 #include <dlfcn.h>
 
 #include <cmath>
@@ -86,16 +89,19 @@ metatensor_torch::TensorBlock neighbors(const torch::Tensor& positions, const At
 
 int main(int argc, char** argv) {
   if (argc < 3) {
-    std::cerr << "usage: tcemu_host MODEL.pt ATOMS.txt [--library LIB.so] [--extensions-dir DIR] [--device D]\n";
+    std::cerr << "usage: tcemu_host MODEL.pt ATOMS.txt [--library LIB.so] [--extensions-dir DIR] [--device D] "
+                 "[--deterministic 1]\n";
     return 2;
   }
   std::string model_path = argv[1], atoms_path = argv[2], library, device_name = "cpu";
   c10::optional<std::string> extensions_dir;
+  bool deterministic = false;
   for (int i = 3; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     if (flag == "--library") library = argv[i + 1];
     else if (flag == "--extensions-dir") extensions_dir = std::string(argv[i + 1]);
     else if (flag == "--device") device_name = argv[i + 1];
+    else if (flag == "--deterministic") deterministic = std::string(argv[i + 1]) == "1";
     else {
       std::cerr << "unknown option " << flag << "\n";
       return 2;
@@ -107,6 +113,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     torch::set_num_threads(1);  // (as tcemu's tests compare the bits)
+    if (deterministic) at::globalContext().setDeterministicAlgorithms(true, /*warn_only=*/true);
     const torch::Device device(device_name);
     auto model = metatomic_torch::load_atomistic_model(model_path, extensions_dir);
     model.eval();
