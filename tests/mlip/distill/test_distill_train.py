@@ -19,6 +19,7 @@ def test_options_fill_paths_device_epochs(tmp_path):
     assert opts["test_set"]["targets"]["energy"]["stress"] == {"key": "stress"}
     model = opts["architecture"]["model"]
     assert (model["d_pet"], model["d_node"], model["num_gnn_layers"]) == (128, 256, 2)
+    assert model["zbl"] is True  # the repulsion under the learned energy
     assert training["learning_rate"] == 3.0e-4  # the template's
 
 
