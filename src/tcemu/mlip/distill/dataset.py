@@ -14,7 +14,7 @@ Groups (:class:`DistillDataConfig` sets their sizes):
   ``water_hot_md``, Langevin dynamics of the box at higher temperatures (700 and 900 K); ``water_compressed``,
   MD frames in a cell shrunk by a length factor of 0.90-0.97, rigid molecules moved with it, rattled;
   ``water_contact``, MD frames with one molecule turned at random and pushed rigidly toward its nearest neighbour
-  until an intermolecular O-O, O-H or H-H distance reaches a target (1.9-2.4, 1.1-1.6, 1.4-1.8 A);
+  until an intermolecular O-O, O-H or H-H distance reaches a target (1.8-2.4, 1.0-1.6, 1.3-1.8 A);
 - ``co_curve``: CO on the Pt(111) top site at the energy-curve heights of the full suite (60 from 1.2 to 6.0 A);
 - ``co_displaced``: CO at random heights, tilted, off the top site, its bond stretched, on a rattled and strained
   slab; ``pt_clean``: the rattled slab without CO;

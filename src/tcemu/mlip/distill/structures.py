@@ -68,9 +68,9 @@ class DistillDataConfig:
     water_compressed: int = 60
     water_compressed_length_range: tuple[float, float] = (0.90, 0.97)
     water_contact: int = 100
-    water_contact_oo_range_A: tuple[float, float] = (1.9, 2.4)
-    water_contact_oh_range_A: tuple[float, float] = (1.1, 1.6)
-    water_contact_hh_range_A: tuple[float, float] = (1.4, 1.8)
+    water_contact_oo_range_A: tuple[float, float] = (1.8, 2.4)
+    water_contact_oh_range_A: tuple[float, float] = (1.0, 1.6)
+    water_contact_hh_range_A: tuple[float, float] = (1.3, 1.8)
     max_force_eV_per_A: float = 25.0
     val_fraction: float = 0.1
     test_fraction: float = 0.1
