@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["CONTACT_TYPES", "closest_contacts", "compressed", "molecule_indices", "push_molecule", "unwrapped"]
+__all__ = ["CONTACT_TYPES", "closest_contacts", "compressed", "molecule_indices", "push_molecule", "random_push",
+           "unwrapped"]
 
 #: Intermolecular contact types, each a pair of elements.
 CONTACT_TYPES = {"O-O": ("O", "O"), "O-H": ("O", "H"), "H-H": ("H", "H")}
