@@ -63,11 +63,47 @@ def test_labels_metadata_and_splits(small, teacher):
     # the scan's 1.2 A point (forces near 100 eV/A) is left out; the others are training data
     assert manifest["dropped_max_force"]["co_curve"] == 1
     assert manifest["counts"]["co_curve"] == {"train": 2, "val": 0, "test": 0}
+    # the short-contact groups: hot MD in time blocks, compressed cells, one pushed molecule each
+    assert sum(manifest["counts"]["water_hot_md"].values()) == 2
+    compressed = [a for a in frames["train"] if a.info["group"] == "water_compressed"]
+    contacts = [a for s in SPLITS for a in frames[s] if a.info["group"] == "water_contact"]
+    assert len(compressed) == SMALL.water_compressed and len(contacts) == SMALL.water_contact
+    for a in compressed:
+        lo, hi = SMALL.water_compressed_length_range
+        assert lo <= a.info["length_factor"] <= hi
+        np.testing.assert_allclose(a.cell.lengths(), 12.417 * a.info["length_factor"], rtol=1e-6)
+    ranges = {"OO": SMALL.water_contact_oo_range_A, "OH": SMALL.water_contact_oh_range_A,
+              "HH": SMALL.water_contact_hh_range_A}
+    for a in contacts:
+        kind = a.info["contact"].replace("-", "")
+        assert ranges[kind][0] <= a.info[f"closest_{kind}_A"] <= ranges[kind][1]
+        assert all(a.info[f"closest_{k}_A"] >= lo - 1e-6 for k, (lo, _) in ranges.items())
     # the label is the teacher's evaluation of the structure as written
     a = next(f for f in frames["train"] if f.info["group"] == "cantor_small")
     fresh = label(a.copy(), teacher)
     assert fresh.get_potential_energy() == pytest.approx(a.get_potential_energy(), abs=1e-4)
     np.testing.assert_allclose(fresh.get_forces(), a.get_forces(), atol=1e-4)
+
+
+def test_teacher_repels_a_pushed_molecule(teacher):
+    """The labels of water_contact hold a wall: CHGNet's energy rises as one molecule is pushed into its neighbour,
+    and the pushed molecule's net force points back (O-O 2.4, 2.2, 2.0 A; the box's shortest O-O is 2.51 A)."""
+    from tcemu.mlip import systems
+    from tcemu.mlip.distill.water_contacts import _mic, molecule_indices, push_molecule
+
+    box = systems.water_box()
+    box.info = {}
+    own = molecule_indices(box)[0]
+    energies = []
+    for oo in (2.4, 2.2, 2.0):
+        atoms, kind = push_molecule(box, 0, {"O-O": oo})
+        assert kind == "O-O"
+        frame = label(atoms, teacher)
+        energies.append(frame.get_potential_energy())
+        shift = _mic(atoms.positions[own[0]] - box.positions[own[0]], box.cell.array)  # the push, toward the neighbour
+        assert frame.get_forces()[own].sum(axis=0) @ shift < 0
+    assert energies[0] < energies[1] < energies[2]
+    assert energies[2] - energies[0] > 1.0  # eV: a wall, not noise
 
 
 def test_structures_follow_the_seed():

@@ -10,6 +10,11 @@ Groups (:class:`DistillDataConfig` sets their sizes):
 - ``water_md``: the 192-atom water box, Langevin dynamics with the teacher at several temperatures (every step is
   labelled by the MD force call itself; every ``water_md_stride``-th is kept);
 - ``water_strained``: MD frames rattled and strained (the cell deformed, up to ``max_strain``);
+- short contacts of water, where a model learns its repulsion (:mod:`tcemu.mlip.distill.water_contacts`):
+  ``water_hot_md``, Langevin dynamics of the box at higher temperatures (700 and 900 K); ``water_compressed``,
+  MD frames in a cell shrunk by a length factor of 0.90-0.97, rigid molecules moved with it, rattled;
+  ``water_contact``, MD frames with one molecule turned at random and pushed rigidly toward its nearest neighbour
+  until an intermolecular O-O, O-H or H-H distance reaches a target (1.8-2.4, 1.0-1.6, 1.3-1.8 A);
 - ``co_curve``: CO on the Pt(111) top site at the energy-curve heights of the full suite (60 from 1.2 to 6.0 A);
 - ``co_displaced``: CO at random heights, tilted, off the top site, its bond stretched, on a rattled and strained
   slab; ``pt_clean``: the rattled slab without CO;
@@ -49,6 +54,8 @@ from .structures import (  # the groups, the configuration and the builders of e
     _co_curve,
     _labelled,
     _rng,
+    _water_compressed,
+    _water_contact,
     _water_md,
     _water_strained,
     label,
@@ -119,7 +126,10 @@ def _versions() -> dict[str, str]:
     return out
 
 
-#: The configuration fields each group depends on (its cache key); water_strained starts from water_md's frames.
+#: The fields that fix water_md's training frames, which water_strained, water_compressed and water_contact start from.
+_MD_START_FIELDS = ("water_md_temperatures_K", "water_md_steps", "water_md_stride", "water_md_timestep_fs",
+                    "water_md_friction_per_fs", "val_fraction", "test_fraction")
+#: The configuration fields each group depends on (its cache key).
 _GROUP_FIELDS = {
     "water_md": ("water_md_temperatures_K", "water_md_steps", "water_md_stride", "water_md_timestep_fs",
                  "water_md_friction_per_fs"),
@@ -133,10 +143,18 @@ _GROUP_FIELDS = {
     "cantor_539": ("cantor_539", "rattle_range_A", "max_strain"),
     "cantor_relax": ("cantor_relax_steps", "cantor_relax_stride"),
     "cantor_small": ("cantor_small", "cantor_small_size", "rattle_range_A", "max_strain"),
+    "water_hot_md": ("water_hot_md_temperatures_K", "water_hot_md_steps", "water_hot_md_stride",
+                     "water_md_timestep_fs", "water_md_friction_per_fs"),
+    "water_compressed": _MD_START_FIELDS + ("water_compressed", "water_compressed_length_range",
+                                            "water_rattle_range_A"),
+    "water_contact": _MD_START_FIELDS + ("water_contact", "water_contact_oo_range_A", "water_contact_oh_range_A",
+                                         "water_contact_hh_range_A"),
 }
-#: Generation order: cheap groups first, water_strained after water_md.
-_ORDER = ("co_curve", "co_displaced", "pt_clean", "cantor_small", "water_md", "water_strained", "cantor_539",
-          "cantor_relax")
+#: Generation order: cheap groups first, the groups built on water_md's frames after it.
+_ORDER = ("co_curve", "co_displaced", "pt_clean", "cantor_small", "water_md", "water_strained", "water_hot_md",
+          "water_compressed", "water_contact", "cantor_539", "cantor_relax")
+#: MD trajectories, split in time blocks.
+_MD_GROUPS = ("water_md", "water_hot_md")
 
 
 def _as_written(frames: list) -> list:
@@ -205,6 +223,9 @@ def generate(cfg: DistillDataConfig, out: str | Path, cache: bool = True, log=pr
             "cantor_small": lambda: _labelled(cfg, calc, "cantor_small", cfg.cantor_small),
             "water_md": lambda: [f for traj in _water_md(cfg, calc) for f in traj],
             "water_strained": lambda: _water_strained(cfg, calc, _md_split(frames["water_md"], cfg)["train"]),
+            "water_hot_md": lambda: [f for traj in _water_md(cfg, calc, "water_hot_md") for f in traj],
+            "water_compressed": lambda: _water_compressed(cfg, calc, _md_split(frames["water_md"], cfg)["train"]),
+            "water_contact": lambda: _water_contact(cfg, calc, _md_split(frames["water_md"], cfg)["train"]),
             "cantor_539": lambda: _labelled(cfg, calc, "cantor_539", cfg.cantor_539),
             "cantor_relax": lambda: _cantor_relax(cfg, calc),
         }
@@ -224,7 +245,7 @@ def generate(cfg: DistillDataConfig, out: str | Path, cache: bool = True, log=pr
     splits: dict[str, list] = {s: [] for s in SPLITS}
     counts: dict[str, dict[str, int]] = {}
     for group in GROUPS:
-        if group == "water_md":
+        if group in _MD_GROUPS:
             parts = _md_split(frames[group], cfg)
         elif group in ("co_curve", "cantor_relax"):  # the suite's own scan, and one relaxation path: training
             parts = {"train": frames[group], "val": [], "test": []}

@@ -24,14 +24,19 @@ GROUPS = (
     "cantor_539",
     "cantor_relax",
     "cantor_small",
+    "water_hot_md",
+    "water_compressed",
+    "water_contact",
 )
 
 
 @dataclass(frozen=True)
 class DistillDataConfig:
-    """What :func:`generate` builds. The defaults are the committed set (about 15 minutes of one idle CPU core).
+    """What :func:`generate` builds. The defaults are the committed set.
 
-    Counts are structures per group; ``water_md_temperatures_K`` has one trajectory per entry.
+    Counts are structures per group; ``water_md_temperatures_K`` and ``water_hot_md_temperatures_K`` have one
+    trajectory per entry. The ``water_contact_*_range_A`` are the targets of the intermolecular O-O, O-H and H-H
+    distances in ``water_contact`` (the first contact to reach its target stops the push).
     """
 
     seed: int = 0
@@ -57,6 +62,15 @@ class DistillDataConfig:
     max_strain: float = 0.03
     water_rattle_range_A: tuple[float, float] = (0.005, 0.04)
     water_max_strain: float = 0.02
+    water_hot_md_temperatures_K: tuple[float, ...] = (700.0, 900.0)
+    water_hot_md_steps: int = 120
+    water_hot_md_stride: int = 4
+    water_compressed: int = 60
+    water_compressed_length_range: tuple[float, float] = (0.90, 0.97)
+    water_contact: int = 100
+    water_contact_oo_range_A: tuple[float, float] = (1.8, 2.4)
+    water_contact_oh_range_A: tuple[float, float] = (1.0, 1.6)
+    water_contact_hh_range_A: tuple[float, float] = (1.3, 1.8)
     max_force_eV_per_A: float = 25.0
     val_fraction: float = 0.1
     test_fraction: float = 0.1
@@ -75,6 +89,11 @@ class DistillDataConfig:
             cantor_539=0,
             cantor_relax_steps=0,
             cantor_small=8,
+            water_hot_md_temperatures_K=(900.0,),
+            water_hot_md_steps=4,
+            water_hot_md_stride=2,
+            water_compressed=2,
+            water_contact=2,
             val_fraction=0.2,
             test_fraction=0.2,
         )
@@ -133,17 +152,25 @@ def _rattle(atoms, rng: np.random.Generator, sigma_range_A: tuple[float, float],
 # ---------------------------------------------------------------------------------------------
 
 
-def _water_md(cfg: DistillDataConfig, calc) -> list[list]:
-    """One labelled trajectory per temperature, from the shipped water box; each a list of frames."""
+def _water_md(cfg: DistillDataConfig, calc, group: str = "water_md") -> list[list]:
+    """One labelled trajectory per temperature, from the shipped water box; each a list of frames. ``group``
+    ``water_md`` or ``water_hot_md`` picks the temperatures, length and stride (and the random numbers)."""
     from ase import units
     from ase.md.langevin import Langevin
 
     from tcemu.mlip import systems
     from tcemu.mlip._common import maxwell_boltzmann_momenta
 
+    if group == "water_md":
+        temperatures, steps, stride = cfg.water_md_temperatures_K, cfg.water_md_steps, cfg.water_md_stride
+    elif group == "water_hot_md":
+        temperatures, steps, stride = (cfg.water_hot_md_temperatures_K, cfg.water_hot_md_steps,
+                                       cfg.water_hot_md_stride)
+    else:
+        raise ValueError(f"{group!r} is not an MD group")
     trajectories = []
-    for t, temperature in enumerate(cfg.water_md_temperatures_K):
-        rng = _rng(cfg, "water_md", t)
+    for t, temperature in enumerate(temperatures):
+        rng = _rng(cfg, group, t)
         atoms = systems.water_box()
         atoms.info = {}
         atoms.calc = calc
@@ -151,8 +178,8 @@ def _water_md(cfg: DistillDataConfig, calc) -> list[list]:
         dyn = Langevin(atoms, cfg.water_md_timestep_fs * units.fs, temperature_K=temperature,
                        friction=cfg.water_md_friction_per_fs / units.fs, rng=rng, fixcm=False)
         frames = []
-        for step in range(cfg.water_md_stride, cfg.water_md_steps + 1, cfg.water_md_stride):
-            dyn.run(cfg.water_md_stride)
+        for step in range(stride, steps + 1, stride):
+            dyn.run(stride)
             # the last force call of the step was at these positions and computed energy, forces and stress
             # (a periodic system); label anew only if it was not
             results = calc.results
@@ -162,7 +189,7 @@ def _water_md(cfg: DistillDataConfig, calc) -> list[list]:
                 frame = label(atoms, calc)
             else:
                 frame = _with_results(atoms, results)
-            frame.info.update(group="water_md", temperature_K=temperature, md_step=step, trajectory=t)
+            frame.info.update(group=group, temperature_K=temperature, md_step=step, trajectory=t)
             frames.append(frame)
         trajectories.append(frames)
     return trajectories
@@ -180,6 +207,47 @@ def _water_strained(cfg: DistillDataConfig, calc, md_frames: list) -> list:
         frame = label(atoms, calc)
         frame.info["group"] = "water_strained"
         out.append(frame)
+    return out
+
+
+def _water_compressed(cfg: DistillDataConfig, calc, md_frames: list) -> list:
+    """MD frames in a smaller cell, rigid molecules moved with it (length factor drawn from
+    ``water_compressed_length_range``), rattled: every intermolecular distance shorter at once."""
+    from .water_contacts import closest_contacts, compressed
+
+    out = []
+    for i in range(cfg.water_compressed):
+        rng = _rng(cfg, "water_compressed", i)
+        frame = md_frames[int(rng.integers(len(md_frames)))]
+        atoms, factor = compressed(frame, rng, cfg.water_compressed_length_range)
+        atoms.info = {}
+        _rattle(atoms, rng, cfg.water_rattle_range_A)
+        contacts = closest_contacts(atoms)
+        labelled = label(atoms, calc)
+        labelled.info.update(group="water_compressed", length_factor=factor,
+                             **{f"closest_{k.replace('-', '')}_A": v for k, v in contacts.items()})
+        out.append(labelled)
+    return out
+
+
+def _water_contact(cfg: DistillDataConfig, calc, md_frames: list) -> list:
+    """MD frames with one molecule turned at random and pushed rigidly toward its nearest neighbour until one
+    intermolecular O-O, O-H or H-H distance reaches a target drawn from its ``water_contact_*_range_A``."""
+    from .water_contacts import closest_contacts, random_push
+
+    ranges = {"O-O": cfg.water_contact_oo_range_A, "O-H": cfg.water_contact_oh_range_A,
+              "H-H": cfg.water_contact_hh_range_A}
+    out = []
+    for i in range(cfg.water_contact):
+        rng = _rng(cfg, "water_contact", i)
+        frame = md_frames[int(rng.integers(len(md_frames)))]
+        atoms, molecule, kind, target = random_push(frame, rng, ranges)
+        atoms.info = {}
+        contacts = closest_contacts(atoms, molecule)
+        labelled = label(atoms, calc)
+        labelled.info.update(group="water_contact", molecule=molecule, contact=kind, contact_A=target,
+                             **{f"closest_{k.replace('-', '')}_A": v for k, v in contacts.items()})
+        out.append(labelled)
     return out
 
 

@@ -10,7 +10,8 @@
 
 Then the best model (metatrain's ``best_model_state_dict``, lowest validation RMSE product) is written without
 optimizer state as ``pet_distilled.ckpt`` (:func:`ship_checkpoint`), evaluated against the teacher's labels
-(:mod:`tcemu.mlip.distill.evaluate`) and plotted. Everything lands in ``out``: at most 8 files, none over 16 MB.
+(:mod:`tcemu.mlip.distill.evaluate`) and plotted. Everything lands in ``out``: the files of :data:`OUTPUT_FILES`,
+none over 16 MB.
 """
 
 from __future__ import annotations
