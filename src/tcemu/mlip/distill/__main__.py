@@ -24,6 +24,10 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--eval-limit", type=int, default=None, help="evaluate at most this many structures per split")
     t.add_argument("--learning-rate", type=float, default=None, help="peak learning rate (default: the options file's)")
     t.add_argument("--relax-steps", type=int, default=400, help="step limit of the CO relaxation in the evaluation")
+    t.add_argument("--resume", default=None, metavar="PREV_OUT",
+                   help="continue the training of an earlier call's output folder (its restart.ckpt and options)")
+    t.add_argument("--call-epochs", type=int, default=None,
+                   help="stop this call after this many epochs (continue later with --resume)")
     g = sub.add_parser("plot", help="redraw training_curves.png from a train output folder")
     g.add_argument("folder")
     m = sub.add_parser("summary", help="print a pet_distilled.json as the markdown of docs/mlip.md")
@@ -42,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
 
         cfg = TrainConfig(data=Path(args.data), out=Path(args.out), device=args.device, budget_s=args.budget_s,
                           epochs=args.epochs, status=args.status, eval_limit=args.eval_limit,
-                          relax_steps=args.relax_steps, learning_rate=args.learning_rate)
+                          relax_steps=args.relax_steps, learning_rate=args.learning_rate,
+                          resume=Path(args.resume) if args.resume else None, call_epochs=args.call_epochs)
         print("\n".join(summary_lines(train(cfg))))
     elif args.cmd == "plot":
         import json

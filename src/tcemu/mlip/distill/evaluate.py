@@ -266,6 +266,14 @@ def plot_training(train_csv: Path, summary: dict, png: Path) -> Path:
     return png
 
 
+def _chain_text(calls: list[dict]) -> str:
+    """``; over 2 calls (epochs 0-12 in 540 s, 12-20 in 300 s)`` for a training continued over several calls."""
+    if len(calls) < 2:
+        return ""
+    parts = ", ".join(f"{c['epochs_before']}-{c['epochs_after']} in {c['train_wall_s']:.0f} s" for c in calls)
+    return f"; over {len(calls)} calls of mtt train (epochs {parts}), the figures above being the last call's"
+
+
 def summary_markdown(summary: dict) -> str:
     """``pet_distilled.json`` as the markdown that docs/mlip.md shows: training, test errors per group, CO curve."""
     t, m = summary["training"], summary["model"]
@@ -277,7 +285,8 @@ def summary_markdown(summary: dict) -> str:
         f"{env.get('torch', '-')}, Python {env.get('python', '-')}: {t['epochs_done']} of {t['epochs_planned']} epochs "
         f"in {t['train_wall_s']:.0f} s (start-up {t['startup_s']:.0f} s, {t['epoch_s']:.2f} s per epoch), the "
         f"command {t.get('total_wall_s', float('nan')):.0f} s"
-        + (" (stopped at the deadline: the newest intermediate checkpoint)" if t.get("interrupted") else "") + ".",
+        + (" (stopped at the deadline: the newest intermediate checkpoint)" if t.get("interrupted") else "")
+        + _chain_text(t.get("chain", {}).get("calls", [])) + ".",
         "",
         "| split | group | structures | atoms | energy MAE (meV/atom) | energy RMSE (meV/atom) | force RMSE (meV/A) "
         "| force RMS of the labels (meV/A) | stress RMSE (meV/A^3) |",

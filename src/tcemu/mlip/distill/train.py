@@ -11,7 +11,13 @@
 Then the best model (metatrain's ``best_model_state_dict``, lowest validation RMSE product) is written without
 optimizer state as ``pet_distilled.ckpt`` (:func:`ship_checkpoint`), evaluated against the teacher's labels
 (:mod:`tcemu.mlip.distill.evaluate`) and plotted. Everything lands in ``out``: the files of :data:`OUTPUT_FILES`,
-none over 16 MB.
+none over 16 MB but ``restart.ckpt``, metatrain's checkpoint of where the training stopped.
+
+A training longer than one call (the GPU machine's 600 s) runs as a chain: the first call fixes the total
+``epochs`` (and the learning rate); each later call names the previous call's output folder as ``resume``
+(``--resume PREV_OUT``) and continues from its ``restart.ckpt`` through metatrain's own restart, with the
+previous call's options, toward the same total on the same learning-rate schedule (:mod:`.resume`). Every call
+stops within its budget, ships and evaluates the best model so far, and records the chain in its summary.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
+from tcemu.mlip.distill.resume import checkpoint_complete
+
 __all__ = ["MttRun", "OUTPUT_FILES", "TrainConfig", "mtt_command", "options_for", "run_mtt", "ship_checkpoint",
            "size_epochs", "train"]
 
@@ -45,6 +53,7 @@ OUTPUT_FILES = (
     "results.csv",
     "training_curves.png",
     "distill_train.log",
+    "restart.ckpt",
 )
 #: The epoch lines metatrain logs (``Epoch:    3 | learning rate: ...``).
 _EPOCH_LINE = re.compile(r"Epoch:\s*(\d+)\s*\|")
@@ -68,6 +77,10 @@ class TrainConfig:
         eval_limit: structures per split evaluated (``None``: all).
         relax_steps: step limit of the CO relaxation in the evaluation.
         learning_rate: metatrain's peak learning rate (``None``: the template's).
+        resume: the output folder of the previous call of a chain: continue its training (its ``restart.ckpt``,
+            its options; no calibration). ``epochs`` and ``learning_rate``, if given, must be its.
+        call_epochs: stop this call after this many epochs (at the first checkpoint after them), the rest left
+            to a call with ``resume``; ``None``: only the budget stops it.
     """
 
     data: Path
@@ -83,6 +96,8 @@ class TrainConfig:
     eval_limit: int | None = None
     relax_steps: int = 400
     learning_rate: float | None = None
+    resume: Path | None = None
+    call_epochs: int | None = None
 
 
 @dataclass
@@ -116,11 +131,13 @@ def _template(cfg: TrainConfig) -> Path:
     return Path(str(resources.files("tcemu.mlip.distill") / "options.yaml"))
 
 
-def options_for(cfg: TrainConfig, work: Path, epochs: int, checkpoint_interval: int) -> dict:
-    """The template with this run's data paths, device, epochs and checkpoint interval filled in."""
+def options_for(cfg: TrainConfig, work: Path, epochs: int, checkpoint_interval: int,
+                template: Path | None = None) -> dict:
+    """The template (default: :attr:`TrainConfig.options` or the package's) with this run's data paths, device,
+    epochs and checkpoint interval filled in."""
     from omegaconf import OmegaConf
 
-    opts = OmegaConf.to_container(OmegaConf.load(_template(cfg)))
+    opts = OmegaConf.to_container(OmegaConf.load(template or _template(cfg)))
     opts["device"] = cfg.device
     opts["final_eval"] = False  # our own evaluation follows (per group, through the shipped loader)
     training = opts["architecture"]["training"]
@@ -140,19 +157,27 @@ def _write_options(opts: dict, path: Path) -> Path:
     return path
 
 
-def mtt_command(options: Path) -> list[str]:
-    """``mtt train OPTIONS -o model.pt`` (metatrain's own command line), in this interpreter."""
-    return [sys.executable, "-m", "metatrain", "train", str(options), "-o", "model.pt"]
+def mtt_command(options: Path, restart: Path | None = None) -> list[str]:
+    """``mtt train OPTIONS -o model.pt [--restart CKPT]`` (metatrain's own command line), in this interpreter."""
+    cmd = [sys.executable, "-m", "metatrain", "train", str(options), "-o", "model.pt"]
+    return cmd + ["--restart", str(restart)] if restart is not None else cmd
+
+
+def _checkpoints(workdir: Path) -> list[Path]:
+    """metatrain's intermediate checkpoints (``outputs/<date>/<time>/model_<epoch>.ckpt``), oldest epoch first."""
+    return sorted(workdir.glob("outputs/*/*/model_*.ckpt"), key=lambda p: int(p.stem.split("_")[1]))
 
 
 def run_mtt(options: Path, workdir: Path, deadline: float, log_path: Path, log=print,
-            command: list[str] | None = None) -> MttRun:
-    """``mtt train options`` (or ``command``) in ``workdir``, stopped at ``deadline`` (``time.monotonic()``).
+            command: list[str] | None = None, stop_after: int | None = None) -> MttRun:
+    """``mtt train options`` (or ``command``) in ``workdir``, stopped at ``deadline`` (``time.monotonic()``), or
+    after ``stop_after`` epochs once metatrain has written a complete checkpoint of that epoch or a later one.
 
     Every output line goes to ``log_path`` with its wall time; the times of metatrain's "Starting training" and
     epoch lines give the start-up and epoch times.
     """
     cmd = command or mtt_command(options)
+    stop_epoch: list[int] = []  # metatrain's index of the epoch after which to stop
     t0 = time.monotonic()
     run = MttRun(returncode=None, wall_s=0.0, startup_s=math.nan)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -167,8 +192,10 @@ def run_mtt(options: Path, workdir: Path, deadline: float, log_path: Path, log=p
                 f.flush()
                 if "Starting training" in line and math.isnan(run.startup_s):
                     run.startup_s = t
-                if _EPOCH_LINE.search(line):
+                if m := _EPOCH_LINE.search(line):
                     run.epoch_end_s.append(t)
+                    if stop_after is not None and len(run.epoch_end_s) == stop_after:
+                        stop_epoch.append(int(m.group(1)))
                     if len(run.epoch_end_s) == 1 or len(run.epoch_end_s) % 10 == 0:
                         log(f"[distill train] epoch {len(run.epoch_end_s) - 1} done at {t:.0f} s")
                 if "ERROR" in line or "Traceback" in line:
@@ -176,11 +203,19 @@ def run_mtt(options: Path, workdir: Path, deadline: float, log_path: Path, log=p
 
     thread = threading.Thread(target=reader, daemon=True)
     thread.start()
-    try:
-        proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            proc.wait(timeout=max(0.01, min(0.5, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            pass
+        if stop_epoch and proc.poll() is None and any(
+                int(p.stem.split("_")[1]) >= stop_epoch[0] and checkpoint_complete(p) for p in _checkpoints(workdir)):
+            log(f"[distill train] {stop_after} epochs done: stopping mtt train")
+            break
+    if proc.poll() is None:
         run.interrupted = True
-        log("[distill train] deadline reached: stopping mtt train")
+        if not stop_epoch:
+            log("[distill train] deadline reached: stopping mtt train")
         proc.terminate()
         try:
             proc.wait(timeout=15)
@@ -256,7 +291,7 @@ def _environment(device: str) -> dict:
 
 def train(cfg: TrainConfig, log=print) -> dict:
     """Calibrate, train, ship, evaluate and plot (see the module docstring); returns the summary (``pet_distilled.json``)."""
-    from tcemu.mlip.distill import evaluate
+    from tcemu.mlip.distill import evaluate, resume
 
     t_start = time.monotonic()
     deadline = t_start + cfg.budget_s
@@ -273,12 +308,18 @@ def train(cfg: TrainConfig, log=print) -> dict:
         with driver_log.open("a") as f:
             f.write(f"[{time.monotonic() - t_start:8.1f} s] {msg}\n")
 
+    prev = resume.previous(Path(cfg.resume), work) if cfg.resume is not None else None
+    if prev is not None:
+        prev.check(cfg.epochs, cfg.learning_rate)
     manifest = _unpack(Path(cfg.data), work)
     say(f"[distill train] data {cfg.data}: {manifest.get('n_structures', '?')} structures, unpacked in "
         f"{time.monotonic() - t_start:.0f} s")
     calibration = None
     epochs = cfg.epochs
-    if epochs is None:
+    if prev is not None:
+        epochs = prev.epochs_total
+        say(f"[distill train] continuing {prev.folder} ({prev.epochs_done} of {epochs} epochs done)")
+    elif epochs is None:
         cal_dir = work / "calibration"
         cal_dir.mkdir()
         opts = options_for(cfg, work, cfg.calibration_epochs, checkpoint_interval=10**6)
@@ -294,24 +335,39 @@ def train(cfg: TrainConfig, log=print) -> dict:
                        "wall_s": round(cal.wall_s, 1), "epochs": cal.epochs_done}
         say(f"[distill train] calibration: start-up {startup:.0f} s, {epoch_s:.2f} s per epoch -> "
             f"{epochs} epochs in the {remaining:.0f} s left")
-    opts = options_for(cfg, work, epochs, checkpoint_interval=max(1, epochs // 10))
+    # a checkpoint every epoch up to 100 epochs: a call stopped at its deadline loses only the epoch under way
+    opts = options_for(cfg, work, epochs, checkpoint_interval=max(1, epochs // 100),
+                       template=prev.options if prev else None)
     options_path = _write_options(opts, out / "options.yaml")
-    run = run_mtt(options_path, work, deadline - cfg.reserve_s / 2, out / "train.log", say)
+    run = run_mtt(options_path, work, deadline - cfg.reserve_s / 2, out / "train.log", say,
+                  command=mtt_command(options_path, prev.restart if prev else None), stop_after=cfg.call_epochs)
     final = work / "model.ckpt"  # written once the last epoch is done (before metatrain's TorchScript export)
     if final.is_file():
         source = final
         if run.returncode != 0:
             say(f"[distill train] mtt train exited with {run.returncode} after writing its final checkpoint")
     else:
-        ckpts = sorted(run.run_dir.glob("model_*.ckpt"), key=lambda p: int(p.stem.split("_")[1])) if run.run_dir else []
-        if not ckpts:
+        ckpts = _checkpoints(work)
+        if ckpts and checkpoint_complete(ckpts[-1]):
+            source = ckpts[-1]
+        elif len(ckpts) > 1:  # the newest one was being written when the run was stopped
+            source = ckpts[-2]
+        elif prev is not None:
+            source = prev.restart
+        else:
             raise RuntimeError(f"mtt train left no checkpoint (exit {run.returncode}); see {out / 'train.log'}")
-        source = ckpts[-1]
         say(f"[distill train] mtt train did not finish (exit {run.returncode}); using {source.name}")
-    if run.run_dir is not None and (run.run_dir / "train.csv").is_file():
-        shutil.copy(run.run_dir / "train.csv", out / "train.csv")
-    say(f"[distill train] {run.epochs_done} of {epochs} epochs in {run.wall_s:.0f} s "
-        f"(start-up {run.startup_s:.0f} s)")
+    epochs_before = prev.epochs_done if prev else 0
+    epochs_after = resume.checkpoint_epochs(source)
+    if source.resolve() != (out / resume.RESTART_FILE).resolve():
+        shutil.copy(source, out / resume.RESTART_FILE)
+    new_csv = run.run_dir / "train.csv" if run.run_dir is not None else None
+    resume.merge_train_csv(prev.train_csv if prev else None, new_csv, out / "train.csv")
+    say(f"[distill train] {run.epochs_done} epochs in {run.wall_s:.0f} s (start-up {run.startup_s:.0f} s); "
+        f"{epochs_after} of {epochs} epochs in {resume.RESTART_FILE}")
+    call = {"out": str(out), "resumed_from": str(Path(cfg.resume) / resume.RESTART_FILE) if prev else None,
+            "epochs_before": epochs_before, "epochs_after": epochs_after, "train_wall_s": round(run.wall_s, 1)}
+    calls = (prev.calls if prev else []) + [call]
 
     description = ("PET distilled from CHGNet 0.3.0 labels of tcemu's benchmark systems (water, CO on Pt(111), "
                    "Co-Cr-Fe-Mn-Ni slabs) for validating emulated FP32; not a production potential")
@@ -332,7 +388,9 @@ def train(cfg: TrainConfig, log=print) -> dict:
             "budget_s": cfg.budget_s,
             "calibration": calibration,
             "epochs_planned": epochs,
-            "epochs_done": run.epochs_done,
+            "epochs_done": epochs_after,
+            "epochs_this_call": run.epochs_done,
+            "chain": {**call, "calls": calls, "train_wall_s": round(sum(c["train_wall_s"] for c in calls), 1)},
             "interrupted": run.interrupted or source != final,
             "checkpoint_source": source.name,
             "startup_s": round(run.startup_s, 1),
