@@ -79,7 +79,7 @@ def test_cpu_pipeline_end_to_end(tmp_path):
     files = sorted(p.name for p in out.iterdir())
     assert set(files) <= set(OUTPUT_FILES)  # nothing else (the work folder is removed); the plot needs matplotlib
     assert {"pet_distilled.ckpt", "pet_distilled.json", "options.yaml", "results.csv", "train.log"} <= set(files)
-    assert all((out / f).stat().st_size < 16e6 for f in files)
+    assert all((out / f).stat().st_size < 16e6 for f in files if f != "restart.ckpt")  # that one stays there
     assert summary["training"]["epochs_done"] == 1 and summary["status"] == "cpu-smoke"
     assert json.loads((out / "pet_distilled.json").read_text())["model"]["n_parameters"] == 1654018
     pot = models.pet_checkpoint(out / "pet_distilled.ckpt")

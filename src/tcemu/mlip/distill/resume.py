@@ -5,8 +5,9 @@ optimizer and scheduler state, epoch, best model so far) as ``restart.ckpt`` in 
 with ``resume=that folder`` runs ``mtt train options.yaml --restart restart.ckpt`` with the previous call's
 ``options.yaml``: metatrain rebuilds the cosine schedule from ``num_epochs`` (the chain's total, unchanged), loads
 the scheduler's step count and the optimizer state, and goes on at the epoch after the checkpoint's, so the chain
-follows the schedule of one uninterrupted run. Its batches are the same too (metatrain orders them per epoch
-from the epoch number).
+follows the schedule of one uninterrupted run, but for the first batch after each restart (torch's ``LambdaLR``
+takes its first step before its state is loaded: that batch gets the schedule's first learning rate, 0 with the
+warm-up). Its batches are the same too (metatrain orders them per epoch from the epoch number).
 """
 
 from __future__ import annotations

@@ -197,7 +197,7 @@ def run_mtt(options: Path, workdir: Path, deadline: float, log_path: Path, log=p
                     if stop_after is not None and len(run.epoch_end_s) == stop_after:
                         stop_epoch.append(int(m.group(1)))
                     if len(run.epoch_end_s) == 1 or len(run.epoch_end_s) % 10 == 0:
-                        log(f"[distill train] epoch {len(run.epoch_end_s) - 1} done at {t:.0f} s")
+                        log(f"[distill train] epoch {m.group(1)} done at {t:.0f} s")
                 if "ERROR" in line or "Traceback" in line:
                     log(f"[distill train] mtt: {line.rstrip()}")
 
