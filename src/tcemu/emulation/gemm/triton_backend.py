@@ -379,8 +379,11 @@ class TritonBackend:
         """Under torch.compile (where the fallback is decided at trace time and not counted): whether the product,
         forward and input gradient, takes the small-shape fallback with FP32 GEMMs in IEEE mode (plain aten, as in
         the FP32 model). Monotone in M: each is a row threshold."""
-        return (device.type == "cuda" and _use_fallback(spec, M, N, K, device, "fwd", False, True)
-                and _use_fallback(spec, M, K, N, device, "bwd_input", False, True) and _fp32_gemm_is_ieee())
+        def fallback(rows, n, k, role):
+            return _use_fallback(spec, rows, n, k, device, role, count=False, weight_dims=True)
+
+        return (device.type == "cuda" and fallback(M, N, K, "fwd") and fallback(M, K, N, "bwd_input")
+                and _fp32_gemm_is_ieee())
 
     def linear_input_grad(self, grad_out: Tensor, weight: Tensor, prepared, spec: MethodSpec) -> Tensor:
         """``grad_out @ W`` for grad_out (M, N) (or (..., N)), W (N, K) -> (M, K)."""
